@@ -1,0 +1,41 @@
+# orchestratord: `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+MODULE := $(shell $(GO) list -m)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X $(MODULE)/pkg/version.Version=$(VERSION)
+BIN := bin
+# Packages whose tests run against a real kube-apiserver need its binaries.
+TEST_FLAGS ?= -race -count=1
+TEST_PKGS ?= ./...
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/webhook and bin/controllers.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/webhook ./cmd/controllers
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, clients, listers, informers and CRDs.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail on stale generated files, unformatted code, vet findings or an untidy go.mod.
+	hack/verify-codegen.sh
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+.PHONY: kube-binaries
+kube-binaries: ## Build (once) the etcd and kube-apiserver the integration tests run.
+	hack/kube-binaries.sh etcd kube-apiserver >/dev/null
+
+.PHONY: test
+test: kube-binaries ## Run unit and integration tests (real etcd + kube-apiserver).
+	$(GO) test $(TEST_FLAGS) $(TEST_PKGS)
+
+.PHONY: clean
+clean: ## Remove build output (the cached Kubernetes binaries stay).
+	rm -rf $(BIN)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the upstream Kubernetes and etcd binaries pinned in hack/tools/kube
+# from the Go module proxy into a git-ignored cache, once. Later calls find
+# them and return at once. Prints the directory holding the binaries.
+#
+#   hack/kube-binaries.sh [binary ...]   (default: etcd kube-apiserver)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools="$root/hack/tools/kube"
+kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$tools/go.mod")
+etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$tools/go.mod")
+# Outside the work tree so that every clone (CI runs a fresh one) shares it.
+cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}"
+mkdir -p "$cache"
+
+[ $# -gt 0 ] || set -- etcd kube-apiserver
+
+# Serialise concurrent callers (parallel test packages) on one lock so that
+# each binary is built exactly once.
+exec 9>"$cache/.lock"
+flock 9
+
+version_pkg=k8s.io/component-base/version
+ldflags="-s -w -X $version_pkg.gitVersion=$kube_version -X $version_pkg.gitMajor=1"
+ldflags+=" -X $version_pkg.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
+ldflags+=" -X $version_pkg.gitTreeState=clean"
+
+for bin in "$@"; do
+  [ -x "$cache/$bin" ] && continue
+  case "$bin" in
+    etcd) pkg=go.etcd.io/etcd/server/v3 ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet|kubectl)
+      pkg=k8s.io/kubernetes/cmd/$bin ;;
+    *) echo "kube-binaries: unknown binary $bin" >&2; exit 2 ;;
+  esac
+  echo "kube-binaries: building $bin ($pkg) into $cache (first time only)" >&2
+  (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cache/$bin.tmp" "$pkg")
+  mv "$cache/$bin.tmp" "$cache/$bin"
+done
+echo "$cache"

@@ -1,0 +1,5 @@
+// Package v1alpha1 is version v1alpha1 of the materialize.cloud API.
+//
+// +k8s:deepcopy-gen=package
+// +groupName=materialize.cloud
+package v1alpha1

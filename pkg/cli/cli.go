@@ -1,0 +1,80 @@
+// Package cli holds what both programs' cobra commands share: environment
+// variable fallbacks for flags, the version subcommand and signal handling.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/materializeinc/orchestratord/pkg/version"
+)
+
+// EnvPrefix prefixes the environment variable that backs every flag.
+const EnvPrefix = "ORCHESTRATORD_"
+
+// EnvName is the environment variable backing a flag: --tls-cert-file is
+// ORCHESTRATORD_TLS_CERT_FILE.
+func EnvName(flag string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// ApplyEnv sets every flag not given on the command line from its
+// environment variable, so a flag always wins over the environment.
+func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" {
+			return
+		}
+		if value, ok := lookup(EnvName(f.Name)); ok {
+			if err := fs.Set(f.Name, value); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(f.Name), value, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// NewRoot returns a root command whose flags fall back to the environment
+// and which has a version subcommand.
+func NewRoot(use, short, long string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           use,
+		Short:         short,
+		Long:          long,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.Get().String(),
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return ApplyEnv(cmd.Flags(), os.LookupEnv)
+		},
+	}
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the version and exit",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), use, version.Get())
+		},
+	})
+	return root
+}
+
+// Main runs a root command until SIGTERM or SIGINT and exits non-zero on error.
+func Main(root *cobra.Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := root.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", root.Name(), err)
+		os.Exit(1)
+	}
+}

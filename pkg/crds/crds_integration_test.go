@@ -1,0 +1,277 @@
+package crds_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	var err error
+	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+func clients(t *testing.T) (versioned.Interface, string) {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "crds-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return versioned.NewForConfigOrDie(cp.Config), ns.Name
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func fullMaterialize(ns string) *v1alpha1.Materialize {
+	return &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: "full", Namespace: ns, Labels: map[string]string{"team": "db"}},
+		Spec: v1alpha1.MaterializeSpec{
+			EnvironmentdImageRef:          "materialize/environmentd:v26.0.0",
+			EnvironmentdExtraArgs:         []string{"--log-filter=info"},
+			EnvironmentdExtraEnv:          []corev1.EnvVar{{Name: "MZ_X", Value: "1"}},
+			EnvironmentdIamRoleArn:        "arn:aws:iam::1:role/env",
+			EnvironmentdConnectionRoleArn: "arn:aws:iam::1:role/conn",
+			EnvironmentdResourceRequirements: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
+			},
+			EnvironmentdScratchVolumeStorageRequirement: ptr(resource.MustParse("10Gi")),
+			BalancerdReplicas:            ptr(int32(3)),
+			ConsoleReplicas:              ptr(int32(1)),
+			ServiceAccountAnnotations:    map[string]string{"a": "b"},
+			PodLabels:                    map[string]string{"l": "v"},
+			RequestRollout:               "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+			ForceRollout:                 "7a1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+			ForcePromote:                 "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+			RolloutStrategy:              v1alpha1.RolloutManuallyPromote,
+			RolloutRequestTimeout:        "90m",
+			BackendSecretName:            "mz-backend",
+			AuthenticatorKind:            v1alpha1.AuthenticatorPassword,
+			EnableRBAC:                   true,
+			EnvironmentID:                "0b0b0b0b-1111-4222-8333-444444444444",
+			SystemParameterConfigmapName: "params",
+			InternalCertificateSpec: &v1alpha1.MaterializeCertSpec{
+				DNSNames:  []string{"mz.internal"},
+				Duration:  "2160h",
+				IssuerRef: &v1alpha1.CertificateIssuerRef{Name: "ca", Kind: "ClusterIssuer"},
+			},
+		},
+	}
+}
+
+func TestAllCRDsEstablished(t *testing.T) {
+	// Start already waited for Established; this proves each is served.
+	mz, ns := clients(t)
+	ctx := context.Background()
+	if _, err := mz.MaterializeV1alpha1().Materializes(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("materializes: %v", err)
+	}
+	if _, err := mz.MaterializeV1alpha1().Balancers(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("balancers: %v", err)
+	}
+	if _, err := mz.MaterializeV1alpha1().Consoles(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("consoles: %v", err)
+	}
+}
+
+func TestMaterializeReadsBackEqual(t *testing.T) {
+	mz, ns := clients(t)
+	ctx := context.Background()
+	want := fullMaterialize(ns)
+	if _, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := mz.MaterializeV1alpha1().Materializes(ns).Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+		a, _ := json.Marshal(want.Spec)
+		b, _ := json.Marshal(got.Spec)
+		t.Errorf("spec changed on the way through the API server:\nsent %s\ngot  %s", a, b)
+	}
+	if got.Labels["team"] != "db" {
+		t.Errorf("labels lost: %v", got.Labels)
+	}
+}
+
+func TestSchemaDefaultsApplied(t *testing.T) {
+	mz, ns := clients(t)
+	ctx := context.Background()
+	created, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: ns},
+		Spec:       v1alpha1.MaterializeSpec{EnvironmentdImageRef: "mz:1", BackendSecretName: "s"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := created.Spec
+	if s.RolloutStrategy != v1alpha1.RolloutWaitUntilReady || s.RolloutRequestTimeout != "24h" ||
+		s.AuthenticatorKind != v1alpha1.AuthenticatorNone ||
+		s.BalancerdReplicas == nil || *s.BalancerdReplicas != 2 || s.ConsoleReplicas == nil || *s.ConsoleReplicas != 2 {
+		b, _ := json.Marshal(s)
+		t.Errorf("defaults not applied: %s", b)
+	}
+
+	bal, err := mz.MaterializeV1alpha1().Balancers(ns).Create(ctx, &v1alpha1.Balancer{
+		ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
+		Spec: v1alpha1.BalancerSpec{BalancerdImageRef: "b:1", StaticRouting: &v1alpha1.StaticRoutingConfig{
+			EnvironmentdNamespace: ns, EnvironmentdServiceName: "env"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bal.Spec.Replicas == nil || *bal.Spec.Replicas != 2 {
+		t.Errorf("balancer replicas default not applied: %v", bal.Spec.Replicas)
+	}
+	con, err := mz.MaterializeV1alpha1().Consoles(ns).Create(ctx, &v1alpha1.Console{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
+		Spec:       v1alpha1.ConsoleSpec{ConsoleImageRef: "c:1", Balancerd: v1alpha1.BalancerdRef{ServiceName: "b", Namespace: ns}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if con.Spec.Balancerd.Scheme != v1alpha1.SchemeHTTP || con.Spec.AuthenticatorKind != v1alpha1.AuthenticatorNone {
+		t.Errorf("console defaults not applied: %+v", con.Spec)
+	}
+}
+
+func TestInvalidObjectsRejectedNamingTheField(t *testing.T) {
+	mz, ns := clients(t)
+	ctx := context.Background()
+	valid := func(name string) *v1alpha1.Materialize {
+		return &v1alpha1.Materialize{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       v1alpha1.MaterializeSpec{EnvironmentdImageRef: "mz:1", BackendSecretName: "s"},
+		}
+	}
+	badStrategy := valid("bad-strategy")
+	badStrategy.Spec.RolloutStrategy = "YOLO"
+	noImage := valid("no-image")
+	noImage.Spec.EnvironmentdImageRef = ""
+	badUUID := valid("bad-uuid")
+	badUUID.Spec.RequestRollout = "not-a-uuid"
+
+	cases := []struct {
+		name   string
+		create func() error
+		field  string
+	}{
+		{"bad rolloutStrategy", func() error {
+			_, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, badStrategy, metav1.CreateOptions{})
+			return err
+		}, "spec.rolloutStrategy"},
+		{"missing environmentdImageRef", func() error {
+			_, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, noImage, metav1.CreateOptions{})
+			return err
+		}, "spec.environmentdImageRef"},
+		{"requestRollout not a UUID", func() error {
+			_, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, badUUID, metav1.CreateOptions{})
+			return err
+		}, "spec.requestRollout"},
+		{"balancer with two routing blocks", func() error {
+			_, err := mz.MaterializeV1alpha1().Balancers(ns).Create(ctx, &v1alpha1.Balancer{
+				ObjectMeta: metav1.ObjectMeta{Name: "two-routes", Namespace: ns},
+				Spec: v1alpha1.BalancerSpec{
+					BalancerdImageRef: "b:1",
+					StaticRouting:     &v1alpha1.StaticRoutingConfig{EnvironmentdNamespace: ns, EnvironmentdServiceName: "e"},
+					FronteggRouting:   &v1alpha1.FronteggRoutingConfig{},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		}, "exactly one of staticRouting or fronteggRouting"},
+		{"balancer with no routing block", func() error {
+			_, err := mz.MaterializeV1alpha1().Balancers(ns).Create(ctx, &v1alpha1.Balancer{
+				ObjectMeta: metav1.ObjectMeta{Name: "no-route", Namespace: ns},
+				Spec:       v1alpha1.BalancerSpec{BalancerdImageRef: "b:1"},
+			}, metav1.CreateOptions{})
+			return err
+		}, "exactly one of staticRouting or fronteggRouting"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.create()
+			if err == nil {
+				t.Fatal("the API server accepted an invalid object")
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error does not name %q: %v", tc.field, err)
+			}
+		})
+	}
+}
+
+func TestEnvironmentIDCannotChangeOnceSet(t *testing.T) {
+	mz, ns := clients(t)
+	ctx := context.Background()
+	obj := fullMaterialize(ns)
+	created, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Spec.EnvironmentID = "99999999-1111-4222-8333-444444444444"
+	_, err = mz.MaterializeV1alpha1().Materializes(ns).Update(ctx, created, metav1.UpdateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "environmentId cannot change once set") {
+		t.Fatalf("want the environmentId rule to reject the change, got %v", err)
+	}
+}
+
+func TestExplainHasDescriptions(t *testing.T) {
+	// kubectl explain reads the OpenAPI v3 document the API server publishes.
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/materialize.cloud/v1alpha1").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Description string `json:"description"`
+					Properties  map[string]struct {
+						Description string   `json:"description"`
+						Enum        []string `json:"enum"`
+						Default     any      `json:"default"`
+					} `json:"properties"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, ok := doc.Components.Schemas["cloud.materialize.v1alpha1.Materialize"]
+	if !ok {
+		t.Fatalf("no Materialize schema published")
+	}
+	rs := schema.Properties["spec"].Properties["rolloutStrategy"]
+	if !strings.Contains(rs.Description, "ManuallyPromote waits at ReadyToPromote") || len(rs.Enum) != 3 || rs.Default != "WaitUntilReady" {
+		t.Errorf("spec.rolloutStrategy not explained: %+v", rs)
+	}
+}
