@@ -1,0 +1,227 @@
+// Package conversion converts Materialize objects between v1alpha1 and v1
+// (../../SPEC.md §2). It works on decoded JSON rather than Go types so that
+// partial objects, which server-side apply sends, convert field by field:
+// nothing is invented that the input lacked, and unknown fields pass through.
+//
+// Each direction is a plain conversion plus a carry: what the target version
+// cannot express is recorded in a conversion.materialize.cloud/ annotation
+// and restored on the way back, so v1alpha1 -> v1 -> v1alpha1 and
+// v1 -> v1alpha1 -> v1 are both the identity.
+package conversion
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize"
+	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+)
+
+// API versions and the kind this package converts.
+var (
+	V1Alpha1 = v1alpha1.SchemeGroupVersion.String()
+	V1       = v1.SchemeGroupVersion.String()
+)
+
+const (
+	// Kind is the only kind with more than one version.
+	Kind = "Materialize"
+	// IAMRoleAnnotation is where v1 keeps v1alpha1's environmentdIamRoleArn.
+	IAMRoleAnnotation = "eks.amazonaws.com/role-arn"
+	nilUUID           = "00000000-0000-0000-0000-000000000000"
+	reasonPromoting   = "Promoting"
+)
+
+// Convert returns obj converted to apiVersion. obj is not modified. Objects
+// already at apiVersion come back unchanged.
+func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
+	kind, _ := obj["kind"].(string)
+	if kind != Kind {
+		return nil, fmt.Errorf("kind %q cannot be converted: only %s has more than one version", kind, Kind)
+	}
+	from, _ := obj["apiVersion"].(string)
+	if err := checkVersion(from); err != nil {
+		return nil, fmt.Errorf("object apiVersion: %w", err)
+	}
+	if err := checkVersion(apiVersion); err != nil {
+		return nil, fmt.Errorf("desired apiVersion: %w", err)
+	}
+	if err := checkShape(obj); err != nil {
+		return nil, err
+	}
+	out := runtime.DeepCopyJSON(obj)
+	switch {
+	case from == apiVersion:
+		return out, nil
+	case apiVersion == V1:
+		return toV1(out)
+	default:
+		return toV1alpha1(out)
+	}
+}
+
+func checkVersion(apiVersion string) error {
+	if apiVersion != V1Alpha1 && apiVersion != V1 {
+		return fmt.Errorf("%q is not a %s version (want %s or %s)", apiVersion, materialize.GroupName, V1Alpha1, V1)
+	}
+	return nil
+}
+
+// checkShape rejects objects whose top-level sections are not objects; such
+// input cannot have come from the API server.
+func checkShape(obj map[string]any) error {
+	for _, field := range []string{"metadata", "spec", "status"} {
+		if v, ok := obj[field]; ok && v != nil {
+			if _, isMap := v.(map[string]any); !isMap {
+				return fmt.Errorf("%s: must be an object, got %T", field, v)
+			}
+		}
+	}
+	if annotations, ok := lookup(obj, []string{"metadata", "annotations"}); ok && annotations != nil {
+		m, isMap := annotations.(map[string]any)
+		if !isMap {
+			return fmt.Errorf("metadata.annotations: must be an object, got %T", annotations)
+		}
+		for k, v := range m {
+			if _, isString := v.(string); !isString {
+				return fmt.Errorf("metadata.annotations[%s]: must be a string, got %T", k, v)
+			}
+		}
+	}
+	return nil
+}
+
+func toV1(obj map[string]any) (map[string]any, error) {
+	v1Carry := takeCarry(obj, v1CarryAnnotation)
+	original := runtime.DeepCopyJSON(obj)
+	out := plainToV1(obj)
+	if err := restore(out, v1Carry); err != nil {
+		return nil, fmt.Errorf("restoring %s: %w", v1CarryAnnotation, err)
+	}
+	// What v1 cannot hold is what the plain way back would not reproduce.
+	back := plainToV1alpha1(runtime.DeepCopyJSON(out))
+	putCarry(out, v1alpha1CarryAnnotation, diff(original, back))
+	return out, nil
+}
+
+func toV1alpha1(obj map[string]any) (map[string]any, error) {
+	alphaCarry := takeCarry(obj, v1alpha1CarryAnnotation)
+	original := runtime.DeepCopyJSON(obj)
+	out := plainToV1alpha1(obj)
+	if err := restore(out, alphaCarry); err != nil {
+		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
+	}
+	back := plainToV1(runtime.DeepCopyJSON(out))
+	putCarry(out, v1CarryAnnotation, diff(original, back))
+	return out, nil
+}
+
+// plainToV1 applies SPEC.md's v1alpha1 -> v1 rules in place.
+func plainToV1(obj map[string]any) map[string]any {
+	obj["apiVersion"] = V1
+	spec, _ := obj["spec"].(map[string]any)
+	status, _ := obj["status"].(map[string]any)
+
+	requestRollout, _ := lookupString(obj, "spec", "requestRollout")
+	lastCompletedRequest, _ := lookupString(obj, "status", "lastCompletedRolloutRequest")
+	if spec != nil {
+		delete(spec, "requestRollout")
+		delete(spec, "inPlaceRollout")
+		if role, ok := spec["environmentdIamRoleArn"]; ok {
+			delete(spec, "environmentdIamRoleArn")
+			if role, _ := role.(string); role != "" {
+				if _, exists := lookup(spec, []string{"serviceAccountAnnotations", IAMRoleAnnotation}); !exists {
+					set(spec, []string{"serviceAccountAnnotations", IAMRoleAnnotation}, role)
+				}
+			}
+		}
+		if promote, ok := spec["forcePromote"]; ok && isEmptyPromote(promote) {
+			delete(spec, "forcePromote")
+		}
+	}
+	if status != nil {
+		delete(status, "lastCompletedRolloutRequest")
+		delete(status, "resourcesHash")
+		delete(status, "observedGeneration")
+		// Derived fields only for a whole object: a partial one gets nothing
+		// it did not have.
+		if hash, whole := rolloutHashOf(obj); whole {
+			if !isPromoting(status) {
+				status["requestedRolloutHash"] = hash
+			}
+			inProgress := lastCompletedRequest == "" || lastCompletedRequest == nilUUID || lastCompletedRequest != requestRollout
+			if _, ok := status["lastCompletedRolloutHash"]; !ok && !inProgress {
+				status["lastCompletedRolloutHash"] = hash
+			}
+		}
+	}
+	return obj
+}
+
+// plainToV1alpha1 applies SPEC.md's v1 -> v1alpha1 rules in place.
+func plainToV1alpha1(obj map[string]any) map[string]any {
+	obj["apiVersion"] = V1Alpha1
+	spec, _ := obj["spec"].(map[string]any)
+	status, _ := obj["status"].(map[string]any)
+	if spec != nil {
+		if hash, whole := rolloutHashOf(obj); whole {
+			spec["requestRollout"] = RolloutRequest(hash)
+		}
+	}
+	if status != nil {
+		delete(status, "requestedRolloutHash")
+		if last, ok := status["lastCompletedRolloutHash"].(string); ok && last != "" {
+			status["lastCompletedRolloutRequest"] = RolloutRequest(last)
+		}
+	}
+	return obj
+}
+
+// rolloutHashOf computes the rollout hash of a v1 object, and whether the
+// object is whole enough to have one (its spec decodes and has the required
+// fields).
+func rolloutHashOf(obj map[string]any) (string, bool) {
+	rawSpec, ok := obj["spec"].(map[string]any)
+	if !ok {
+		return "", false
+	}
+	encoded, err := json.Marshal(rawSpec)
+	if err != nil {
+		return "", false
+	}
+	var spec v1.MaterializeSpec
+	if err := json.Unmarshal(encoded, &spec); err != nil {
+		return "", false
+	}
+	if spec.EnvironmentdImageRef == "" || spec.BackendSecretName == "" {
+		return "", false
+	}
+	annotations := map[string]string{}
+	if m, ok := lookupMap(obj, "metadata", "annotations"); ok {
+		for k, v := range m {
+			if s, ok := v.(string); ok {
+				annotations[k] = s
+			}
+		}
+	}
+	return RolloutHash(spec, annotations), true
+}
+
+func isEmptyPromote(v any) bool {
+	s, ok := v.(string)
+	return v == nil || (ok && (s == "" || s == nilUUID))
+}
+
+func isPromoting(status map[string]any) bool {
+	conditions, _ := status["conditions"].([]any)
+	for _, c := range conditions {
+		c, _ := c.(map[string]any)
+		if c["type"] == "UpToDate" && c["reason"] == reasonPromoting {
+			return true
+		}
+	}
+	return false
+}

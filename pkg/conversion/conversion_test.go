@@ -1,0 +1,225 @@
+package conversion
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
+)
+
+func mustDecode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	v, err := decodeValue([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(map[string]any)
+}
+
+func convert(t *testing.T, obj map[string]any, to string) map[string]any {
+	t.Helper()
+	out, err := Convert(obj, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func get(obj map[string]any, path ...string) any {
+	v, _ := lookup(obj, path)
+	return v
+}
+
+func has(obj map[string]any, path ...string) bool {
+	_, ok := lookup(obj, path)
+	return ok
+}
+
+const alphaWhole = `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize",
+ "metadata":{"name":"mz","namespace":"ns"},
+ "spec":{"environmentdImageRef":"mz:v1","backendSecretName":"b","requestRollout":"6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+   "environmentdIamRoleArn":"arn:role","forcePromote":"00000000-0000-0000-0000-000000000000","inPlaceRollout":false},
+ "status":{"resourceId":"abc","activeGeneration":3,"lastCompletedRolloutRequest":"6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+   "resourcesHash":"r","observedGeneration":4}}`
+
+func TestV1alpha1ToV1FollowsTheSpecRules(t *testing.T) {
+	in := mustDecode(t, alphaWhole)
+	out := convert(t, in, V1)
+
+	if got := get(out, "spec", "serviceAccountAnnotations", IAMRoleAnnotation); got != "arn:role" {
+		t.Errorf("environmentdIamRoleArn not moved into the service account annotation: %v", got)
+	}
+	for _, gone := range [][]string{{"spec", "environmentdIamRoleArn"}, {"spec", "requestRollout"}, {"spec", "inPlaceRollout"},
+		{"spec", "forcePromote"}, {"status", "lastCompletedRolloutRequest"}, {"status", "resourcesHash"}, {"status", "observedGeneration"}} {
+		if has(out, gone...) {
+			t.Errorf("%s must not appear in v1", strings.Join(gone, "."))
+		}
+	}
+	hash, whole := rolloutHashOf(out)
+	if !whole {
+		t.Fatal("whole object not recognised as whole")
+	}
+	if got := get(out, "status", "requestedRolloutHash"); got != hash {
+		t.Errorf("requestedRolloutHash = %v, want the computed hash %s", got, hash)
+	}
+	// The last completed request equals requestRollout: no rollout in
+	// progress, so the last completed hash is the current one.
+	if got := get(out, "status", "lastCompletedRolloutHash"); got != hash {
+		t.Errorf("lastCompletedRolloutHash = %v, want %s", got, hash)
+	}
+	if in["apiVersion"] != V1Alpha1 {
+		t.Error("Convert modified its input")
+	}
+}
+
+func TestV1alpha1ToV1DuringRolloutAndPromotion(t *testing.T) {
+	in := mustDecode(t, alphaWhole)
+	set(in, []string{"status", "lastCompletedRolloutRequest"}, "0b0b0b0b-1111-4222-8333-444444444444")
+	set(in, []string{"status", "conditions"}, []any{map[string]any{"type": "UpToDate", "status": "False", "reason": "Promoting"}})
+	out := convert(t, in, V1)
+	if has(out, "status", "lastCompletedRolloutHash") {
+		t.Error("a rollout is in progress: lastCompletedRolloutHash must stay absent")
+	}
+	if has(out, "status", "requestedRolloutHash") {
+		t.Error("promoting: requestedRolloutHash must stay absent")
+	}
+
+	set(in, []string{"status", "lastCompletedRolloutHash"}, "kept")
+	if got := get(convert(t, in, V1), "status", "lastCompletedRolloutHash"); got != "kept" {
+		t.Errorf("lastCompletedRolloutHash from status must be kept, got %v", got)
+	}
+}
+
+func TestExistingRoleAnnotationWins(t *testing.T) {
+	in := mustDecode(t, alphaWhole)
+	set(in, []string{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, "arn:existing")
+	out := convert(t, in, V1)
+	if got := get(out, "spec", "serviceAccountAnnotations", IAMRoleAnnotation); got != "arn:existing" {
+		t.Errorf("existing annotation overwritten: %v", got)
+	}
+}
+
+func TestNonEmptyForcePromoteIsKept(t *testing.T) {
+	in := mustDecode(t, alphaWhole)
+	set(in, []string{"spec", "forcePromote"}, "0b0b0b0b-1111-4222-8333-444444444444")
+	if got := get(convert(t, in, V1), "spec", "forcePromote"); got != "0b0b0b0b-1111-4222-8333-444444444444" {
+		t.Errorf("forcePromote = %v", got)
+	}
+}
+
+const v1Whole = `{"apiVersion":"materialize.cloud/v1","kind":"Materialize",
+ "metadata":{"name":"mz","namespace":"ns","annotations":{"materialize.cloud/force-rollout":"1"}},
+ "spec":{"environmentdImageRef":"mz:v2","backendSecretName":"b","balancerdReplicas":2},
+ "status":{"resourceId":"abc","lastCompletedRolloutHash":"h-old","requestedRolloutHash":"whatever"}}`
+
+func TestV1ToV1alpha1DerivesRequestsFromHashes(t *testing.T) {
+	in := mustDecode(t, v1Whole)
+	out := convert(t, in, V1Alpha1)
+	hash, _ := rolloutHashOf(in)
+	if got := get(out, "spec", "requestRollout"); got != RolloutRequest(hash) {
+		t.Errorf("requestRollout = %v, want UUIDv5 of the rollout hash %s", got, RolloutRequest(hash))
+	}
+	if got := get(out, "status", "lastCompletedRolloutRequest"); got != RolloutRequest("h-old") {
+		t.Errorf("lastCompletedRolloutRequest = %v, want UUIDv5(h-old)", got)
+	}
+	if has(out, "status", "requestedRolloutHash") {
+		t.Error("requestedRolloutHash has no place in v1alpha1")
+	}
+
+	// Re-applying the same v1 spec maps to the same request: no rollout.
+	again := convert(t, mustDecode(t, v1Whole), V1Alpha1)
+	if get(again, "spec", "requestRollout") != get(out, "spec", "requestRollout") {
+		t.Error("an unchanged v1 spec must map to an unchanged requestRollout")
+	}
+	// Fields outside the hash do not change the request either...
+	replicas := mustDecode(t, v1Whole)
+	set(replicas, []string{"spec", "balancerdReplicas"}, json.Number("5"))
+	if get(convert(t, replicas, V1Alpha1), "spec", "requestRollout") != get(out, "spec", "requestRollout") {
+		t.Error("balancerdReplicas must not be part of the rollout hash")
+	}
+	// ...but the image and the force-rollout annotation do.
+	image := mustDecode(t, v1Whole)
+	set(image, []string{"spec", "environmentdImageRef"}, "mz:v3")
+	force := mustDecode(t, v1Whole)
+	set(force, []string{"metadata", "annotations", ForceRolloutAnnotation}, "2")
+	for name, obj := range map[string]map[string]any{"image": image, "force-rollout annotation": force} {
+		if get(convert(t, obj, V1Alpha1), "spec", "requestRollout") == get(out, "spec", "requestRollout") {
+			t.Errorf("changing the %s must request a rollout", name)
+		}
+	}
+}
+
+func TestEditThroughV1RequestsARolloutDespiteCarriedRequest(t *testing.T) {
+	stored := mustDecode(t, alphaWhole)
+	asV1 := convert(t, stored, V1)
+	set(asV1, []string{"spec", "environmentdImageRef"}, "mz:v2")
+	back := convert(t, asV1, V1Alpha1)
+	if get(back, "spec", "requestRollout") == get(stored, "spec", "requestRollout") {
+		t.Fatal("a spec change made through v1 was undone by the carried requestRollout")
+	}
+	hash, _ := rolloutHashOf(asV1)
+	if get(back, "spec", "requestRollout") != RolloutRequest(hash) {
+		t.Errorf("requestRollout should be derived from the new hash")
+	}
+}
+
+func TestPartialObjectsGetNothingInvented(t *testing.T) {
+	// What server-side apply sends: just the fields a manager owns.
+	partial := mustDecode(t, `{"apiVersion":"materialize.cloud/v1","kind":"Materialize","metadata":{"name":"mz"},
+	  "spec":{"environmentdExtraEnv":[{"name":"A","value":"1"}]}}`)
+	out := convert(t, partial, V1Alpha1)
+	if has(out, "spec", "requestRollout") || has(out, "status") || has(out, "metadata", "annotations") {
+		t.Errorf("partial object grew fields: %s", mustJSON(out))
+	}
+	alpha := mustDecode(t, `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"name":"mz"},
+	  "status":{"conditions":[]}}`)
+	out = convert(t, alpha, V1)
+	if has(out, "status", "requestedRolloutHash") || has(out, "status", "lastCompletedRolloutHash") || has(out, "spec") {
+		t.Errorf("partial object grew fields: %s", mustJSON(out))
+	}
+}
+
+func TestSameVersionPassesThrough(t *testing.T) {
+	for _, src := range []string{alphaWhole, v1Whole} {
+		in := mustDecode(t, src)
+		out := convert(t, in, in["apiVersion"].(string))
+		if mustJSON(out) != mustJSON(in) {
+			t.Errorf("same-version conversion changed the object:\n%s\n%s", mustJSON(in), mustJSON(out))
+		}
+	}
+}
+
+func TestBadInputIsAnErrorNamingTheProblem(t *testing.T) {
+	cases := map[string]struct {
+		obj, to, want string
+	}{
+		"wrong kind":           {`{"apiVersion":"materialize.cloud/v1alpha1","kind":"Balancer"}`, V1, `kind "Balancer"`},
+		"unknown from version": {`{"apiVersion":"materialize.cloud/v2","kind":"Materialize"}`, V1, `object apiVersion: "materialize.cloud/v2"`},
+		"unknown to version":   {`{"apiVersion":"materialize.cloud/v1","kind":"Materialize"}`, "materialize.cloud/v9", `desired apiVersion`},
+		"spec not an object":   {`{"apiVersion":"materialize.cloud/v1","kind":"Materialize","spec":[1]}`, V1Alpha1, "spec: must be an object"},
+		"annotation not text":  {`{"apiVersion":"materialize.cloud/v1","kind":"Materialize","metadata":{"annotations":{"a":1}}}`, V1Alpha1, "metadata.annotations[a]"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Convert(mustDecode(t, tc.obj), tc.to)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestRolloutHashIgnoresNonRolloutFields(t *testing.T) {
+	replicas := int32(5)
+	base := v1.MaterializeSpec{EnvironmentdImageRef: "mz", BackendSecretName: "b"}
+	changed := base
+	changed.BalancerdReplicas = &replicas
+	changed.ForcePromote = new(string)
+	if RolloutHash(base, nil) != RolloutHash(changed, nil) {
+		t.Error("replicas and forcePromote must not change the hash")
+	}
+	if RolloutHash(base, nil) == RolloutHash(base, map[string]string{ForceRolloutAnnotation: "1"}) {
+		t.Error("the force-rollout annotation must change the hash")
+	}
+}

@@ -1,0 +1,77 @@
+package leaderelection
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HealthChecker is a /healthz check over every Lease held by the Runs that
+// share it (Config.Health). It fails while any held Lease is overdue for
+// renewal: its last successful renewal is older than the lease duration
+// plus the tolerance, which is client-go's HealthzAdaptor rule
+// (LeaderElector.Check) aggregated over leases. Run normally stops leading
+// long before (at the renew deadline); the check catches a replica that
+// cannot get there, e.g. a lead function that ignores its context, so the
+// kubelet restarts it. A Lease counts as held from acquisition until lead has
+// returned and the term is over.
+type HealthChecker struct {
+	tolerance time.Duration
+
+	mu   sync.Mutex
+	held map[*heldLease]struct{}
+}
+
+type heldLease struct {
+	name, identity string
+	leaseDuration  time.Duration
+	renewedAt      func() time.Time
+}
+
+// NewHealthChecker returns a checker that tolerates a held Lease going
+// unrenewed for its lease duration plus tolerance (client-go's
+// NewLeaderHealthzAdaptor timeout).
+func NewHealthChecker(tolerance time.Duration) *HealthChecker {
+	return &HealthChecker{tolerance: tolerance, held: map[*heldLease]struct{}{}}
+}
+
+// Name names the check, as k8s.io/apiserver's healthz.HealthChecker does.
+func (h *HealthChecker) Name() string { return "leader-election" }
+
+// Check returns an error naming every held Lease overdue for renewal.
+func (h *HealthChecker) Check(_ *http.Request) error {
+	now := time.Now()
+	var overdue []string
+	h.mu.Lock()
+	for l := range h.held {
+		if since := now.Sub(l.renewedAt()); since > l.leaseDuration+h.tolerance {
+			overdue = append(overdue, fmt.Sprintf("%s (held by %s, last renewed %v ago)", l.name, l.identity, since.Round(time.Millisecond)))
+		}
+	}
+	h.mu.Unlock()
+	if len(overdue) == 0 {
+		return nil
+	}
+	slices.Sort(overdue)
+	return fmt.Errorf("leases overdue for renewal: %s", strings.Join(overdue, ", "))
+}
+
+// track records a held Lease until the returned function is called. A nil
+// checker tracks nothing.
+func (h *HealthChecker) track(name, identity string, leaseDuration time.Duration, renewedAt func() time.Time) (untrack func()) {
+	if h == nil {
+		return func() {}
+	}
+	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewedAt: renewedAt}
+	h.mu.Lock()
+	h.held[l] = struct{}{}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.held, l)
+		h.mu.Unlock()
+	}
+}

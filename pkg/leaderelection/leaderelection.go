@@ -1,0 +1,415 @@
+// Package leaderelection runs each reconciler under its own fenced
+// coordination.k8s.io/v1 Lease (SPEC.md §4). It is built on client-go's
+// tools/leaderelection with a resourcelock.LeaseLock, not a new protocol, and
+// adds what client-go leaves to its callers:
+//
+//   - Fencing. The context given to lead is cancelled as soon as leadership is
+//     lost or may be lost: when a renewal has not succeeded within
+//     RenewDeadline of the previous successful one (measured from the moment
+//     that renewal was sent, on the monotonic clock), which is before any
+//     other candidate can consider the Lease expired (LeaseDuration after it
+//     observed that renewal). Run then returns ErrLeadershipLost and the
+//     caller must exit non-zero. Callers must pass the lead context to every
+//     write they make (and to nothing that outlives lead), so that a write is
+//     never started after that point. A request already on the wire when the
+//     context is cancelled can still land; the margin LeaseDuration −
+//     RenewDeadline is what covers it.
+//   - Graceful handover. When Run's context is cancelled the lead context is
+//     cancelled, Run waits for lead to return — the Lease is still renewed
+//     meanwhile — and only then releases the Lease. How long that takes is
+//     bounded by the caller's lead function, not by this package.
+//   - Fast takeover. Standbys watch their Lease and, when it is released
+//     (holderIdentity empty) or deleted, restart client-go's elector, whose
+//     first attempt acquires a released Lease at once instead of waiting for
+//     the next RetryPeriod poll.
+//
+// The clock-skew assumptions are client-go's: candidates only compare local
+// monotonic durations, so clocks may differ but must advance at about the
+// same rate.
+package leaderelection
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	k8sle "k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// Lease names, one per reconciler (SPEC.md §4).
+const (
+	LeaseMaterialize = "orchestratord-materialize-controller"
+	LeaseBalancer    = "orchestratord-balancer-controller"
+	LeaseConsole     = "orchestratord-console-controller"
+)
+
+// LeaseName returns the name of the Lease of a reconciler, as named by
+// --controllers ("materialize", "balancer", "console").
+func LeaseName(controller string) string {
+	return "orchestratord-" + controller + "-controller"
+}
+
+// ErrLeadershipLost is returned by Run when leadership ended for any reason
+// other than the cancellation of Run's own context: a renewal did not succeed
+// within the renew deadline, or client-go's elector stopped leading. The
+// caller should exit non-zero so that Kubernetes restarts the process.
+var ErrLeadershipLost = errors.New("leaderelection: leadership lost")
+
+// ErrLeadReturned is returned by Run when lead returned although its context
+// was not cancelled. The Lease has been released (lead had returned); the
+// caller should treat it as a failure of the reconciler.
+var ErrLeadReturned = errors.New("leaderelection: lead returned while still leading")
+
+// errShutdown is the cause of the lead context's cancellation when Run's own
+// context is done.
+var errShutdown = errors.New("leaderelection: shutting down")
+
+// Config configures Run. The same Config may be used for several leases.
+type Config struct {
+	// Client talks to the API server holding the Leases.
+	Client kubernetes.Interface
+	// Namespace holds the Leases.
+	Namespace string
+	// Identity is this replica's holder identity; see DefaultIdentity.
+	Identity string
+	// LeaseDuration is how long other candidates wait, after observing a
+	// renewal, before they consider the Lease expired. It is written to the
+	// Lease in whole seconds and must be at least one second.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader may go without a successful
+	// renewal before it stops leading (its lead context is cancelled). It
+	// must be less than LeaseDuration (truncated to seconds) and more than
+	// 1.2 × RetryPeriod.
+	RenewDeadline time.Duration
+	// RetryPeriod is how often candidates try to acquire, and the leader
+	// to renew, the Lease.
+	RetryPeriod time.Duration
+	// Logger receives one line per leadership event. Nil means no logs.
+	Logger *zap.Logger
+	// Metrics, when set, receives the per-lease metrics
+	// orchestratord_leader_election_is_leader{lease} and
+	// orchestratord_leader_election_transitions_total{lease}.
+	Metrics prometheus.Registerer
+	// Health, when set, tracks the leases held by Run for /healthz.
+	Health *HealthChecker
+}
+
+func (c Config) validate(name string, lead func(context.Context)) error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("client is nil"))
+	}
+	if c.Namespace == "" {
+		errs = append(errs, errors.New("namespace is empty"))
+	}
+	if c.Identity == "" {
+		errs = append(errs, errors.New("identity is empty"))
+	}
+	if name == "" {
+		errs = append(errs, errors.New("lease name is empty"))
+	}
+	if lead == nil {
+		errs = append(errs, errors.New("lead is nil"))
+	}
+	// client-go writes int(LeaseDuration / time.Second) to the Lease and
+	// other candidates use that value, so fence against the truncated one.
+	written := c.LeaseDuration.Truncate(time.Second)
+	switch {
+	case written < time.Second:
+		errs = append(errs, fmt.Errorf("lease duration %v is less than one second", c.LeaseDuration))
+	case c.RenewDeadline >= written:
+		errs = append(errs, fmt.Errorf("renew deadline %v must be less than the lease duration %v (as written to the Lease, in whole seconds)", c.RenewDeadline, written))
+	}
+	if c.RetryPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("retry period %v must be positive", c.RetryPeriod))
+	} else if c.RenewDeadline <= time.Duration(k8sle.JitterFactor*float64(c.RetryPeriod)) {
+		errs = append(errs, fmt.Errorf("renew deadline %v must be greater than %v × retry period %v", c.RenewDeadline, k8sle.JitterFactor, c.RetryPeriod))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("leaderelection: invalid config for lease %q: %w", name, err)
+	}
+	return nil
+}
+
+// DefaultIdentity returns $POD_NAME, else the hostname plus a random suffix
+// (so that two processes on one host never share an identity).
+func DefaultIdentity() string {
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		return pod
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "orchestratord"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// Run campaigns for the Lease name in cfg.Namespace until ctx is done. While
+// this replica leads, Run calls lead with a context that is cancelled the
+// moment leadership is lost or may be lost (see the package documentation);
+// every write lead makes must use that context.
+//
+// Run never returns before lead has returned. It returns:
+//   - nil when ctx is done: the lead context was cancelled, lead returned,
+//     then the Lease was released (best effort) so a standby takes over at
+//     once. How long this takes is bounded by lead's work, not by Run.
+//   - ErrLeadershipLost when leadership ended for any other reason (a
+//     renewal failed within RenewDeadline); the caller must exit non-zero.
+//   - ErrLeadReturned when lead returned on its own; the Lease is released.
+//   - a configuration error, at once.
+func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Context)) error {
+	if err := cfg.validate(name, lead); err != nil {
+		return err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	c := &candidate{
+		cfg:  cfg,
+		name: name,
+		lead: lead,
+		log:  logger.With(zap.String("lease", cfg.Namespace+"/"+name), zap.String("identity", cfg.Identity)),
+	}
+	// client-go's own lines duplicate ours; keep only its warnings and
+	// errors (e.g. why a renewal or a release failed).
+	c.clientGoLog = zapr.NewLogger(c.log.Named("client-go").WithOptions(zap.IncreaseLevel(zapcore.WarnLevel)))
+	var err error
+	if c.metrics, err = newLeaseMetrics(cfg.Metrics, name); err != nil {
+		c.log.Warn("leader election metrics not registered", zap.Error(err))
+	}
+
+	released := make(chan string, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { c.watch(watchCtx, released) })
+	defer func() {
+		stopWatch()
+		watching.Wait()
+	}()
+
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		out, err := c.term(ctx, released)
+		if err != nil {
+			return err
+		}
+		switch out {
+		case outcomeRestart:
+			continue
+		case outcomeShutdown:
+			return nil
+		case outcomeLeadReturned:
+			return ErrLeadReturned
+		default:
+			return ErrLeadershipLost
+		}
+	}
+}
+
+type outcome int
+
+const (
+	outcomeRestart outcome = iota
+	outcomeShutdown
+	outcomeLost
+	outcomeLeadReturned
+)
+
+// candidate is one Run: one lease, one identity.
+type candidate struct {
+	cfg         Config
+	name        string
+	lead        func(context.Context)
+	log         *zap.Logger
+	clientGoLog klog.Logger
+	metrics     leaseMetrics
+}
+
+// term runs one client-go elector: standby until it acquires the Lease (or
+// a takeover restart or shutdown ends it), then, if it acquired, one
+// leadership term.
+func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, error) {
+	lock := newFencedLock(&resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.cfg.Namespace, Name: c.name},
+		Client:     c.cfg.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.Identity},
+	})
+	started := make(chan context.Context, 1)
+	stopped := make(chan struct{})
+	le, err := k8sle.NewLeaderElector(k8sle.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   c.cfg.LeaseDuration,
+		RenewDeadline:   c.cfg.RenewDeadline,
+		RetryPeriod:     c.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            c.name,
+		Callbacks: k8sle.LeaderCallbacks{
+			// Both are called by client-go (OnStartedLeading in its own
+			// goroutine) and must not block.
+			OnStartedLeading: func(ctx context.Context) { started <- ctx },
+			OnStoppedLeading: func() { close(stopped) },
+		},
+	})
+	if err != nil {
+		return outcomeLost, fmt.Errorf("leaderelection: lease %q: %w", c.name, err)
+	}
+
+	// The elector's context is not cancelled by ctx: on shutdown it is
+	// cancelled only after lead has returned, because cancelling it is what
+	// makes client-go release the Lease (ReleaseOnCancel).
+	electorCtx, cancelElector := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.clientGoLog))
+	defer cancelElector()
+	electorDone := make(chan struct{})
+	go func() {
+		defer close(electorDone)
+		le.Run(electorCtx)
+	}()
+	stopElector := func() {
+		lock.openGate()
+		cancelElector()
+		<-electorDone
+	}
+
+	// Standby.
+	var leaderCtx context.Context
+	select {
+	case leaderCtx = <-started:
+	case <-ctx.Done():
+		stopElector() // an acquisition racing with this is released by client-go; lead never ran
+		if lock.uncertainAcquisition() {
+			lock.releaseIfHeld(c.cfg.RenewDeadline)
+		}
+		return outcomeShutdown, nil
+	case reason := <-released:
+		select {
+		case leaderCtx = <-started:
+		default:
+			c.log.Info("takeover triggered", zap.String("reason", reason))
+			stopElector()
+			return outcomeRestart, nil
+		}
+	case <-electorDone:
+		select {
+		case leaderCtx = <-started:
+		default:
+			// Not expected: client-go only stops before leading when its
+			// context is done.
+			return outcomeRestart, nil
+		}
+	}
+
+	// Leading.
+	acquiredAt := time.Now()
+	c.metrics.isLeader.Set(1)
+	c.metrics.transitions.Inc()
+	untrack := c.cfg.Health.track(c.name, c.cfg.Identity, c.cfg.LeaseDuration, lock.renewedAt)
+	c.log.Info("acquired lease")
+
+	leadCtx, cancelLead := context.WithCancelCause(leaderCtx)
+	defer cancelLead(nil)
+	var (
+		endOnce  sync.Once
+		endCause error
+	)
+	end := func(cause error, reason string) {
+		endOnce.Do(func() {
+			endCause = cause
+			cancelLead(cause)
+			switch {
+			case errors.Is(cause, ErrLeadershipLost):
+				c.metrics.isLeader.Set(0)
+				c.log.Warn("lost lease", zap.String("reason", reason),
+					zap.Duration("sinceLastRenewal", time.Since(lock.renewedAt())))
+			case errors.Is(cause, ErrLeadReturned):
+				c.log.Warn("lead returned while leading; giving the lease up")
+			}
+		})
+	}
+	stopOnShutdown := context.AfterFunc(ctx, func() { end(errShutdown, "") })
+	defer stopOnShutdown()
+	leadDone := make(chan struct{})
+	var watchers sync.WaitGroup
+	watchers.Go(func() { c.fence(leadCtx, lock, end) })
+	watchers.Go(func() {
+		select {
+		case <-leaderCtx.Done():
+			end(ErrLeadershipLost, "client-go elector stopped leading")
+		case <-stopped:
+			end(ErrLeadershipLost, "client-go elector stopped leading")
+		case <-leadDone:
+		}
+	})
+
+	if leaderCtx.Err() == nil {
+		c.lead(leadCtx)
+	}
+	close(leadDone)
+	if leadCtx.Err() == nil {
+		end(ErrLeadReturned, "")
+	} else {
+		// Cancelled by end, or by client-go (leaderCtx) before the watcher
+		// above classified it.
+		end(ErrLeadershipLost, "client-go elector stopped leading")
+	}
+	watchers.Wait()
+
+	// lead has returned: only now may the Lease be released.
+	stopElector()
+	c.metrics.isLeader.Set(0)
+	c.metrics.transitions.Inc()
+	untrack()
+	fields := []zap.Field{zap.Duration("held", time.Since(acquiredAt))}
+	if lock.wasReleased() {
+		c.log.Info("released lease", fields...)
+	} else {
+		c.log.Info("stopped leading without releasing the lease", fields...)
+	}
+
+	switch {
+	case errors.Is(endCause, errShutdown):
+		return outcomeShutdown, nil
+	case errors.Is(endCause, ErrLeadReturned):
+		return outcomeLeadReturned, nil
+	default:
+		return outcomeLost, nil
+	}
+}
+
+// fence ends the term with ErrLeadershipLost once RenewDeadline has passed
+// since the last successful renewal was sent. client-go's own renew loop
+// gives up later (up to RetryPeriod + RenewDeadline after the last success
+// returned), so this is what bounds the lead context by the renew deadline.
+func (c *candidate) fence(leadCtx context.Context, lock *fencedLock, end func(error, string)) {
+	for {
+		wait := time.Until(lock.renewedAt().Add(c.cfg.RenewDeadline))
+		if wait <= 0 {
+			end(ErrLeadershipLost, "lease not renewed within the renew deadline")
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-leadCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

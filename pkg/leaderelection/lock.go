@@ -1,0 +1,149 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// fencedLock wraps the LeaseLock of one client-go elector. It
+//   - records when the last successful write naming us as holder was sent,
+//     which is what the fence and the health check measure from;
+//   - holds back client-go's release (an Update with an empty holder) until
+//     lead has returned, whatever path made client-go release;
+//   - refuses a release when the Lease last read is held by someone else:
+//     client-go's tryRelease decides it is the leader from its cached
+//     observation, not from the record it has just read, so without this a
+//     late release could clear the holder of a Lease a standby has since
+//     acquired.
+type fencedLock struct {
+	inner resourcelock.Interface
+
+	gate     chan struct{} // closed once lead has returned or will not run
+	gateOnce sync.Once
+
+	mu         sync.Mutex
+	renewed    time.Time // send time of the last successful write naming us holder
+	lastHolder string    // holder of the record last read or written
+	released   bool      // a release was written
+	uncertain  bool      // a write naming us holder failed and may have landed
+}
+
+var _ resourcelock.Interface = (*fencedLock)(nil)
+
+func newFencedLock(inner resourcelock.Interface) *fencedLock {
+	return &fencedLock{inner: inner, gate: make(chan struct{})}
+}
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.inner.Get(ctx)
+	if err == nil {
+		l.mu.Lock()
+		l.lastHolder = rec.HolderIdentity
+		l.mu.Unlock()
+	}
+	return rec, raw, err
+}
+
+func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
+	err := l.inner.Create(ctx, rec)
+	l.wrote(rec, sent, err)
+	return err
+}
+
+func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity != "" {
+		sent := time.Now()
+		err := l.inner.Update(ctx, rec)
+		l.wrote(rec, sent, err)
+		return err
+	}
+	// client-go only writes an empty holder to release the Lease.
+	select {
+	case <-l.gate:
+	case <-ctx.Done():
+		return fmt.Errorf("not releasing lease %s before lead returned: %w", l.Describe(), ctx.Err())
+	}
+	l.mu.Lock()
+	holder := l.lastHolder
+	l.mu.Unlock()
+	if holder != l.Identity() {
+		return fmt.Errorf("not releasing lease %s: it is held by %q", l.Describe(), holder)
+	}
+	err := l.inner.Update(ctx, rec)
+	if err == nil {
+		l.mu.Lock()
+		l.released, l.lastHolder = true, ""
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *fencedLock) wrote(rec resourcelock.LeaderElectionRecord, sent time.Time, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.lastHolder = rec.HolderIdentity
+		if rec.HolderIdentity == l.Identity() {
+			l.renewed = sent
+		}
+		return
+	}
+	var status apierrors.APIStatus
+	if rec.HolderIdentity == l.Identity() && !errors.As(err, &status) {
+		l.uncertain = true // e.g. cancelled or timed out after the request was sent
+	}
+}
+
+func (l *fencedLock) RecordEvent(s string) { l.inner.RecordEvent(s) }
+func (l *fencedLock) Identity() string     { return l.inner.Identity() }
+func (l *fencedLock) Describe() string     { return l.inner.Describe() }
+
+// openGate lets a release through; lead has returned or will not run.
+func (l *fencedLock) openGate() { l.gateOnce.Do(func() { close(l.gate) }) }
+
+func (l *fencedLock) renewedAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewed
+}
+
+func (l *fencedLock) wasReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
+func (l *fencedLock) uncertainAcquisition() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.uncertain
+}
+
+// releaseIfHeld releases the Lease if the API server says we hold it
+// although the elector never started leading: an acquisition whose request
+// landed after its context was cancelled at shutdown. The record written is
+// the one client-go's release writes.
+func (l *fencedLock) releaseIfHeld(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rec, _, err := l.Get(ctx)
+	if err != nil || rec.HolderIdentity != l.Identity() {
+		return
+	}
+	now := metav1.Now()
+	l.openGate()
+	_ = l.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    rec.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	})
+}
