@@ -188,7 +188,11 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 	}
 	// client-go's own lines duplicate ours; keep only its warnings and
 	// errors (e.g. why a renewal or a release failed).
-	c.clientGoLog = zapr.NewLogger(c.log.Named("client-go").WithOptions(zap.IncreaseLevel(zapcore.WarnLevel)))
+	clientGo := c.log.Named("client-go")
+	if clientGo.Core().Enabled(zapcore.InfoLevel) { // IncreaseLevel complains unless it raises the level
+		clientGo = clientGo.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
+	c.clientGoLog = zapr.NewLogger(clientGo)
 	var err error
 	if c.metrics, err = newLeaseMetrics(cfg.Metrics, name); err != nil {
 		c.log.Warn("leader election metrics not registered", zap.Error(err))

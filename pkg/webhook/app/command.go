@@ -2,29 +2,59 @@
 package app
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/materializeinc/orchestratord/pkg/cli"
+	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/pkg/logging"
+	"github.com/materializeinc/orchestratord/pkg/servingcert"
+	"github.com/materializeinc/orchestratord/pkg/webhook"
+)
+
+// TLS modes of --tls-mode.
+const (
+	TLSModeSelfSigned  = "self-signed"
+	TLSModeSecret      = "secret"
+	TLSModeCertManager = "cert-manager"
 )
 
 // Options are the webhook's flags; their names are a contract that the Helm
 // chart and other tooling rely on.
 type Options struct {
-	Logging        logging.Options
-	ListenAddress  string
-	MetricsAddress string
-	HealthAddress  string
-	TLSMode        string
-	TLSCertFile    string
-	TLSKeyFile     string
-	TLSCAFile      string
-	Namespace      string
-	ServiceName    string
-	ShutdownDrain  time.Duration
+	Logging         logging.Options
+	Kubeconfig      string
+	ListenAddress   string
+	MetricsAddress  string
+	HealthAddress   string
+	TLSMode         string
+	TLSCertFile     string
+	TLSKeyFile      string
+	TLSCAFile       string
+	TLSSANs         []string
+	Namespace       string
+	ServiceName     string
+	ShutdownDrain   time.Duration
+	ShutdownTimeout time.Duration
+	MaxRequestBytes int64
+	CertResync      time.Duration
+	CAPropagation   time.Duration
+	CAValidity      time.Duration
+	LeafValidity    time.Duration
 }
 
 // NewCommand returns the webhook root command.
@@ -36,18 +66,171 @@ func NewCommand() *cobra.Command {
 			"ORCHESTRATORD_<FLAG_WITH_UNDERSCORES>.")
 	fs := cmd.Flags()
 	o.Logging.AddFlags(fs)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.ListenAddress, "listen-address", ":9443", "HTTPS address of /convert")
-	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "plain-HTTP address of the Prometheus metrics")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "plain-HTTP address of /metrics (may equal --health-address)")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "plain-HTTP address of /healthz and /readyz")
-	fs.StringVar(&o.TLSMode, "tls-mode", "self-signed", "where the serving certificate comes from: self-signed, secret or cert-manager")
+	fs.StringVar(&o.TLSMode, "tls-mode", TLSModeSelfSigned, "where the serving certificate comes from: self-signed, secret or cert-manager")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate (secret and cert-manager modes); re-read when it changes")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key (secret and cert-manager modes); re-read when it changes")
-	fs.StringVar(&o.TLSCAFile, "tls-ca-file", "", "optional CA bundle written into the CRD's caBundle (secret mode)")
+	fs.StringVar(&o.TLSCAFile, "tls-ca-file", "", "secret mode: CA bundle to write into the CRD's caBundle (omit to manage caBundle yourself)")
+	fs.StringSliceVar(&o.TLSSANs, "tls-san", nil, "self-signed mode: extra DNS names or IPs for the serving certificate")
 	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the webhook Service and CA Secret; empty means the pod's namespace")
-	fs.StringVar(&o.ServiceName, "service-name", "orchestratord-webhook", "name of the webhook Service, for the serving certificate's DNS names")
+	fs.StringVar(&o.ServiceName, "service-name", "orchestratord-webhook", "name of the webhook Service: the serving certificate's DNS names and the CA Secret (<name>-ca)")
 	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", 10*time.Second, "after SIGTERM, how long to keep serving with /readyz failing")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, how long in-flight requests may take to finish")
+	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest ConversionReview body accepted")
+	fs.DurationVar(&o.CertResync, "cert-resync-period", servingcert.DefaultResync, "self-signed mode: how often the CA Secret and caBundle are re-read")
+	fs.DurationVar(&o.CAPropagation, "ca-propagation-delay", servingcert.DefaultPropagationDelay, "self-signed mode: how long a new CA must be in the caBundle before leaves it signs are served")
+	fs.DurationVar(&o.CAValidity, "ca-validity", servingcert.DefaultCAValidity, "self-signed mode: lifetime of a CA; it rotates after two thirds")
+	fs.DurationVar(&o.LeafValidity, "cert-validity", servingcert.DefaultLeafValidity, "self-signed mode: lifetime of a serving certificate; renewed after two thirds")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return errors.New("the webhook server is not implemented yet")
+		return Run(cmd.Context(), o)
 	}
 	return cmd
+}
+
+// certSource is a TLS mode: it supplies certificates until its context ends.
+type certSource interface {
+	Run(ctx context.Context) error
+	Ready() error
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// Run starts the webhook and blocks until ctx ends and it has drained.
+func Run(ctx context.Context, o *Options) error {
+	logger, err := o.Logging.New(os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+	if err := o.complete(); err != nil {
+		return err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	server := &webhook.Server{
+		Log:             logger,
+		ListenAddress:   o.ListenAddress,
+		MetricsAddress:  o.MetricsAddress,
+		HealthAddress:   o.HealthAddress,
+		ShutdownDrain:   o.ShutdownDrain,
+		ShutdownTimeout: o.ShutdownTimeout,
+		Convert:         &webhook.ConvertHandler{Log: logger, Metrics: webhook.NewMetrics(registry), MaxRequestBytes: o.MaxRequestBytes},
+		Gatherer:        registry,
+	}
+	source, err := o.certSource(logger.Named("tls"))
+	if err != nil {
+		return err
+	}
+	server.GetCertificate, server.Ready = source.GetCertificate, source.Ready
+	logger.Info("starting webhook", zap.String("tlsMode", o.TLSMode), zap.String("namespace", o.Namespace),
+		zap.String("service", o.ServiceName))
+
+	// Certificates keep being maintained while the server drains.
+	sourceCtx, stopSource := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSource()
+	sourceErr := make(chan error, 1)
+	go func() { sourceErr <- source.Run(sourceCtx) }()
+	serverErr := make(chan error, 1)
+	go func() { serverErr <- server.Run(ctx) }()
+	select {
+	case err := <-serverErr:
+		return err
+	case err := <-sourceErr:
+		if err == nil {
+			return <-serverErr
+		}
+		return fmt.Errorf("TLS (%s mode): %w", o.TLSMode, err)
+	}
+}
+
+func (o *Options) complete() error {
+	switch o.TLSMode {
+	case TLSModeSelfSigned:
+	case TLSModeSecret, TLSModeCertManager:
+		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
+			return fmt.Errorf("--tls-mode=%s needs --tls-cert-file and --tls-key-file", o.TLSMode)
+		}
+	default:
+		return fmt.Errorf("--tls-mode: %q is not one of %s, %s, %s", o.TLSMode, TLSModeSelfSigned, TLSModeSecret, TLSModeCertManager)
+	}
+	if o.Namespace == "" {
+		o.Namespace = podNamespace()
+	}
+	if o.Namespace == "" && o.TLSMode == TLSModeSelfSigned {
+		return errors.New("--namespace is required outside a pod in self-signed mode")
+	}
+	if o.ServiceName == "" {
+		return errors.New("--service-name must not be empty")
+	}
+	return nil
+}
+
+func (o *Options) certSource(log *zap.Logger) (certSource, error) {
+	if o.TLSMode == TLSModeCertManager {
+		// cert-manager's CA injector owns the caBundle.
+		return &servingcert.FileSource{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, Log: log}, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.UserAgent = "orchestratord-webhook"
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	bundle := &servingcert.CRDCABundle{Client: ext, CRDName: crds.MaterializeCRDName}
+	if o.TLSMode == TLSModeSecret {
+		fs := &servingcert.FileSource{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.TLSCAFile, Log: log}
+		if o.TLSCAFile != "" {
+			fs.OnCABundle = func(ctx context.Context, b []byte) error {
+				_, err := bundle.Ensure(ctx, b)
+				return err
+			}
+		}
+		return fs, nil
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dnsNames, ips := o.servingNames()
+	return &servingcert.SelfSigned{
+		Client: kube, Namespace: o.Namespace, SecretName: o.ServiceName + "-ca", CABundle: bundle,
+		DNSNames: dnsNames, IPs: ips,
+		CAValidity: o.CAValidity, LeafValidity: o.LeafValidity,
+		PropagationDelay: o.CAPropagation, Resync: o.CertResync, Log: log,
+	}, nil
+}
+
+// servingNames are the names the API server may use for the Service, plus
+// --tls-san.
+func (o *Options) servingNames() ([]string, []net.IP) {
+	svc, ns := o.ServiceName, o.Namespace
+	names := []string{svc + "." + ns + ".svc", svc, svc + "." + ns, svc + "." + ns + ".svc.cluster.local"}
+	var ips []net.IP
+	for _, san := range o.TLSSANs {
+		if ip := net.ParseIP(strings.TrimSpace(san)); ip != nil {
+			ips = append(ips, ip)
+		} else if san != "" {
+			names = append(names, strings.TrimSpace(san))
+		}
+	}
+	return names, ips
+}
+
+// podNamespace is the namespace of the pod we run in, if any.
+func podNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	raw, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
 }

@@ -1,0 +1,634 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/materializeinc/orchestratord/test/controlplane"
+)
+
+// cp is the real etcd + kube-apiserver every test here talks to.
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	var err error
+	cp, err = controlplane.Start(context.Background(), controlplane.Options{SkipCRDs: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting control plane:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// failureBound bounds every wait; it is a hang guard, not a performance
+// assertion.
+const failureBound = 30 * time.Second
+
+// fast are short durations for tests that do not measure takeover.
+var fast = durations{lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
+
+type durations struct{ lease, renew, retry time.Duration }
+
+func adminClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// flakyTransport fails every request while fail is set, as an unreachable
+// API server would.
+type flakyTransport struct {
+	next http.RoundTripper
+	fail *atomic.Bool
+}
+
+func (f *flakyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.fail.Load() {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, errors.New("injected failure: API server unreachable")
+	}
+	return f.next.RoundTrip(req)
+}
+
+// candidate is one replica: its own client (with a failure switch), logs
+// and metrics registry.
+type testCandidate struct {
+	id   string
+	cfg  Config
+	fail *atomic.Bool
+	logs *observer.ObservedLogs
+	reg  *prometheus.Registry
+}
+
+func newTestCandidate(t *testing.T, id, namespace string, d durations) *testCandidate {
+	t.Helper()
+	fail := &atomic.Bool{}
+	rc := rest.CopyConfig(cp.Config)
+	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &flakyTransport{next: rt, fail: fail} }
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	reg := prometheus.NewRegistry()
+	return &testCandidate{
+		id:   id,
+		fail: fail,
+		logs: logs,
+		reg:  reg,
+		cfg: Config{
+			Client:        client,
+			Namespace:     namespace,
+			Identity:      id,
+			LeaseDuration: d.lease,
+			RenewDeadline: d.renew,
+			RetryPeriod:   d.retry,
+			Logger:        zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)).Named(id),
+			Metrics:       reg,
+		},
+	}
+}
+
+// running is one Run call.
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+func (c *testCandidate) run(t *testing.T, lease string, lead func(context.Context)) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = Run(ctx, c.cfg, lease, lead)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(failureBound):
+			t.Errorf("Run(%s, %s) did not return after its context was cancelled", c.id, lease)
+		}
+	})
+	return r
+}
+
+// wait returns Run's error, failing the test if it does not return.
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(failureBound):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+func (r *running) returned() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// recorder is a lead function that records when it is called, when its
+// context is cancelled and when it returns. It returns once its context is
+// cancelled (unless ignoreCtx) and hold is closed (if set).
+type recorder struct {
+	hold      chan struct{}
+	ignoreCtx bool
+	started   chan time.Time
+	cancelled chan time.Time
+	returned  chan time.Time
+}
+
+func newRecorder() *recorder {
+	return &recorder{started: make(chan time.Time, 16), cancelled: make(chan time.Time, 16), returned: make(chan time.Time, 16)}
+}
+
+func (r *recorder) lead(ctx context.Context) {
+	r.started <- time.Now()
+	context.AfterFunc(ctx, func() { r.cancelled <- time.Now() })
+	if !r.ignoreCtx {
+		<-ctx.Done()
+	}
+	if r.hold != nil {
+		<-r.hold
+	}
+	r.returned <- time.Now()
+}
+
+func recv(t *testing.T, ch <-chan time.Time, what string) time.Time {
+	t.Helper()
+	select {
+	case at := <-ch:
+		return at
+	case <-time.After(failureBound):
+		t.Fatalf("timed out waiting for %s", what)
+		return time.Time{}
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(failureBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func getLease(t *testing.T, namespace, name string) *coordinationv1.Lease {
+	t.Helper()
+	lease, err := adminClient(t).CoordinationV1().Leases(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting lease %s/%s: %v", namespace, name, err)
+	}
+	return lease
+}
+
+func holder(t *testing.T, namespace, name string) string {
+	t.Helper()
+	return deref(getLease(t, namespace, name).Spec.HolderIdentity)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func ref[T any](v T) *T { return &v }
+
+func createNamespace(t *testing.T, name string) string {
+	t.Helper()
+	_, err := adminClient(t).CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// metricValue returns the value of a gauge or counter series of lease, or
+// -1 when absent.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, lease string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lease" && l.GetValue() == lease {
+					if m.GetGauge() != nil {
+						return m.GetGauge().GetValue()
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// exclusive is a lead function that fails the test if two leaders of one
+// lease ever run at once, and counts who led.
+type exclusive struct {
+	mu      sync.Mutex
+	active  int
+	overlap bool
+	led     map[string]int
+}
+
+func (e *exclusive) lead(id string) func(context.Context) {
+	return func(ctx context.Context) {
+		e.mu.Lock()
+		e.active++
+		if e.active > 1 {
+			e.overlap = true
+		}
+		if e.led == nil {
+			e.led = map[string]int{}
+		}
+		e.led[id]++
+		e.mu.Unlock()
+		<-ctx.Done()
+		e.mu.Lock()
+		e.active--
+		e.mu.Unlock()
+	}
+}
+
+func (e *exclusive) leaders() (map[string]int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	led := map[string]int{}
+	for k, v := range e.led {
+		led[k] = v
+	}
+	return led, e.overlap
+}
+
+func TestLeaseNames(t *testing.T) {
+	for controller, want := range map[string]string{"materialize": LeaseMaterialize, "balancer": LeaseBalancer, "console": LeaseConsole} {
+		if got := LeaseName(controller); got != want {
+			t.Errorf("LeaseName(%q) = %q, want %q", controller, got, want)
+		}
+	}
+}
+
+func TestDefaultIdentity(t *testing.T) {
+	t.Setenv("POD_NAME", "")
+	host, _ := os.Hostname()
+	a, b := DefaultIdentity(), DefaultIdentity()
+	if !strings.HasPrefix(a, host+"-") || a == b {
+		t.Errorf("DefaultIdentity() = %q, %q; want %q plus distinct random suffixes", a, b, host+"-")
+	}
+	t.Setenv("POD_NAME", "orchestratord-controllers-7d9f-abcde")
+	if got := DefaultIdentity(); got != "orchestratord-controllers-7d9f-abcde" {
+		t.Errorf("DefaultIdentity() = %q, want $POD_NAME", got)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	base := Config{Client: adminClient(t), Namespace: "default", Identity: "a", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	for name, mutate := range map[string]func(*Config){
+		"renew deadline not below the lease as written in whole seconds": func(c *Config) { c.LeaseDuration, c.RenewDeadline = 2500*time.Millisecond, 2200*time.Millisecond },
+		"lease under a second":          func(c *Config) { c.LeaseDuration = 900 * time.Millisecond },
+		"retry period too long":         func(c *Config) { c.RetryPeriod = 9 * time.Second },
+		"no identity":                   func(c *Config) { c.Identity = "" },
+		"no namespace":                  func(c *Config) { c.Namespace = "" },
+		"renew deadline over the lease": func(c *Config) { c.RenewDeadline = 20 * time.Second },
+	} {
+		cfg := base
+		mutate(&cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), failureBound)
+		err := Run(ctx, cfg, "test-validation", func(context.Context) { t.Errorf("%s: lead called", name) })
+		cancel()
+		if err == nil || errors.Is(err, ErrLeadershipLost) {
+			t.Errorf("%s: Run = %v, want a configuration error", name, err)
+		}
+	}
+}
+
+// Two candidates on one lease: exactly one leads, and the other never runs
+// its reconciler concurrently, over several renewal periods.
+func TestOneLeaderPerLease(t *testing.T) {
+	const lease = "test-one-leader"
+	a := newTestCandidate(t, "a", "default", fast)
+	b := newTestCandidate(t, "b", "default", fast)
+	var ex exclusive
+	ra := a.run(t, lease, ex.lead("a"))
+	rb := b.run(t, lease, ex.lead("b"))
+
+	eventually(t, "a leader", func() bool { led, _ := ex.leaders(); return len(led) > 0 })
+	time.Sleep(2 * fast.lease) // several renewals and standby polls
+
+	led, overlap := ex.leaders()
+	if overlap || len(led) != 1 {
+		t.Fatalf("leaders = %v (overlap %v), want exactly one", led, overlap)
+	}
+	leader, standby := a, b
+	if led["b"] == 1 {
+		leader, standby = b, a
+	}
+	if got := holder(t, "default", lease); got != leader.id {
+		t.Errorf("lease holder = %q, want the leader %q", got, leader.id)
+	}
+	if got := metricValue(t, leader.reg, "orchestratord_leader_election_is_leader", lease); got != 1 {
+		t.Errorf("leader is_leader = %v, want 1", got)
+	}
+	if got := metricValue(t, leader.reg, "orchestratord_leader_election_transitions_total", lease); got != 1 {
+		t.Errorf("leader transitions = %v, want 1", got)
+	}
+	if got := metricValue(t, standby.reg, "orchestratord_leader_election_is_leader", lease); got != 0 {
+		t.Errorf("standby is_leader = %v, want 0", got)
+	}
+	for _, r := range []*running{ra, rb} {
+		r.cancel()
+		if err := r.wait(t); err != nil {
+			t.Errorf("Run after cancellation = %v, want nil", err)
+		}
+	}
+	if got := metricValue(t, leader.reg, "orchestratord_leader_election_transitions_total", lease); got != 2 {
+		t.Errorf("leader transitions after shutdown = %v, want 2", got)
+	}
+}
+
+// Three leases over two candidates: each lease has one leader, and leases
+// are held by different candidates.
+func TestLeasesSpreadOverCandidates(t *testing.T) {
+	ns := createNamespace(t, "spread")
+	a := newTestCandidate(t, "a", ns, fast)
+	b := newTestCandidate(t, "b", ns, fast)
+	a.cfg.Health = NewHealthChecker(0)
+	ex := map[string]*exclusive{LeaseMaterialize: {}, LeaseBalancer: {}, LeaseConsole: {}}
+	leads := func(lease, id string) bool { led, _ := ex[lease].leaders(); return led[id] > 0 }
+
+	// a gets materialize and balancer first, b console.
+	a.run(t, LeaseMaterialize, ex[LeaseMaterialize].lead("a"))
+	a.run(t, LeaseBalancer, ex[LeaseBalancer].lead("a"))
+	b.run(t, LeaseConsole, ex[LeaseConsole].lead("b"))
+	eventually(t, "first leaders", func() bool {
+		return leads(LeaseMaterialize, "a") && leads(LeaseBalancer, "a") && leads(LeaseConsole, "b")
+	})
+	// Then both campaign for all three.
+	a.run(t, LeaseConsole, ex[LeaseConsole].lead("a"))
+	b.run(t, LeaseMaterialize, ex[LeaseMaterialize].lead("b"))
+	b.run(t, LeaseBalancer, ex[LeaseBalancer].lead("b"))
+	time.Sleep(2 * fast.lease)
+
+	want := map[string]*testCandidate{LeaseMaterialize: a, LeaseBalancer: a, LeaseConsole: b}
+	for lease, c := range want {
+		led, overlap := ex[lease].leaders()
+		if overlap || len(led) != 1 || led[c.id] != 1 {
+			t.Errorf("%s: leaders %v (overlap %v), want only %s", lease, led, overlap, c.id)
+		}
+		if got := holder(t, ns, lease); got != c.id {
+			t.Errorf("%s: holder %q, want %q", lease, got, c.id)
+		}
+		// One registry per candidate, shared by its three Runs.
+		for _, o := range []*testCandidate{a, b} {
+			wantLeader := 0.0
+			if o == c {
+				wantLeader = 1
+			}
+			if got := metricValue(t, o.reg, "orchestratord_leader_election_is_leader", lease); got != wantLeader {
+				t.Errorf("%s: %s is_leader = %v, want %v", lease, o.id, got, wantLeader)
+			}
+		}
+	}
+	if err := a.cfg.Health.Check(nil); err != nil {
+		t.Errorf("healthz of a healthy leader of two leases: %v", err)
+	}
+}
+
+// Cancelling the leader's context cancels its lead context; the Lease stays
+// held (and renewed) while lead drains, is released only once lead returns,
+// and a standby then takes over through its watch, without waiting for its
+// next RetryPeriod poll.
+func TestGracefulHandoverAndFastTakeover(t *testing.T) {
+	const lease = "test-handover"
+	// A RetryPeriod long enough that a poll cannot explain the takeover.
+	slow := durations{lease: 10 * time.Second, renew: 8 * time.Second, retry: 5 * time.Second}
+	a := newTestCandidate(t, "a", "default", slow)
+	b := newTestCandidate(t, "b", "default", slow)
+	la := newRecorder()
+	la.hold = make(chan struct{})
+	lb := newRecorder()
+
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	b.run(t, lease, lb.lead)
+	// Let b make its first (immediate) acquisition attempt and start its
+	// watch, so that only the watch can make it acquire before its next poll.
+	time.Sleep(time.Second)
+
+	ra.cancel()
+	recv(t, la.cancelled, "a's lead context to be cancelled")
+	for range 5 {
+		time.Sleep(200 * time.Millisecond)
+		if got := holder(t, "default", lease); got != "a" {
+			t.Fatalf("lease holder while a's lead drains = %q, want a", got)
+		}
+		if ra.returned() {
+			t.Fatal("Run returned before lead returned")
+		}
+		select {
+		case <-lb.started:
+			t.Fatal("b led while a's lead was still running")
+		default:
+		}
+	}
+
+	released := time.Now()
+	close(la.hold)
+	returnedAt := recv(t, la.returned, "a's lead to return")
+	if err := ra.wait(t); err != nil {
+		t.Errorf("a's Run = %v, want nil after its context was cancelled", err)
+	}
+	bLeads := recv(t, lb.started, "b to lead")
+	takeover := bLeads.Sub(released)
+	t.Logf("takeover: %v from a's lead returning to b's lead call (RetryPeriod %v)", takeover, slow.retry)
+	if !bLeads.After(returnedAt) {
+		t.Errorf("b led at %v, before a's lead returned at %v", bLeads, returnedAt)
+	}
+	if takeover >= slow.retry {
+		t.Errorf("takeover took %v, not below the retry period %v: the watch did not trigger it", takeover, slow.retry)
+	}
+	if n := b.logs.FilterMessage("takeover triggered").Len(); n == 0 {
+		t.Error(`b did not log "takeover triggered"`)
+	}
+	if n := a.logs.FilterMessage("released lease").Len(); n != 1 {
+		t.Errorf(`a logged "released lease" %d times, want 1`, n)
+	}
+	if got := holder(t, "default", lease); got != "b" {
+		t.Errorf("lease holder after takeover = %q, want b", got)
+	}
+}
+
+// When the leader cannot renew (its API server is unreachable), its lead
+// context is cancelled before the Lease could have expired for anyone else,
+// Run returns ErrLeadershipLost, and a standby takes over only after.
+func TestRenewalFailureFencesLeader(t *testing.T) {
+	const lease = "test-renewal-failure"
+	d := durations{lease: 3 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
+	a := newTestCandidate(t, "a", "default", d)
+	b := newTestCandidate(t, "b", "default", d)
+	la, lb := newRecorder(), newRecorder()
+
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	b.run(t, lease, lb.lead)
+	time.Sleep(time.Second)
+
+	a.fail.Store(true)
+	cancelledAt := recv(t, la.cancelled, "a's lead context to be cancelled")
+	// The last renewal a managed to write; its renewTime is a's clock when it
+	// sent it, so a standby cannot consider the Lease expired before
+	// renewTime + LeaseDuration.
+	l := getLease(t, "default", lease)
+	if got := deref(l.Spec.HolderIdentity); got != "a" {
+		t.Fatalf("holder when a's lead was cancelled = %q, want a", got)
+	}
+	expiry := l.Spec.RenewTime.Add(d.lease)
+	t.Logf("a's lead cancelled %v after its last renewal (renew deadline %v, lease %v)", cancelledAt.Sub(l.Spec.RenewTime.Time), d.renew, d.lease)
+	if !cancelledAt.Before(expiry) {
+		t.Errorf("a's lead context was cancelled at %v, after the lease could have expired at %v", cancelledAt, expiry)
+	}
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Errorf("a's Run = %v, want ErrLeadershipLost", err)
+	}
+	returnedAt := recv(t, la.returned, "a's lead to return")
+	bLeads := recv(t, lb.started, "b to take over")
+	if !bLeads.After(returnedAt) || !bLeads.After(cancelledAt) {
+		t.Errorf("b led at %v, before a stopped (lead cancelled %v, returned %v)", bLeads, cancelledAt, returnedAt)
+	}
+	if n := a.logs.FilterMessage("lost lease").Len(); n != 1 {
+		t.Errorf(`a logged "lost lease" %d times, want 1`, n)
+	}
+	if got := metricValue(t, a.reg, "orchestratord_leader_election_is_leader", lease); got != 0 {
+		t.Errorf("a is_leader after losing = %v, want 0", got)
+	}
+}
+
+// /healthz fails while a held lease is overdue for renewal: here the leader
+// cannot renew and its lead ignores its context, so Run cannot return.
+func TestHealthzFailsWhenLeaseOverdue(t *testing.T) {
+	const lease = "test-healthz"
+	a := newTestCandidate(t, "a", "default", fast)
+	a.cfg.Health = NewHealthChecker(0)
+	la := newRecorder()
+	la.ignoreCtx = true
+	la.hold = make(chan struct{})
+
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	if err := a.cfg.Health.Check(nil); err != nil {
+		t.Fatalf("healthz while renewing: %v", err)
+	}
+	a.fail.Store(true)
+	recv(t, la.cancelled, "a's lead context to be cancelled")
+	eventually(t, "healthz to fail", func() bool { return a.cfg.Health.Check(nil) != nil })
+	err := a.cfg.Health.Check(nil)
+	t.Logf("healthz: %v", err)
+	if !strings.Contains(err.Error(), lease) {
+		t.Errorf("healthz error %q does not name the lease", err)
+	}
+	if ra.returned() {
+		t.Error("Run returned while lead was still running")
+	}
+
+	close(la.hold)
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Errorf("Run = %v, want ErrLeadershipLost", err)
+	}
+	if err := a.cfg.Health.Check(nil); err != nil {
+		t.Errorf("healthz once the lease is no longer held: %v", err)
+	}
+}
+
+// A lead that returns on its own gives the lease up.
+func TestLeadReturningReleasesLease(t *testing.T) {
+	const lease = "test-lead-returns"
+	a := newTestCandidate(t, "a", "default", fast)
+	ra := a.run(t, lease, func(context.Context) {})
+	if err := ra.wait(t); !errors.Is(err, ErrLeadReturned) {
+		t.Fatalf("Run = %v, want ErrLeadReturned", err)
+	}
+	if got := holder(t, "default", lease); got != "" {
+		t.Errorf("holder after lead returned = %q, want released", got)
+	}
+}
+
+// client-go's tryRelease trusts its cached observation, not the record it
+// has just read; the fenced lock refuses to clear somebody else's Lease.
+func TestReleaseRefusedWhenHeldByAnother(t *testing.T) {
+	const lease = "test-release-guard"
+	ctx := context.Background()
+	leases := adminClient(t).CoordinationV1().Leases("default")
+	_, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: lease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ref("b"), LeaseDurationSeconds: ref[int32](15)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := newFencedLock(&resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: "default", Name: lease},
+		Client:     adminClient(t).CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "a"},
+	})
+	lock.openGate()
+	if _, _, err := lock.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now}); err == nil {
+		t.Error("releasing a lease held by another identity succeeded")
+	}
+	if got := holder(t, "default", lease); got != "b" {
+		t.Errorf("holder = %q, want b", got)
+	}
+}

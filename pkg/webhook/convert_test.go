@@ -1,0 +1,136 @@
+package webhook
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func newHandler(t *testing.T) *ConvertHandler {
+	t.Helper()
+	return &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry()), MaxRequestBytes: 1 << 20}
+}
+
+func post(t *testing.T, h http.Handler, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func review(desired string, objects ...string) string {
+	return `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u-1","desiredAPIVersion":"` +
+		desired + `","objects":[` + strings.Join(objects, ",") + `]}}`
+}
+
+const alphaObject = `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"name":"mz","namespace":"ns"},
+  "spec":{"environmentdImageRef":"mz:v1","backendSecretName":"b","environmentdIamRoleArn":"arn:x"}}`
+
+func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) *apiextensionsv1.ConversionResponse {
+	t.Helper()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var out apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("response is not a ConversionReview: %v: %s", err, rec.Body)
+	}
+	if out.Response == nil || out.Response.UID != "u-1" {
+		t.Fatalf("response must echo the request uid: %s", rec.Body)
+	}
+	return out.Response
+}
+
+func TestConvertsEveryObject(t *testing.T) {
+	h := newHandler(t)
+	resp := decodeResponse(t, post(t, h, review("materialize.cloud/v1", alphaObject, alphaObject)))
+	if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != 2 {
+		t.Fatalf("want 2 converted objects and Success, got %+v", resp.Result)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(resp.ConvertedObjects[0].Raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	if obj["apiVersion"] != "materialize.cloud/v1" {
+		t.Errorf("not converted: %s", resp.ConvertedObjects[0].Raw)
+	}
+	if got := testutil.ToFloat64(h.Metrics.conversions.WithLabelValues("success", "materialize.cloud/v1alpha1", "materialize.cloud/v1")); got != 2 {
+		t.Errorf("conversions_total{success} = %v, want 2", got)
+	}
+}
+
+func TestFailuresAreConversionReviewFailures(t *testing.T) {
+	cases := map[string]struct{ body, want string }{
+		"unknown desired version": {review("materialize.cloud/v7", alphaObject), `desired apiVersion: "materialize.cloud/v7"`},
+		"wrong kind":              {review("materialize.cloud/v1", `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Console"}`), `objects[0] (): kind "Console"`},
+		"object not JSON object":  {review("materialize.cloud/v1", alphaObject, `[1,2]`), "objects[1]: not a JSON object"},
+		"one bad object fails all": {review("materialize.cloud/v1", alphaObject, `{"apiVersion":"x/v1","kind":"Materialize","metadata":{"name":"b","namespace":"n"}}`),
+			`objects[1] (n/b): object apiVersion: "x/v1"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := decodeResponse(t, post(t, newHandler(t), tc.body))
+			if resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, tc.want) {
+				t.Errorf("want Failure mentioning %q, got %+v", tc.want, resp.Result)
+			}
+			if len(resp.ConvertedObjects) != 0 {
+				t.Errorf("a failed review must carry no objects")
+			}
+		})
+	}
+}
+
+func TestMalformedRequestsAre4xx(t *testing.T) {
+	h := newHandler(t)
+	cases := map[string]struct {
+		method, contentType, body string
+		status                    int
+		want                      string
+	}{
+		"not JSON":       {http.MethodPost, "application/json", "{nope", http.StatusBadRequest, "not a ConversionReview"},
+		"wrong type":     {http.MethodPost, "application/json", `{"apiVersion":"v1","kind":"Pod"}`, http.StatusBadRequest, "want apiextensions.k8s.io/v1 ConversionReview"},
+		"v1beta1 review": {http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"ConversionReview","request":{}}`, http.StatusBadRequest, "want apiextensions.k8s.io/v1"},
+		"no request":     {http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest, "has no request"},
+		"GET":            {http.MethodGet, "", "", http.StatusMethodNotAllowed, "only POST"},
+		"yaml":           {http.MethodPost, "application/yaml", "{}", http.StatusUnsupportedMediaType, "want application/json"},
+		"oversize body":  {http.MethodPost, "application/json", `{"x":"` + strings.Repeat("a", 2<<20) + `"}`, http.StatusRequestEntityTooLarge, "larger than"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(tc.method, "/convert", strings.NewReader(tc.body))
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.want) {
+				t.Errorf("want %d mentioning %q, got %d: %s", tc.status, tc.want, rec.Code, rec.Body)
+			}
+		})
+	}
+	if got := testutil.ToFloat64(h.Metrics.inFlight); got != 0 {
+		t.Errorf("in-flight gauge leaked: %v", got)
+	}
+}
+
+func TestEmptyUIDIsAFailure(t *testing.T) {
+	body := strings.Replace(review("materialize.cloud/v1", alphaObject), `"uid":"u-1"`, `"uid":""`, 1)
+	rec := post(t, newHandler(t), body)
+	var out apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("bad response %d: %s", rec.Code, rec.Body)
+	}
+	if out.Response.Result.Status != metav1.StatusFailure || !strings.Contains(out.Response.Result.Message, "uid") {
+		t.Errorf("want a Failure naming the uid, got %+v", out.Response.Result)
+	}
+}

@@ -1,0 +1,31 @@
+package webhook
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the conversion webhook's Prometheus metrics.
+type Metrics struct {
+	conversions *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	inFlight    prometheus.Gauge
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		conversions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversions_total",
+			Help: "Objects converted, by result and version pair.",
+		}, []string{"result", "from", "to"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_review_duration_seconds",
+			Help:    "Time to answer one ConversionReview, from the body read to the response written.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"result"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_reviews_in_flight",
+			Help: "ConversionReviews being answered now.",
+		}),
+	}
+	reg.MustRegister(m.conversions, m.latency, m.inFlight)
+	return m
+}

@@ -1,0 +1,148 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Server runs the HTTPS conversion endpoint and the plain-HTTP health and
+// metrics endpoints until its context ends, then drains.
+type Server struct {
+	Log            *zap.Logger
+	ListenAddress  string
+	MetricsAddress string
+	HealthAddress  string
+	// GetCertificate supplies the serving certificate for each handshake, so
+	// rotated certificates are used without a restart.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Ready reports whether the webhook can serve (a certificate is loaded).
+	Ready func() error
+	// ShutdownDrain is how long to keep serving after the context ends, with
+	// /readyz failing, so that endpoints stop routing here first.
+	ShutdownDrain time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests after the drain.
+	ShutdownTimeout time.Duration
+	Convert         http.Handler
+	Gatherer        prometheus.Gatherer
+
+	draining atomic.Bool
+}
+
+// TLSConfig is the serving TLS policy: TLS 1.2+ with AEAD suites only.
+func TLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: getCertificate,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+		NextProtos: []string{"h2", "http/1.1"},
+	}
+}
+
+// Run serves until ctx ends, then fails /readyz, keeps serving for
+// ShutdownDrain, waits for in-flight requests and returns nil. It returns an
+// error at once if a listener cannot be opened or a server fails.
+func (s *Server) Run(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/convert", s.Convert)
+	secure := &http.Server{
+		Handler:           mux,
+		TLSConfig:         TLSConfig(s.GetCertificate),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(s.Log.Named("https")),
+	}
+
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	health.HandleFunc("/readyz", s.readyz)
+	metrics := promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})
+	plain := map[string]*http.ServeMux{s.HealthAddress: health}
+	if s.MetricsAddress == s.HealthAddress {
+		health.Handle("/metrics", metrics)
+	} else {
+		m := http.NewServeMux()
+		m.Handle("/metrics", metrics)
+		plain[s.MetricsAddress] = m
+	}
+
+	secureLn, err := net.Listen("tcp", s.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("--listen-address: %w", err)
+	}
+	errs := make(chan error, 1+len(plain))
+	servers := []*http.Server{secure}
+	go func() { errs <- secure.ServeTLS(secureLn, "", "") }()
+	for addr, handler := range plain {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			secureLn.Close()
+			return fmt.Errorf("listening on %s: %w", addr, err)
+		}
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+		servers = append(servers, srv)
+		go func() { errs <- srv.Serve(ln) }()
+	}
+	s.Log.Info("webhook serving", zap.String("https", secureLn.Addr().String()),
+		zap.String("health", s.HealthAddress), zap.String("metrics", s.MetricsAddress))
+
+	select {
+	case err := <-errs:
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		return err
+	case <-ctx.Done():
+	}
+
+	s.draining.Store(true)
+	s.Log.Info("shutting down: readiness failing, draining", zap.Duration("drain", s.ShutdownDrain))
+	time.Sleep(s.ShutdownDrain)
+	timeout := s.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var shutdownErrs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			shutdownErrs = append(shutdownErrs, err)
+		}
+	}
+	s.Log.Info("webhook stopped")
+	return errors.Join(shutdownErrs...)
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if s.Ready != nil {
+		if err := s.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok"))
+}
