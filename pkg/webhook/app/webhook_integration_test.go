@@ -232,8 +232,11 @@ func TestSelfSignedReplicasShareOneCA(t *testing.T) {
 
 func TestCARotationFailsNoConversion(t *testing.T) {
 	ns := newNamespace(t)
+	// a notices the rotation at once and publishes the bundle; b, which the
+	// API server talks to, notices it seconds later. Without an overlapping
+	// bundle the API server would distrust b's old certificate meanwhile.
 	a := startWebhook(t, ns)
-	b := startWebhook(t, ns)
+	b := startWebhook(t, ns, "--cert-resync-period=10s")
 	pointCRDAt(t, "https://"+a.https+"/convert")
 	waitConverting(t, ns)
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
@@ -268,8 +271,8 @@ func TestCARotationFailsNoConversion(t *testing.T) {
 	if _, err := servingcert.RotateCA(context.Background(), kube, ns, "orchestratord-webhook-ca", servingcert.DefaultCAValidity, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	// Both replicas move to the new CA once it has propagated; point the
-	// API server at b half-way to exercise a replica switch as well.
+	// Both replicas move to the new CA once it has propagated; then the API
+	// server is pointed at a to exercise a replica switch as well.
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return a.servingCert(t).Issuer.CommonName != oldCA && b.servingCert(t).Issuer.CommonName != oldCA, nil
 	})
