@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -251,3 +252,5 @@ func postReview(t *testing.T, p *webhookProcess) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+func marshalKey(key crypto.PrivateKey) ([]byte, error) { return x509.MarshalPKCS8PrivateKey(key) }
