@@ -228,6 +228,12 @@ func holder(t *testing.T, namespace, name string) string {
 	return deref(getLease(t, namespace, name).Spec.HolderIdentity)
 }
 
+var runs atomic.Int32
+
+// unique suffixes name so that tests can run again (-count) against the same
+// control plane.
+func unique(name string) string { return fmt.Sprintf("%s-%d", name, runs.Add(1)) }
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -355,7 +361,7 @@ func TestConfigValidation(t *testing.T) {
 // Two candidates on one lease: exactly one leads, and the other never runs
 // its reconciler concurrently, over several renewal periods.
 func TestOneLeaderPerLease(t *testing.T) {
-	const lease = "test-one-leader"
+	lease := unique("test-one-leader")
 	a := newTestCandidate(t, "a", "default", fast)
 	b := newTestCandidate(t, "b", "default", fast)
 	var ex exclusive
@@ -399,7 +405,7 @@ func TestOneLeaderPerLease(t *testing.T) {
 // Three leases over two candidates: each lease has one leader, and leases
 // are held by different candidates.
 func TestLeasesSpreadOverCandidates(t *testing.T) {
-	ns := createNamespace(t, "spread")
+	ns := createNamespace(t, unique("spread"))
 	a := newTestCandidate(t, "a", ns, fast)
 	b := newTestCandidate(t, "b", ns, fast)
 	a.cfg.Health = NewHealthChecker(0)
@@ -449,7 +455,7 @@ func TestLeasesSpreadOverCandidates(t *testing.T) {
 // and a standby then takes over through its watch, without waiting for its
 // next RetryPeriod poll.
 func TestGracefulHandoverAndFastTakeover(t *testing.T) {
-	const lease = "test-handover"
+	lease := unique("test-handover")
 	// A RetryPeriod long enough that a poll cannot explain the takeover.
 	slow := durations{lease: 10 * time.Second, renew: 8 * time.Second, retry: 5 * time.Second}
 	a := newTestCandidate(t, "a", "default", slow)
@@ -512,7 +518,7 @@ func TestGracefulHandoverAndFastTakeover(t *testing.T) {
 // context is cancelled before the Lease could have expired for anyone else,
 // Run returns ErrLeadershipLost, and a standby takes over only after.
 func TestRenewalFailureFencesLeader(t *testing.T) {
-	const lease = "test-renewal-failure"
+	lease := unique("test-renewal-failure")
 	d := durations{lease: 3 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
 	a := newTestCandidate(t, "a", "default", d)
 	b := newTestCandidate(t, "b", "default", d)
@@ -556,7 +562,7 @@ func TestRenewalFailureFencesLeader(t *testing.T) {
 // /healthz fails while a held lease is overdue for renewal: here the leader
 // cannot renew and its lead ignores its context, so Run cannot return.
 func TestHealthzFailsWhenLeaseOverdue(t *testing.T) {
-	const lease = "test-healthz"
+	lease := unique("test-healthz")
 	a := newTestCandidate(t, "a", "default", fast)
 	a.cfg.Health = NewHealthChecker(0)
 	la := newRecorder()
@@ -591,7 +597,7 @@ func TestHealthzFailsWhenLeaseOverdue(t *testing.T) {
 
 // A lead that returns on its own gives the lease up.
 func TestLeadReturningReleasesLease(t *testing.T) {
-	const lease = "test-lead-returns"
+	lease := unique("test-lead-returns")
 	a := newTestCandidate(t, "a", "default", fast)
 	ra := a.run(t, lease, func(context.Context) {})
 	if err := ra.wait(t); !errors.Is(err, ErrLeadReturned) {
@@ -605,7 +611,7 @@ func TestLeadReturningReleasesLease(t *testing.T) {
 // client-go's tryRelease trusts its cached observation, not the record it
 // has just read; the fenced lock refuses to clear somebody else's Lease.
 func TestReleaseRefusedWhenHeldByAnother(t *testing.T) {
-	const lease = "test-release-guard"
+	lease := unique("test-release-guard")
 	ctx := context.Background()
 	leases := adminClient(t).CoordinationV1().Leases("default")
 	_, err := leases.Create(ctx, &coordinationv1.Lease{
