@@ -78,3 +78,17 @@ func Main(root *cobra.Command) {
 		os.Exit(1)
 	}
 }
+
+// PodNamespace is the namespace of the pod the program runs in: $POD_NAMESPACE
+// (downward API), else the service account's namespace file; empty outside
+// a pod.
+func PodNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	raw, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
+}

@@ -158,7 +158,7 @@ func (o *Options) complete() error {
 		return fmt.Errorf("--tls-mode: %q is not one of %s, %s, %s", o.TLSMode, TLSModeSelfSigned, TLSModeSecret, TLSModeCertManager)
 	}
 	if o.Namespace == "" {
-		o.Namespace = podNamespace()
+		o.Namespace = cli.PodNamespace()
 	}
 	if o.Namespace == "" && o.TLSMode == TLSModeSelfSigned {
 		return errors.New("--namespace is required outside a pod in self-signed mode")
@@ -221,16 +221,4 @@ func (o *Options) servingNames() ([]string, []net.IP) {
 		}
 	}
 	return names, ips
-}
-
-// podNamespace is the namespace of the pod we run in, if any.
-func podNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	raw, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(raw))
 }

@@ -1,0 +1,103 @@
+// Package apply writes objects with server-side apply under one field
+// manager, and skips the write when the live object already holds exactly
+// what would be applied, so a reconcile that changes nothing writes nothing.
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FieldManager owns every field the controllers write.
+const FieldManager = "orchestratord"
+
+// Options are the apply options of every write: conflicts are forced
+// because the operator is the authority over the fields it manages.
+func Options() metav1.ApplyOptions {
+	return metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+}
+
+// Object applies desired unless live (nil when the object does not exist)
+// already matches it. extract returns the part of live owned by
+// FieldManager (client-go's Extract* functions); when nil, the check is that
+// every field of desired has the same value in live, which suits objects
+// whose set of fields does not shrink. It reports whether it wrote.
+func Object[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
+	extract func(T, string) (AC, error),
+	write func(context.Context, AC, metav1.ApplyOptions) (T, error),
+) (bool, error) {
+	if exists {
+		same, err := matches(live, desired, extract)
+		if err != nil {
+			return false, err
+		}
+		if same {
+			return false, nil
+		}
+	}
+	if _, err := write(ctx, desired, Options()); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, error)) (bool, error) {
+	want, err := asJSON(desired)
+	if err != nil {
+		return false, err
+	}
+	if extract != nil {
+		owned, err := extract(live, FieldManager)
+		if err != nil {
+			return false, fmt.Errorf("extracting owned fields: %w", err)
+		}
+		got, err := asJSON(owned)
+		if err != nil {
+			return false, err
+		}
+		return reflect.DeepEqual(got, want), nil
+	}
+	got, err := asJSON(live)
+	if err != nil {
+		return false, err
+	}
+	// Objects from informer caches carry no apiVersion and kind.
+	if m, ok := want.(map[string]any); ok {
+		delete(m, "apiVersion")
+		delete(m, "kind")
+	}
+	return Subset(want, got), nil
+}
+
+func asJSON(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, json.Unmarshal(raw, &out)
+}
+
+// Subset tells whether every value in want is present and equal in got;
+// lists must be equal as a whole.
+func Subset(want, got any) bool {
+	wm, ok := want.(map[string]any)
+	if !ok {
+		return reflect.DeepEqual(want, got)
+	}
+	gm, ok := got.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, w := range wm {
+		g, present := gm[k]
+		if !present || !Subset(w, g) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,183 @@
+// Package controller is the informer + rate-limited workqueue loop every
+// reconciler runs in (the sample-controller shape). Informers run on every
+// replica so a new leader starts with a warm cache; workers run only while
+// the replica holds the reconciler's Lease, with the lease's context, so no
+// reconcile outlives leadership.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Result tells the loop what to do after a successful reconcile.
+type Result struct {
+	// RequeueAfter, when positive, reconciles the key again after the delay
+	// (polling something outside the API server, such as environmentd).
+	RequeueAfter time.Duration
+}
+
+// Reconciler brings one object, named by its namespace/name key, to its
+// desired state. It must use ctx for every API call: ctx ends when the
+// lease may be lost.
+type Reconciler interface {
+	Reconcile(ctx context.Context, key string) (Result, error)
+}
+
+// Controller runs a Reconciler's workers while leading.
+type Controller struct {
+	name       string
+	reconciler Reconciler
+	workers    int
+	log        *zap.Logger
+	synced     []cache.InformerSynced
+	// listKeys lists every key to reconcile when leadership starts.
+	listKeys func() []string
+
+	queue   atomic.Pointer[workqueue.TypedRateLimitingInterface[string]]
+	metrics *Metrics
+}
+
+// New creates a controller. listKeys is called when a leadership term starts
+// to queue every object once; informer events queue changes afterwards.
+func New(name string, r Reconciler, workers int, log *zap.Logger, metrics *Metrics, listKeys func() []string, synced ...cache.InformerSynced) *Controller {
+	if workers < 1 {
+		workers = 1
+	}
+	return &Controller{name: name, reconciler: r, workers: workers, log: log, metrics: metrics, listKeys: listKeys, synced: synced}
+}
+
+// Name is the controller's name.
+func (c *Controller) Name() string { return c.name }
+
+// Enqueue queues the object's key; it accepts tombstones. Events that arrive
+// while the replica does not lead are dropped: the next term lists all.
+func (c *Controller) Enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	if q := c.queue.Load(); q != nil {
+		(*q).Add(key)
+	}
+}
+
+// EnqueueOwner queues the owner of kind ownerKind of a child object.
+func (c *Controller) EnqueueOwner(ownerKind string) func(obj any) {
+	return func(obj any) {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		meta, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		for _, ref := range meta.GetOwnerReferences() {
+			if ref.Kind == ownerKind && ref.Controller != nil && *ref.Controller {
+				if q := c.queue.Load(); q != nil {
+					(*q).Add(meta.GetNamespace() + "/" + ref.Name)
+				}
+			}
+		}
+	}
+}
+
+// Handler returns event handlers that queue the object itself.
+func (c *Controller) Handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.Enqueue,
+		UpdateFunc: func(_, obj any) { c.Enqueue(obj) },
+		DeleteFunc: c.Enqueue,
+	}
+}
+
+// OwnerHandler returns event handlers that queue a child's owner.
+func (c *Controller) OwnerHandler(ownerKind string) cache.ResourceEventHandler {
+	enqueue := c.EnqueueOwner(ownerKind)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+// Run reconciles until ctx ends (one leadership term), then stops taking
+// work and returns once every in-flight reconcile has finished.
+func (c *Controller) Run(ctx context.Context) {
+	log := c.log.With(zap.String("controller", c.name))
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return
+	}
+	rateLimiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
+	)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: c.name})
+	c.queue.Store(&q)
+	for _, key := range c.listKeys() {
+		q.Add(key)
+	}
+	log.Info("controller started", zap.Int("workers", c.workers))
+
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx, q, log) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.queue.Store(nil)
+	q.ShutDown()
+	wg.Wait()
+	log.Info("controller stopped")
+}
+
+func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], log *zap.Logger) bool {
+	key, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(key)
+	if ctx.Err() != nil {
+		return true
+	}
+	start := time.Now()
+	result, err := c.reconcile(ctx, key)
+	c.metrics.observe(c.name, err, time.Since(start))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Leadership ended mid-reconcile; the next leader starts over.
+	case err != nil:
+		log.Info("reconcile failed; retrying with backoff", zap.String("key", key), zap.Error(err),
+			zap.Int("retries", q.NumRequeues(key)))
+		q.AddRateLimited(key)
+	case result.RequeueAfter > 0:
+		q.Forget(key)
+		q.AddAfter(key, result.RequeueAfter)
+	default:
+		q.Forget(key)
+	}
+	return true
+}
+
+func (c *Controller) reconcile(ctx context.Context, key string) (result Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return c.reconciler.Reconcile(ctx, key)
+}

@@ -1,0 +1,24 @@
+package controller
+
+import (
+	"go.uber.org/zap"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
+)
+
+// Deps are what a reconciler is built from. KubeInformers only see objects
+// labelled with the resource id label; MZInformers see every CR.
+type Deps struct {
+	Kube          kubernetes.Interface
+	MZ            versioned.Interface
+	KubeInformers informers.SharedInformerFactory
+	MZInformers   mzinformers.SharedInformerFactory
+	Recorder      record.EventRecorder
+	Log           *zap.Logger
+	Metrics       *Metrics
+	Workers       int
+}

@@ -1,0 +1,142 @@
+package materialize
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+)
+
+// siblingImage swaps the component name in an environmentd image reference,
+// keeping registry and tag: materialize/environmentd:v26 ->
+// materialize/balancerd:v26.
+func siblingImage(environmentdImage, component string) string {
+	ref, tagOrDigest := environmentdImage, ""
+	if i := strings.IndexAny(ref, "@"); i >= 0 {
+		ref, tagOrDigest = ref[:i], ref[i:]
+	} else if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref, tagOrDigest = ref[:i], ref[i:]
+	}
+	if tagOrDigest != "" && tagOrDigest[0] == '@' {
+		tagOrDigest = "" // a digest names environmentd's image, not the sibling's
+	}
+	slash := strings.LastIndex(ref, "/")
+	return ref[:slash+1] + strings.Replace(ref[slash+1:], "environmentd", component, 1) + tagOrDigest
+}
+
+func certAC(c *v1alpha1.MaterializeCertSpec) *mzac.MaterializeCertSpecApplyConfiguration {
+	if c == nil {
+		return nil
+	}
+	ac := mzac.MaterializeCertSpec().WithDNSNames(c.DNSNames...)
+	if c.Duration != "" {
+		ac.WithDuration(c.Duration)
+	}
+	if c.RenewBefore != "" {
+		ac.WithRenewBefore(c.RenewBefore)
+	}
+	if c.IssuerRef != nil {
+		ac.WithIssuerRef(mzac.CertificateIssuerRef().WithName(c.IssuerRef.Name).WithKind(c.IssuerRef.Kind).WithGroup(c.IssuerRef.Group))
+	}
+	if c.SecretTemplate != nil {
+		ac.WithSecretTemplate(mzac.CertificateSecretTemplate().WithAnnotations(c.SecretTemplate.Annotations).WithLabels(c.SecretTemplate.Labels))
+	}
+	return ac
+}
+
+func (e env) balancer(image string) *mzac.BalancerApplyConfiguration {
+	spec := mzac.BalancerSpec().
+		WithBalancerdImageRef(image).
+		WithResourceID(e.id).
+		WithStaticRouting(mzac.StaticRoutingConfig().WithEnvironmentdNamespace(e.ns()).WithEnvironmentdServiceName(e.environmentdName()))
+	if e.mz.Spec.BalancerdReplicas != nil {
+		spec.WithReplicas(*e.mz.Spec.BalancerdReplicas)
+	}
+	if r := e.mz.Spec.BalancerdResourceRequirements; r != nil {
+		spec.WithResourceRequirements(*r)
+	}
+	if c := certAC(e.mz.Spec.BalancerdExternalCertificateSpec); c != nil {
+		spec.WithExternalCertificateSpec(c)
+	}
+	if c := certAC(e.mz.Spec.InternalCertificateSpec); c != nil {
+		spec.WithInternalCertificateSpec(c)
+	}
+	return mzac.Balancer(e.mz.Name, e.ns()).WithLabels(e.labels(e.mz.Name)).WithOwnerReferences(e.owner()).WithSpec(spec)
+}
+
+func (e env) console(image string) *mzac.ConsoleApplyConfiguration {
+	auth := e.mz.Spec.AuthenticatorKind
+	if auth == "" {
+		auth = v1alpha1.AuthenticatorNone
+	}
+	spec := mzac.ConsoleSpec().
+		WithConsoleImageRef(image).
+		WithResourceID(e.id).
+		WithAuthenticatorKind(auth).
+		WithBalancerd(mzac.BalancerdRef().WithServiceName(children.Name(e.id, "balancerd")).WithNamespace(e.ns()).WithScheme(v1alpha1.SchemeHTTP))
+	if e.mz.Spec.ConsoleReplicas != nil {
+		spec.WithReplicas(*e.mz.Spec.ConsoleReplicas)
+	}
+	if r := e.mz.Spec.ConsoleResourceRequirements; r != nil {
+		spec.WithResourceRequirements(*r)
+	}
+	if c := certAC(e.mz.Spec.ConsoleExternalCertificateSpec); c != nil {
+		spec.WithExternalCertificateSpec(c)
+	}
+	return mzac.Console(e.mz.Name, e.ns()).WithLabels(e.labels(e.mz.Name)).WithOwnerReferences(e.owner()).WithSpec(spec)
+}
+
+// applyComponents applies (or, when disabled, deletes) the environment's
+// Balancer and Console.
+func (r *reconciler) applyComponents(ctx context.Context, e env) error {
+	ns, name := e.ns(), e.mz.Name
+	balancers := r.d.MZ.MaterializeV1alpha1().Balancers(ns)
+	liveB, err := r.balancers.Balancers(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	exists := err == nil && metav1.IsControlledBy(liveB, e.mz)
+	switch {
+	case r.o.CreateBalancers:
+		image := r.o.BalancerdImage
+		if image == "" {
+			image = siblingImage(e.mz.Spec.EnvironmentdImageRef, "balancerd")
+		}
+		if _, err := apply.Object(ctx, liveB, exists, e.balancer(image), nil, balancers.Apply); err != nil {
+			return fmt.Errorf("balancer: %w", err)
+		}
+	case exists:
+		if err := balancers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+
+	consoles := r.d.MZ.MaterializeV1alpha1().Consoles(ns)
+	liveC, err := r.consoles.Consoles(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	exists = err == nil && metav1.IsControlledBy(liveC, e.mz)
+	switch {
+	case r.o.CreateConsoles:
+		image := r.o.ConsoleImage
+		if image == "" {
+			image = siblingImage(e.mz.Spec.EnvironmentdImageRef, "console")
+		}
+		if _, err := apply.Object(ctx, liveC, exists, e.console(image), nil, consoles.Apply); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+	case exists:
+		if err := consoles.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package materialize_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/test/controlplane"
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
+)
+
+var (
+	cp  *controlplane.ControlPlane
+	env *standin.Server
+)
+
+const userAgent = "materialize-controller-test"
+
+func TestMain(m *testing.M) {
+	var err error
+	cp, err = controlplane.Start(context.Background(), controlplane.Options{Audit: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	env = standin.New()
+	if _, err := env.Start("127.0.0.1:0"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Close()
+	_ = cp.Stop()
+	os.Exit(code)
+}
+
+func prefix(id string, gen uint64) string {
+	return "mz" + id + "-environmentd-" + strconv.FormatUint(gen, 10)
+}
+
+// running is one materialize controller leading for a test.
+type running struct {
+	stop func()
+}
+
+func startController(t *testing.T) *running {
+	t.Helper()
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.UserAgent = userAgent
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	mz := versioned.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	deps := controller.Deps{
+		Kube: kube, MZ: mz,
+		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = children.ResourceIDLabel
+		})),
+		MZInformers: mzinformers.NewSharedInformerFactory(mz, 0),
+		Recorder:    record.NewFakeRecorder(1000),
+		Log:         zap.NewNop(),
+		Workers:     2,
+	}
+	c := materialize.New(deps, materialize.Options{
+		EnvironmentdURL: func(m *v1alpha1.Materialize, id string, gen uint64) string { return env.BaseURL(prefix(id, gen)) },
+		PollInterval:    100 * time.Millisecond,
+		CreateBalancers: true, CreateConsoles: true,
+	})
+	deps.KubeInformers.Start(ctx.Done())
+	deps.MZInformers.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	r := &running{stop: func() { cancel(); <-done }}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mz-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+var mzClient = func() versioned.Interface { return versioned.NewForConfigOrDie(cp.Config) }
+
+func waitFor(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func get(t *testing.T, ns, name string) *v1alpha1.Materialize {
+	t.Helper()
+	mz, err := mzClient().MaterializeV1alpha1().Materializes(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mz
+}
+
+func upToDate(mz *v1alpha1.Materialize) *metav1.Condition {
+	return meta.FindStatusCondition(mz.Status.Conditions, materialize.ConditionUpToDate)
+}
+
+// waitRolledOut waits until the request is complete at generation gen.
+func waitRolledOut(t *testing.T, ns, name string, gen uint64) *v1alpha1.Materialize {
+	t.Helper()
+	var mz *v1alpha1.Materialize
+	waitFor(t, fmt.Sprintf("generation %d active", gen), func() (bool, error) {
+		mz = get(t, ns, name)
+		c := upToDate(mz)
+		return mz.Status.ActiveGeneration == gen && mz.Status.LastCompletedRolloutRequest == mz.Spec.RequestRollout &&
+			c != nil && c.Status == metav1.ConditionTrue && c.Reason == materialize.ReasonApplied && c.ObservedGeneration == mz.Generation, nil
+	})
+	return mz
+}
+
+func waitReason(t *testing.T, ns, name, reason string) *v1alpha1.Materialize {
+	t.Helper()
+	var mz *v1alpha1.Materialize
+	waitFor(t, "UpToDate reason "+reason, func() (bool, error) {
+		mz = get(t, ns, name)
+		c := upToDate(mz)
+		return c != nil && c.Reason == reason, nil
+	})
+	return mz
+}
+
+func exists(t *testing.T, get func() error) bool {
+	t.Helper()
+	err := get()
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func newMaterialize(ns, name string) *v1alpha1.Materialize {
+	return &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.MaterializeSpec{
+			EnvironmentdImageRef: "materialize/environmentd:v26.1.0",
+			BackendSecretName:    "backend",
+		},
+	}
+}
+
+// update changes the spec with retries on conflicts.
+func update(t *testing.T, ns, name string, change func(*v1alpha1.Materialize)) {
+	t.Helper()
+	waitFor(t, "update", func() (bool, error) {
+		mz := get(t, ns, name)
+		change(mz)
+		_, err := mzClient().MaterializeV1alpha1().Materializes(ns).Update(context.Background(), mz, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}

@@ -1,0 +1,477 @@
+// Package materialize is the materialize reconciler: it gives each
+// Materialize a resource id, creates the environment-wide objects, rolls
+// out environmentd generations through environmentd's leader API, and
+// applies the environment's Balancer and Console.
+package materialize
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
+	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/environmentd"
+
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+)
+
+// Condition type and reasons (SPEC.md §3).
+const (
+	ConditionUpToDate        = "UpToDate"
+	ReasonApplied            = "Applied"
+	ReasonApplying           = "Applying"
+	ReasonReadyToPromote     = "ReadyToPromote"
+	ReasonPromoting          = "Promoting"
+	ReasonWaitingForApproval = "WaitingForApproval"
+	ReasonFailedDeploy       = "FailedDeploy"
+	ReasonRolloutTimeout     = "RolloutTimeout"
+	defaultRolloutTimeout    = 24 * time.Hour
+	defaultPollInterval      = 2 * time.Second
+	nilUUID                  = "00000000-0000-0000-0000-000000000000"
+	controllerName           = "materialize"
+)
+
+// Options tune the reconciler.
+type Options struct {
+	// EnvironmentdURL is the base URL of a generation's environmentd leader
+	// API; nil means the generation Service's cluster DNS name.
+	EnvironmentdURL func(mz *v1alpha1.Materialize, resourceID string, generation uint64) string
+	// PollInterval is how often a rollout in progress asks environmentd.
+	PollInterval time.Duration
+	// CreateBalancers and CreateConsoles apply the environment's Balancer and
+	// Console; when false, existing ones are deleted.
+	CreateBalancers, CreateConsoles bool
+	// BalancerdImage and ConsoleImage override the images derived from the
+	// environmentd image (same registry and tag).
+	BalancerdImage, ConsoleImage string
+	Leader                       *environmentd.Client
+	Now                          func() time.Time
+}
+
+type reconciler struct {
+	d            controller.Deps
+	o            Options
+	log          *zap.Logger
+	materializes mzlisters.MaterializeLister
+	balancers    mzlisters.BalancerLister
+	consoles     mzlisters.ConsoleLister
+	statefulSets appslisters.StatefulSetLister
+	services     corelisters.ServiceLister
+	configMaps   corelisters.ConfigMapLister
+	accounts     corelisters.ServiceAccountLister
+	roles        rbaclisters.RoleLister
+	bindings     rbaclisters.RoleBindingLister
+	policies     networkinglisters.NetworkPolicyLister
+}
+
+// New builds the materialize controller.
+func New(d controller.Deps, o Options) *controller.Controller {
+	if o.PollInterval <= 0 {
+		o.PollInterval = defaultPollInterval
+	}
+	if o.Leader == nil {
+		o.Leader = &environmentd.Client{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.EnvironmentdURL == nil {
+		o.EnvironmentdURL = func(mz *v1alpha1.Materialize, id string, gen uint64) string {
+			return environmentd.URL(env{mz: mz, id: id}.generationName(gen), mz.Namespace, portInternalHTTP)
+		}
+	}
+	mzInf := d.MZInformers.Materialize().V1alpha1()
+	k := d.KubeInformers
+	r := &reconciler{
+		d: d, o: o, log: d.Log.With(zap.String("controller", controllerName)),
+		materializes: mzInf.Materializes().Lister(),
+		balancers:    mzInf.Balancers().Lister(),
+		consoles:     mzInf.Consoles().Lister(),
+		statefulSets: k.Apps().V1().StatefulSets().Lister(),
+		services:     k.Core().V1().Services().Lister(),
+		configMaps:   k.Core().V1().ConfigMaps().Lister(),
+		accounts:     k.Core().V1().ServiceAccounts().Lister(),
+		roles:        k.Rbac().V1().Roles().Lister(),
+		bindings:     k.Rbac().V1().RoleBindings().Lister(),
+		policies:     k.Networking().V1().NetworkPolicies().Lister(),
+	}
+	listKeys := func() []string {
+		all, _ := r.materializes.List(everything())
+		keys := make([]string, 0, len(all))
+		for _, mz := range all {
+			keys = append(keys, mz.Namespace+"/"+mz.Name)
+		}
+		return keys
+	}
+	informers := []cache.SharedIndexInformer{
+		k.Apps().V1().StatefulSets().Informer(), k.Core().V1().Services().Informer(),
+		k.Core().V1().ConfigMaps().Informer(), k.Core().V1().ServiceAccounts().Informer(),
+		k.Rbac().V1().Roles().Informer(), k.Rbac().V1().RoleBindings().Informer(),
+		k.Networking().V1().NetworkPolicies().Informer(),
+		mzInf.Balancers().Informer(), mzInf.Consoles().Informer(),
+	}
+	synced := []cache.InformerSynced{mzInf.Materializes().Informer().HasSynced}
+	for _, inf := range informers {
+		synced = append(synced, inf.HasSynced)
+	}
+	c := controller.New(controllerName, r, d.Workers, d.Log, d.Metrics, listKeys, synced...)
+	_, _ = mzInf.Materializes().Informer().AddEventHandler(c.Handler())
+	for _, inf := range informers {
+		_, _ = inf.AddEventHandler(c.OwnerHandler("Materialize"))
+	}
+	return c
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Result, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return controller.Result{}, nil
+	}
+	live, err := r.materializes.Materializes(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return controller.Result{}, nil // children go with it (ownerReferences)
+	}
+	if err != nil {
+		return controller.Result{}, err
+	}
+	mz := live.DeepCopy()
+
+	if mz.Status.ResourceID == "" {
+		status := mz.Status
+		status.ResourceID = children.NewResourceID()
+		status.ObservedGeneration = mz.Generation
+		if _, err := r.writeStatus(ctx, live, status); err != nil {
+			return controller.Result{}, err
+		}
+		r.d.Recorder.Eventf(live, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", status.ResourceID)
+		return controller.Result{}, nil // the status update queues the next step
+	}
+	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
+		return controller.Result{}, err
+	}
+	e := env{mz: mz, id: mz.Status.ResourceID}
+	if err := r.applyEnvironmentObjects(ctx, e); err != nil {
+		return controller.Result{}, err
+	}
+	result, err := r.rollout(ctx, e)
+	if err != nil {
+		return result, err
+	}
+	if mz.Status.ActiveGeneration > 0 {
+		if err := r.applyComponents(ctx, e); err != nil {
+			return result, err
+		}
+	}
+	return result, nil
+}
+
+// fillSpec gives a Materialize its requestRollout and environmentId when
+// they are missing; both are applied together so neither is dropped.
+func (r *reconciler) fillSpec(ctx context.Context, mz *v1alpha1.Materialize) (bool, error) {
+	request, envID := mz.Spec.RequestRollout, mz.Spec.EnvironmentID
+	if request != "" && request != nilUUID && envID != "" && envID != nilUUID {
+		return false, nil
+	}
+	if request == "" || request == nilUUID {
+		request = uuid.NewString()
+	}
+	if envID == "" || envID == nilUUID {
+		envID = uuid.NewString()
+	}
+	desired := mzac.Materialize(mz.Name, mz.Namespace).
+		WithSpec(mzac.MaterializeSpec().WithRequestRollout(request).WithEnvironmentID(envID))
+	_, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Apply(ctx, desired, apply.Options())
+	return err == nil, err
+}
+
+func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
+	kube := r.d.Kube
+	if e.mz.Spec.ServiceAccountName == "" {
+		sa := e.serviceAccount()
+		live, err := r.accounts.ServiceAccounts(e.ns()).Get(*sa.Name)
+		if err := applyChild(ctx, live, err, sa, corev1acExtractServiceAccount, kube.CoreV1().ServiceAccounts(e.ns()).Apply); err != nil {
+			return fmt.Errorf("service account: %w", err)
+		}
+	}
+	role := e.role()
+	liveRole, err := r.roles.Roles(e.ns()).Get(*role.Name)
+	if err := applyChild(ctx, liveRole, err, role, rbacacExtractRole, kube.RbacV1().Roles(e.ns()).Apply); err != nil {
+		return fmt.Errorf("role: %w", err)
+	}
+	binding := e.roleBinding()
+	liveBinding, err := r.bindings.RoleBindings(e.ns()).Get(*binding.Name)
+	if err := applyChild(ctx, liveBinding, err, binding, rbacacExtractRoleBinding, kube.RbacV1().RoleBindings(e.ns()).Apply); err != nil {
+		return fmt.Errorf("role binding: %w", err)
+	}
+	policy := e.networkPolicy()
+	livePolicy, err := r.policies.NetworkPolicies(e.ns()).Get(*policy.Name)
+	if err := applyChild(ctx, livePolicy, err, policy, networkingacExtractNetworkPolicy, kube.NetworkingV1().NetworkPolicies(e.ns()).Apply); err != nil {
+		return fmt.Errorf("network policy: %w", err)
+	}
+	return nil
+}
+
+// applyChild applies a child read from a lister (err is the lister's).
+func applyChild[T any, AC any](ctx context.Context, live T, getErr error, desired AC,
+	extract func(T, string) (AC, error), write func(context.Context, AC, metav1.ApplyOptions) (T, error),
+) error {
+	if getErr != nil && !apierrors.IsNotFound(getErr) {
+		return getErr
+	}
+	_, err := apply.Object(ctx, live, getErr == nil, desired, extract, write)
+	return err
+}
+
+func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
+	if d, err := time.ParseDuration(mz.Spec.RolloutRequestTimeout); err == nil && d > 0 {
+		return d
+	}
+	return defaultRolloutTimeout
+}
+
+// rolloutPrefix starts every condition message about a rollout, tying the
+// condition to the request it is about.
+func rolloutPrefix(request string) string { return "rollout " + request + ": " }
+
+func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, error) {
+	mz := e.mz
+	st := mz.Status
+	st.ObservedGeneration = mz.Generation
+	hash := e.resourcesHash()
+	requested := mz.Spec.RequestRollout != st.LastCompletedRolloutRequest
+	current := meta.FindStatusCondition(st.Conditions, ConditionUpToDate)
+	prefix := rolloutPrefix(mz.Spec.RequestRollout)
+
+	if !requested || (hash == st.ResourcesHash && st.ActiveGeneration > 0) {
+		if requested {
+			st.LastCompletedRolloutRequest = mz.Spec.RequestRollout // nothing to roll out
+		}
+		if st.ActiveGeneration > 0 {
+			if err := r.applyPublicService(ctx, e, st.ActiveGeneration); err != nil {
+				return controller.Result{}, err
+			}
+		}
+		msg := "the active generation runs the requested spec"
+		if hash != st.ResourcesHash {
+			msg = "spec changes take effect with the next spec.requestRollout"
+		}
+		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, msg)
+	}
+
+	if current != nil && current.Reason == ReasonRolloutTimeout && strings.HasPrefix(current.Message, prefix) {
+		return controller.Result{}, nil // timed out; waits for a new request
+	}
+	desired := st.ActiveGeneration + 1
+	started := r.o.Now()
+	if current != nil && current.Status == metav1.ConditionFalse && strings.HasPrefix(current.Message, prefix) {
+		started = current.LastTransitionTime.Time
+	}
+	if timeout := rolloutTimeout(mz); r.o.Now().Sub(started) > timeout {
+		if err := r.deleteGeneration(ctx, e, desired); err != nil {
+			return controller.Result{}, err
+		}
+		r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonRolloutTimeout, "generation %d did not become leader within %s; removed", desired, timeout)
+		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionFalse, ReasonRolloutTimeout,
+			prefix+fmt.Sprintf("generation %d did not become leader within %s", desired, timeout))
+	}
+
+	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime && st.ActiveGeneration > 0 {
+		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration); err != nil {
+			return controller.Result{}, err
+		}
+	}
+	if err := r.applyGeneration(ctx, e, desired); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedDeploy, "generation %d: %v", desired, err)
+			return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionFalse, ReasonFailedDeploy, prefix+err.Error())
+		}
+		return controller.Result{}, err
+	}
+
+	poll := controller.Result{RequeueAfter: r.o.PollInterval}
+	url := r.o.EnvironmentdURL(mz, e.id, desired)
+	status, err := r.o.Leader.Status(ctx, url)
+	if err != nil {
+		if ctx.Err() != nil {
+			return controller.Result{}, ctx.Err()
+		}
+		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
+			prefix+fmt.Sprintf("waiting for generation %d: %v", desired, err))
+	}
+	switch status {
+	case environmentd.Initializing, environmentd.CatchingUp:
+		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
+			prefix+fmt.Sprintf("generation %d is %s", desired, status))
+	case environmentd.ReadyToPromote:
+		if mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote && mz.Spec.ForcePromote != mz.Spec.RequestRollout {
+			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonWaitingForApproval,
+				prefix+fmt.Sprintf("generation %d is ready; set spec.forcePromote to %s to promote it", desired, mz.Spec.RequestRollout))
+		}
+		if err := r.o.Leader.Promote(ctx, url); err != nil {
+			return controller.Result{}, fmt.Errorf("promoting generation %d: %w", desired, err)
+		}
+		r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, ReasonPromoting, "promoting generation %d", desired)
+		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired))
+	case environmentd.Promoting:
+		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired))
+	case environmentd.IsLeader:
+	default:
+		return poll, fmt.Errorf("generation %d reports unknown status %q", desired, status)
+	}
+
+	// The new generation leads: route to it, retire the old one, record it.
+	if err := r.applyPublicService(ctx, e, desired); err != nil {
+		return controller.Result{}, err
+	}
+	if old := st.ActiveGeneration; old > 0 && old != desired {
+		if err := r.deleteGeneration(ctx, e, old); err != nil {
+			return controller.Result{}, err
+		}
+	}
+	st.ActiveGeneration = desired
+	st.LastCompletedRolloutRequest = mz.Spec.RequestRollout
+	st.LastCompletedRolloutEnvironmentdImageRef = mz.Spec.EnvironmentdImageRef
+	st.ResourcesHash = hash
+	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "RolloutComplete", "generation %d is active (%s)", desired, mz.Spec.EnvironmentdImageRef)
+	return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied,
+		fmt.Sprintf("generation %d is active", desired))
+}
+
+func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) error {
+	g := e.generation(gen)
+	kube := r.d.Kube
+	liveCM, err := r.configMaps.ConfigMaps(e.ns()).Get(*g.listeners.Name)
+	if err := applyChild(ctx, liveCM, err, g.listeners, corev1acExtractConfigMap, kube.CoreV1().ConfigMaps(e.ns()).Apply); err != nil {
+		return err
+	}
+	liveSvc, err := r.services.Services(e.ns()).Get(*g.service.Name)
+	if err := applyChild(ctx, liveSvc, err, g.service, corev1acExtractService, kube.CoreV1().Services(e.ns()).Apply); err != nil {
+		return err
+	}
+	liveSTS, err := r.statefulSets.StatefulSets(e.ns()).Get(*g.statefulSet.Name)
+	return applyChild(ctx, liveSTS, err, g.statefulSet, appsacExtractStatefulSet, kube.AppsV1().StatefulSets(e.ns()).Apply)
+}
+
+func (r *reconciler) applyPublicService(ctx context.Context, e env, gen uint64) error {
+	svc := e.publicService(gen)
+	live, err := r.services.Services(e.ns()).Get(*svc.Name)
+	return applyChild(ctx, live, err, svc, corev1acExtractService, r.d.Kube.CoreV1().Services(e.ns()).Apply)
+}
+
+// deleteGeneration removes a generation's objects that still exist.
+func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64) error {
+	name, ns := e.generationName(gen), e.ns()
+	del := func(exists bool, remove func(context.Context, string, metav1.DeleteOptions) error, n string) error {
+		if !exists {
+			return nil
+		}
+		err := remove(ctx, n, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	_, err := r.statefulSets.StatefulSets(ns).Get(name)
+	if err := del(err == nil, r.d.Kube.AppsV1().StatefulSets(ns).Delete, name); err != nil {
+		return err
+	}
+	_, err = r.services.Services(ns).Get(name)
+	if err := del(err == nil, r.d.Kube.CoreV1().Services(ns).Delete, name); err != nil {
+		return err
+	}
+	_, err = r.configMaps.ConfigMaps(ns).Get(e.listenersName(gen))
+	return del(err == nil, r.d.Kube.CoreV1().ConfigMaps(ns).Delete, e.listenersName(gen))
+}
+
+// setRolloutCondition reports a rollout in progress; the condition's
+// lastTransitionTime marks when the rollout started (for the timeout).
+func (r *reconciler) setRolloutCondition(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus, started time.Time, reason, msg string) error {
+	st.Conditions = cloneConditions(st.Conditions)
+	cond := metav1.Condition{Type: ConditionUpToDate, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+		ObservedGeneration: mz.Generation, LastTransitionTime: metav1.NewTime(started.Truncate(time.Second))}
+	if existing := meta.FindStatusCondition(st.Conditions, ConditionUpToDate); existing != nil && existing.Status == metav1.ConditionFalse &&
+		strings.HasPrefix(existing.Message, rolloutPrefix(mz.Spec.RequestRollout)) {
+		cond.LastTransitionTime = existing.LastTransitionTime
+	}
+	meta.RemoveStatusCondition(&st.Conditions, ConditionUpToDate)
+	st.Conditions = append(st.Conditions, cond)
+	return r.writeStatusWithEvent(ctx, mz, st)
+}
+
+func (r *reconciler) setUpToDate(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus, status metav1.ConditionStatus, reason, msg string) error {
+	st.Conditions = cloneConditions(st.Conditions)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionUpToDate, Status: status, Reason: reason,
+		Message: msg, ObservedGeneration: mz.Generation})
+	return r.writeStatusWithEvent(ctx, mz, st)
+}
+
+func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) error {
+	before := meta.FindStatusCondition(mz.Status.Conditions, ConditionUpToDate)
+	wrote, err := r.writeStatus(ctx, mz, st)
+	if err != nil || !wrote {
+		return err
+	}
+	after := meta.FindStatusCondition(st.Conditions, ConditionUpToDate)
+	if after != nil && (before == nil || before.Reason != after.Reason || before.Status != after.Status) {
+		kind := corev1.EventTypeNormal
+		if after.Reason == ReasonFailedDeploy || after.Reason == ReasonRolloutTimeout {
+			kind = corev1.EventTypeWarning
+		}
+		r.d.Recorder.Event(mz, kind, after.Reason, after.Message)
+	}
+	return nil
+}
+
+// writeStatus applies the whole status unless the live one already equals it.
+func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) (bool, error) {
+	// Empty fields stay out of the apply, as they stay out of the JSON.
+	status := mzac.MaterializeStatus().WithResourceID(st.ResourceID).WithObservedGeneration(st.ObservedGeneration)
+	if st.ActiveGeneration > 0 {
+		status.WithActiveGeneration(st.ActiveGeneration)
+	}
+	if st.LastCompletedRolloutRequest != "" {
+		status.WithLastCompletedRolloutRequest(st.LastCompletedRolloutRequest)
+	}
+	if st.LastCompletedRolloutEnvironmentdImageRef != "" {
+		status.WithLastCompletedRolloutEnvironmentdImageRef(st.LastCompletedRolloutEnvironmentdImageRef)
+	}
+	if st.ResourcesHash != "" {
+		status.WithResourcesHash(st.ResourcesHash)
+	}
+	if st.LastCompletedRolloutHash != "" {
+		status.WithLastCompletedRolloutHash(st.LastCompletedRolloutHash)
+	}
+	for _, c := range st.Conditions {
+		status.WithConditions(conditionAC(c))
+	}
+	desired := mzac.Materialize(live.Name, live.Namespace).WithStatus(status)
+	if apply.Subset(mustJSON(desired.Status), mustJSON(live.Status)) && len(st.Conditions) == len(live.Status.Conditions) {
+		return false, nil
+	}
+
+	_, err := r.d.MZ.MaterializeV1alpha1().Materializes(live.Namespace).ApplyStatus(ctx, desired, apply.Options())
+	return err == nil, err
+}
+
+func cloneConditions(c []metav1.Condition) []metav1.Condition {
+	return append([]metav1.Condition(nil), c...)
+}
+
+func ptr[T any](v T) *T { return &v }

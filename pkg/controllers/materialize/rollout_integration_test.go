@@ -1,0 +1,243 @@
+package materialize_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+)
+
+func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	startController(t)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "prod"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mz := waitRolledOut(t, ns, "prod", 1)
+	id := mz.Status.ResourceID
+	if len(id) != 10 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		t.Errorf("resourceId %q is not 10 characters of [a-z0-9]", id)
+	}
+	if mz.Spec.RequestRollout == "" || mz.Spec.EnvironmentID == "" {
+		t.Errorf("requestRollout/environmentId not filled: %+v", mz.Spec)
+	}
+	if mz.Status.LastCompletedRolloutEnvironmentdImageRef != mz.Spec.EnvironmentdImageRef || mz.Status.ResourcesHash == "" {
+		t.Errorf("status not recorded: %+v", mz.Status)
+	}
+	if env.Promotions(prefix(id, 1)) != 1 {
+		t.Errorf("generation 1 promoted %d times, want 1", env.Promotions(prefix(id, 1)))
+	}
+
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	owned := func(kind string, m metav1.Object) {
+		t.Helper()
+		if !metav1.IsControlledBy(m, mz) {
+			t.Errorf("%s %s is not controlled by the Materialize", kind, m.GetName())
+		}
+		for _, ref := range m.GetOwnerReferences() {
+			if ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+				t.Errorf("%s %s: blockOwnerDeletion not set", kind, m.GetName())
+			}
+		}
+		if m.GetLabels()[children.ResourceIDLabel] != id {
+			t.Errorf("%s %s lacks the resource id label", kind, m.GetName())
+		}
+	}
+	sts, err := kube.AppsV1().StatefulSets(ns).Get(ctx, "mz"+id+"-environmentd-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned("StatefulSet", sts)
+	if c := sts.Spec.Template.Spec.Containers[0]; c.Image != mz.Spec.EnvironmentdImageRef || *c.SecurityContext.ReadOnlyRootFilesystem != true {
+		t.Errorf("environmentd container: %+v", c)
+	}
+	public, err := kube.CoreV1().Services(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned("Service", public)
+	if public.Spec.Selector[children.NameLabel] != "mz"+id+"-environmentd-1" {
+		t.Errorf("public service does not select generation 1: %v", public.Spec.Selector)
+	}
+	for kind, get := range map[string]func() (metav1.Object, error){
+		"ServiceAccount": func() (metav1.Object, error) {
+			return kube.CoreV1().ServiceAccounts(ns).Get(ctx, "prod", metav1.GetOptions{})
+		},
+		"Role": func() (metav1.Object, error) {
+			return kube.RbacV1().Roles(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+		},
+		"RoleBinding": func() (metav1.Object, error) {
+			return kube.RbacV1().RoleBindings(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+		},
+		"NetworkPolicy": func() (metav1.Object, error) {
+			return kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+		},
+		"ConfigMap": func() (metav1.Object, error) {
+			return kube.CoreV1().ConfigMaps(ns).Get(ctx, "mz"+id+"-listeners-1", metav1.GetOptions{})
+		},
+	} {
+		obj, err := get()
+		if err != nil {
+			t.Errorf("%s: %v", kind, err)
+			continue
+		}
+		owned(kind, obj)
+	}
+	waitFor(t, "balancer and console CRs", func() (bool, error) {
+		b, errB := mzClient().MaterializeV1alpha1().Balancers(ns).Get(ctx, "prod", metav1.GetOptions{})
+		c, errC := mzClient().MaterializeV1alpha1().Consoles(ns).Get(ctx, "prod", metav1.GetOptions{})
+		if errB != nil || errC != nil {
+			return false, nil
+		}
+		owned("Balancer", b)
+		owned("Console", c)
+		if b.Spec.StaticRouting == nil || b.Spec.StaticRouting.EnvironmentdServiceName != "mz"+id+"-environmentd" ||
+			b.Spec.BalancerdImageRef != "materialize/balancerd:v26.1.0" || c.Spec.Balancerd.ServiceName != "mz"+id+"-balancerd" {
+			t.Errorf("balancer/console specs: %+v / %+v", b.Spec, c.Spec)
+		}
+		return true, nil
+	})
+}
+
+func TestRolloutStrategies(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	env.SetAutoAdvance(true)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id := waitRolledOut(t, ns, "mz", 1).Status.ResourceID
+	stsExists := func(gen uint64) bool {
+		return exists(t, func() error {
+			_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, prefix(id, gen), metav1.GetOptions{})
+			return err
+		})
+	}
+	request := func(image, uuid string) {
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.EnvironmentdImageRef = image
+			mz.Spec.RequestRollout = uuid
+		})
+	}
+
+	t.Run("WaitUntilReady", func(t *testing.T) {
+		request("materialize/environmentd:v26.2.0", "11111111-1111-4111-8111-111111111111")
+		mz := waitRolledOut(t, ns, "mz", 2)
+		if mz.Status.LastCompletedRolloutEnvironmentdImageRef != "materialize/environmentd:v26.2.0" {
+			t.Errorf("image not recorded: %s", mz.Status.LastCompletedRolloutEnvironmentdImageRef)
+		}
+		waitFor(t, "generation 1 removed", func() (bool, error) { return !stsExists(1), nil })
+		svc, err := kube.CoreV1().Services(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+		if err != nil || svc.Spec.Selector[children.NameLabel] != prefix(id, 2) {
+			t.Errorf("public service not moved to generation 2: %v %v", err, svc.Spec.Selector)
+		}
+	})
+
+	t.Run("ManuallyPromote", func(t *testing.T) {
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.RolloutStrategy = v1alpha1.RolloutManuallyPromote
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.3.0"
+			mz.Spec.RequestRollout = "22222222-2222-4222-8222-222222222222"
+		})
+		waitReason(t, ns, "mz", materialize.ReasonWaitingForApproval)
+		time.Sleep(500 * time.Millisecond) // several polls: still waiting, nothing promoted
+		if n := env.Promotions(prefix(id, 3)); n != 0 {
+			t.Fatalf("promoted without approval (%d)", n)
+		}
+		if mz := get(t, ns, "mz"); mz.Status.ActiveGeneration != 2 || !stsExists(2) {
+			t.Fatalf("the old generation must keep serving while waiting: %+v", mz.Status)
+		}
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.ForcePromote = mz.Spec.RequestRollout })
+		waitRolledOut(t, ns, "mz", 3)
+		if env.Promotions(prefix(id, 3)) != 1 {
+			t.Errorf("want one promotion after approval")
+		}
+	})
+
+	t.Run("ImmediatelyPromoteCausingDowntime", func(t *testing.T) {
+		env.SetAutoAdvance(false)
+		env.SetStatus(prefix(id, 4), mzenv.Initializing)
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.RolloutStrategy = v1alpha1.RolloutImmediatelyPromoteCausingDowntime
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.4.0"
+			mz.Spec.RequestRollout = "33333333-3333-4333-8333-333333333333"
+		})
+		waitFor(t, "generation 4 created", func() (bool, error) { return stsExists(4), nil })
+		waitFor(t, "generation 3 torn down before the new one leads", func() (bool, error) { return !stsExists(3), nil })
+		if mz := get(t, ns, "mz"); mz.Status.ActiveGeneration != 3 {
+			t.Fatalf("generation 4 recorded active before it leads")
+		}
+		env.SetStatus(prefix(id, 4), mzenv.ReadyToPromote)
+		waitFor(t, "promotion", func() (bool, error) { return env.Promotions(prefix(id, 4)) == 1, nil })
+		env.SetStatus(prefix(id, 4), mzenv.IsLeader)
+		waitRolledOut(t, ns, "mz", 4)
+	})
+
+	t.Run("RolloutTimeout", func(t *testing.T) {
+		env.SetAutoAdvance(false)
+		env.SetStatus(prefix(id, 5), mzenv.Initializing)
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.RolloutStrategy = v1alpha1.RolloutWaitUntilReady
+			mz.Spec.RolloutRequestTimeout = "2s"
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.5.0"
+			mz.Spec.RequestRollout = "44444444-4444-4444-8444-444444444444"
+		})
+		waitFor(t, "generation 5 created", func() (bool, error) { return stsExists(5), nil })
+		mz := waitReason(t, ns, "mz", materialize.ReasonRolloutTimeout)
+		if c := upToDate(mz); c.Status != metav1.ConditionFalse || mz.Status.ActiveGeneration != 4 {
+			t.Errorf("after the timeout: %+v %+v", c, mz.Status)
+		}
+		waitFor(t, "generation 5 removed", func() (bool, error) { return !stsExists(5), nil })
+		if !stsExists(4) {
+			t.Error("the active generation must survive a timed-out rollout")
+		}
+	})
+}
+
+// A resync of a converged environment (a new leadership term lists and
+// reconciles every object) writes nothing.
+func TestNoOpResyncWritesNothing(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	first := startController(t)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "quiet"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "quiet", 1)
+	waitFor(t, "balancer", func() (bool, error) {
+		_, err := mzClient().MaterializeV1alpha1().Consoles(ns).Get(ctx, "quiet", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	time.Sleep(time.Second) // let the last events settle
+	first.stop()
+
+	since := time.Now()
+	startController(t)
+	time.Sleep(3 * time.Second)
+	events, err := cp.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	for _, ev := range events {
+		if ev.UserAgent == userAgent && ev.IsWrite() && ev.StageTimestamp.After(since) && ev.ObjectRef != nil && ev.ObjectRef.Namespace == ns {
+			writes = append(writes, ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Name+" "+ev.ObjectRef.Subresource)
+		}
+	}
+	if len(writes) != 0 {
+		t.Errorf("a resync of a converged Materialize wrote %d times: %v", len(writes), writes)
+	}
+}

@@ -1,0 +1,172 @@
+// Package environmentd is a small HTTP client for environmentd's leader API,
+// which the materialize reconciler uses to roll out environmentd generations:
+// it polls GET /api/leader/status until a new generation is ReadyToPromote,
+// promotes it with POST /api/leader/promote and waits for IsLeader.
+package environmentd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// InternalHTTPPort is environmentd's internal HTTP port, which serves the
+// leader API.
+const InternalHTTPPort = 6878
+
+// Paths of the leader API, relative to an environmentd base URL.
+const (
+	StatusPath  = "/api/leader/status"
+	PromotePath = "/api/leader/promote"
+)
+
+// DefaultTimeout bounds each request made by a Client whose HTTP is nil.
+const DefaultTimeout = 5 * time.Second
+
+// MaxBodyBytes is the largest response body a Client reads.
+const MaxBodyBytes = 1 << 20
+
+// maxErrorBody is how much of a response body an error message quotes.
+const maxErrorBody = 256
+
+// LeaderStatus is a value of the "status" field returned by
+// GET /api/leader/status.
+type LeaderStatus string
+
+// The leader statuses environmentd reports, in rollout order.
+const (
+	Initializing   LeaderStatus = "Initializing"
+	CatchingUp     LeaderStatus = "CatchingUp"
+	ReadyToPromote LeaderStatus = "ReadyToPromote"
+	Promoting      LeaderStatus = "Promoting"
+	IsLeader       LeaderStatus = "IsLeader"
+)
+
+// Valid reports whether s is one of the known leader statuses.
+func (s LeaderStatus) Valid() bool {
+	switch s {
+	case Initializing, CatchingUp, ReadyToPromote, Promoting, IsLeader:
+		return true
+	}
+	return false
+}
+
+// URL returns the in-cluster base URL of a Service's port:
+// http://{serviceName}.{namespace}.svc.cluster.local:{port}.
+func URL(serviceName, namespace string, port int) string {
+	return "http://" + serviceName + "." + namespace + ".svc.cluster.local:" + strconv.Itoa(port)
+}
+
+// StatusError is returned when environmentd answers with a non-2xx status.
+type StatusError struct {
+	Method string
+	URL    string
+	Code   int
+	Body   string // truncated to about 256 bytes
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("environmentd %s %s: HTTP %d", e.Method, e.URL, e.Code)
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
+
+// Client calls environmentd's leader API. The zero value is ready to use.
+type Client struct {
+	// HTTP makes the requests; nil means a client with DefaultTimeout.
+	HTTP *http.Client
+}
+
+// Status returns the leader status reported by the environmentd at baseURL
+// (e.g. the result of URL(service, namespace, InternalHTTPPort)).
+func (c *Client) Status(ctx context.Context, baseURL string) (LeaderStatus, error) {
+	body, err := c.do(ctx, http.MethodGet, baseURL, StatusPath)
+	if err != nil {
+		return "", err
+	}
+	var resp struct {
+		Status *string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return "", fmt.Errorf("environmentd leader status: decoding response %q: %w", truncate(body), err)
+	}
+	if resp.Status == nil {
+		return "", fmt.Errorf("environmentd leader status: response %q has no status", truncate(body))
+	}
+	s := LeaderStatus(*resp.Status)
+	if !s.Valid() {
+		return "", fmt.Errorf("environmentd leader status: unknown status %q", *resp.Status)
+	}
+	return s, nil
+}
+
+// Promote asks the environmentd at baseURL to become the leader. It succeeds
+// only on a 2xx response whose body is {"result":"Success"}.
+func (c *Client) Promote(ctx context.Context, baseURL string) error {
+	body, err := c.do(ctx, http.MethodPost, baseURL, PromotePath)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil || !bytes.Equal(bytes.TrimSpace(resp.Result), []byte(`"Success"`)) {
+		return fmt.Errorf("environmentd leader promote: unsuccessful response %q", truncate(body))
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, baseURL, path string) ([]byte, error) {
+	url := strings.TrimRight(baseURL, "/") + path
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("environmentd %s %s: %w", method, url, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTPClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("environmentd %s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("environmentd %s %s: reading response: %w", method, url, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &StatusError{Method: method, URL: url, Code: resp.StatusCode, Body: string(truncate(body))}
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, fmt.Errorf("environmentd %s %s: response body exceeds %d bytes", method, url, MaxBodyBytes)
+	}
+	return body, nil
+}
+
+// truncate shortens b for inclusion in an error message.
+func truncate(b []byte) []byte {
+	if len(b) <= maxErrorBody {
+		return b
+	}
+	return append(b[:maxErrorBody:maxErrorBody], "..."...)
+}
+
+// IsStatusError reports whether err is (or wraps) a StatusError with the given
+// HTTP status code.
+func IsStatusError(err error, code int) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == code
+}

@@ -1,0 +1,191 @@
+package environmentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// server answers each request with the given code and body; the returned
+// function gives the method and path of the last request.
+func server(t *testing.T, code int, body string) (*httptest.Server, func() string) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		got string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = r.Method + " " + r.URL.Path
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+func TestStatusEachValue(t *testing.T) {
+	for _, want := range []LeaderStatus{Initializing, CatchingUp, ReadyToPromote, Promoting, IsLeader} {
+		t.Run(string(want), func(t *testing.T) {
+			srv, got := server(t, http.StatusOK, fmt.Sprintf(`{"status":%q}`, want))
+			s, err := (&Client{}).Status(context.Background(), srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s != want {
+				t.Errorf("status = %q, want %q", s, want)
+			}
+			if got() != "GET /api/leader/status" {
+				t.Errorf("request = %q", got())
+			}
+		})
+	}
+}
+
+func TestStatusTrailingSlashAndPrefix(t *testing.T) {
+	srv, got := server(t, http.StatusOK, `{"status":"IsLeader"}`)
+	if _, err := (&Client{HTTP: srv.Client()}).Status(context.Background(), srv.URL+"/gen-2/"); err != nil {
+		t.Fatal(err)
+	}
+	if got() != "GET /gen-2/api/leader/status" {
+		t.Errorf("request = %q", got())
+	}
+}
+
+func TestStatusUnknown(t *testing.T) {
+	srv, _ := server(t, http.StatusOK, `{"status":"Sleeping"}`)
+	_, err := (&Client{}).Status(context.Background(), srv.URL)
+	if err == nil || !strings.Contains(err.Error(), `"Sleeping"`) {
+		t.Fatalf("err = %v, want one naming \"Sleeping\"", err)
+	}
+}
+
+func TestStatusMalformed(t *testing.T) {
+	for name, body := range map[string]string{
+		"not json":     `status: IsLeader`,
+		"truncated":    `{"status":"IsLea`,
+		"wrong type":   `{"status":3}`,
+		"missing":      `{}`,
+		"empty body":   ``,
+		"empty status": `{"status":""}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, _ := server(t, http.StatusOK, body)
+			s, err := (&Client{}).Status(context.Background(), srv.URL)
+			if err == nil {
+				t.Fatalf("status = %q, want an error", s)
+			}
+		})
+	}
+}
+
+func TestStatusNon2xx(t *testing.T) {
+	srv, _ := server(t, http.StatusServiceUnavailable, `not ready`)
+	_, err := (&Client{}).Status(context.Background(), srv.URL)
+	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("err = %v, want one naming 503 and the body", err)
+	}
+	if !IsStatusError(err, http.StatusServiceUnavailable) {
+		t.Errorf("IsStatusError(%v, 503) = false", err)
+	}
+}
+
+func TestStatusBodyTooLarge(t *testing.T) {
+	srv, _ := server(t, http.StatusOK, `{"status":"IsLeader","pad":"`+strings.Repeat("x", MaxBodyBytes)+`"}`)
+	_, err := (&Client{}).Status(context.Background(), srv.URL)
+	if err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("err = %v, want a size-limit error", err)
+	}
+}
+
+func TestPromoteSuccess(t *testing.T) {
+	srv, got := server(t, http.StatusOK, `{"result":"Success"}`)
+	if err := (&Client{}).Promote(context.Background(), srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if got() != "POST /api/leader/promote" {
+		t.Errorf("request = %q", got())
+	}
+}
+
+func TestPromoteFailure(t *testing.T) {
+	long := strings.Repeat("y", 1000)
+	for name, tc := range map[string]struct {
+		code     int
+		body     string
+		contains string
+	}{
+		"failure result": {http.StatusOK, `{"result":{"Failure":{"message":"boom"}}}`, "boom"},
+		"other string":   {http.StatusOK, `{"result":"Nope"}`, "Nope"},
+		"no result":      {http.StatusOK, `{}`, "{}"},
+		"malformed":      {http.StatusOK, `<html>`, "<html>"},
+		"conflict":       {http.StatusConflict, `{"error":"not ready"}`, "409"},
+		"server error":   {http.StatusInternalServerError, `oops`, "500"},
+		"long body":      {http.StatusOK, long, "yyy..."},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, _ := server(t, tc.code, tc.body)
+			err := (&Client{}).Promote(context.Background(), srv.URL)
+			if err == nil || !strings.Contains(err.Error(), tc.contains) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.contains)
+			}
+			if len(err.Error()) > 600 {
+				t.Errorf("error message is %d bytes long; body not truncated", len(err.Error()))
+			}
+		})
+	}
+}
+
+func TestCancelledContext(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+
+	// Already cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := (&Client{}).Status(ctx, srv.URL); !errors.Is(err, context.Canceled) {
+		t.Errorf("Status with cancelled context: err = %v, want context.Canceled", err)
+	}
+	if err := (&Client{}).Promote(ctx, srv.URL); !errors.Is(err, context.Canceled) {
+		t.Errorf("Promote with cancelled context: err = %v, want context.Canceled", err)
+	}
+
+	// Cancelled while the server is still answering.
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	if _, err := (&Client{}).Status(ctx, srv.URL); !errors.Is(err, context.Canceled) {
+		t.Errorf("Status cancelled in flight: err = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Status returned %v after cancellation", d)
+	}
+}
+
+func TestURL(t *testing.T) {
+	got := URL("mzabc-environmentd-2", "materialize-env", InternalHTTPPort)
+	want := "http://mzabc-environmentd-2.materialize-env.svc.cluster.local:6878"
+	if got != want {
+		t.Errorf("URL = %q, want %q", got, want)
+	}
+}

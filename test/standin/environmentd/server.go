@@ -1,0 +1,324 @@
+// Package environmentd is a TEST STAND-IN for environmentd's leader API. It is
+// not Materialize: it only answers the two leader endpoints the materialize
+// reconciler uses, with state the test drives.
+//
+// One Server can stand in for many environmentd generations: every request
+// path of the form /{prefix}/api/leader/status or /{prefix}/api/leader/promote
+// (prefix may be empty, or contain slashes) is served from state kept per
+// prefix, so a reconciler configured with a URL template such as
+// "{server}/{service}" talks to a separate "environmentd" per generation,
+// e.g. /mzabc-environmentd-2/api/leader/status. Prefixes are normalised by
+// trimming leading and trailing slashes: "", "/" and "/x/" and "x" name the
+// same state as their trimmed form.
+//
+// The package name clashes with pkg/environmentd; import one of them under
+// another name.
+package environmentd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+)
+
+// Paths of the extra endpoints served (under any prefix) so the stand-in can
+// run as a pod with environmentd's readiness and liveness probes.
+const (
+	ReadyzPath = "/api/readyz"
+	LivezPath  = "/api/livez"
+)
+
+// Server is a thread-safe stand-in for environmentd's leader API.
+//
+// Without AutoAdvance, a prefix starts at Initializing and changes only by
+// SetStatus or by a successful promote (ReadyToPromote -> Promoting).
+//
+// With AutoAdvance, a prefix starts at CatchingUp and
+//   - a status request that finds CatchingUp already reported at least once
+//     moves it to ReadyToPromote (so an unseen prefix answers CatchingUp, then
+//     ReadyToPromote);
+//   - a successful promote moves it to Promoting, and the next status request
+//     moves it to (and answers) IsLeader.
+//
+// Initializing, ReadyToPromote and IsLeader never advance on their own, so a
+// test can hold a generation with SetStatus(prefix, Initializing) or keep it
+// waiting for approval at ReadyToPromote. SetStatus restarts the "reported"
+// count, so SetStatus(p, CatchingUp) is answered once before advancing.
+//
+// A promote while the prefix is not ReadyToPromote answers HTTP 409 with a
+// JSON body {"error": "..."}.
+type Server struct {
+	// AutoAdvance enables the automatic transitions described above. Set it
+	// before serving; use SetAutoAdvance to change it while serving.
+	AutoAdvance bool
+
+	mu       sync.Mutex
+	prefixes map[string]*prefixState
+	srv      *http.Server
+	url      string
+	done     chan struct{}
+}
+
+type prefixState struct {
+	status     mzenv.LeaderStatus
+	reported   bool // status answered at least once since it was last set
+	requests   int
+	promotions int
+}
+
+// New returns a Server with AutoAdvance off.
+func New() *Server {
+	return &Server{prefixes: map[string]*prefixState{}}
+}
+
+// Handler returns the Server as an http.Handler, e.g. for httptest.NewServer.
+func (s *Server) Handler() http.Handler { return s }
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves in the background
+// until Close. It returns the base URL, with an unspecified listen host
+// replaced by 127.0.0.1.
+func (s *Server) Start(addr string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return "", errors.New("standin environmentd: already started")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	host, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s.url = "http://" + net.JoinHostPort(host, port)
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.done = make(chan struct{})
+	go func(srv *http.Server, done chan struct{}) {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}(s.srv, s.done)
+	return s.url, nil
+}
+
+// URL returns the base URL returned by Start, or "" if not started.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// BaseURL returns the base URL of the environmentd stood in for by prefix
+// (URL() + "/" + prefix), to pass to pkg/environmentd's Client.
+func (s *Server) BaseURL(prefix string) string {
+	prefix = normalise(prefix)
+	if prefix == "" {
+		return s.URL()
+	}
+	return s.URL() + "/" + prefix
+}
+
+// Close stops a Server started with Start, closing open connections. It is
+// safe to call more than once, and on a Server that was never started.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	srv, done := s.srv, s.done
+	s.srv, s.done = nil, nil
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	err := srv.Close()
+	<-done
+	return err
+}
+
+// SetAutoAdvance sets AutoAdvance while the Server may be serving.
+func (s *Server) SetAutoAdvance(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.AutoAdvance = on
+}
+
+// SetStatus sets the leader status of prefix. Any value is served as is, so
+// a test may also set an unknown status.
+func (s *Server) SetStatus(prefix string, status mzenv.LeaderStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stateLocked(normalise(prefix))
+	st.status = status
+	st.reported = false
+}
+
+// Status returns the current leader status of prefix, without counting as a
+// request or advancing it. A prefix never seen reports its initial status.
+func (s *Server) Status(prefix string) mzenv.LeaderStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.prefixes[normalise(prefix)]; ok {
+		return st.status
+	}
+	return s.initialLocked()
+}
+
+// Promotions returns how many promote requests for prefix succeeded.
+func (s *Server) Promotions(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.prefixes[normalise(prefix)]; ok {
+		return st.promotions
+	}
+	return 0
+}
+
+// Requests returns how many leader API requests (status or promote, whatever
+// their outcome) were made for prefix.
+func (s *Server) Requests(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.prefixes[normalise(prefix)]; ok {
+		return st.requests
+	}
+	return 0
+}
+
+// Prefixes returns, sorted, every prefix that was requested or set.
+func (s *Server) Prefixes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.prefixes))
+	for p := range s.prefixes {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	switch {
+	case strings.HasSuffix(path, mzenv.StatusPath):
+		s.serveStatus(w, r, normalise(strings.TrimSuffix(path, mzenv.StatusPath)))
+	case strings.HasSuffix(path, mzenv.PromotePath):
+		s.servePromote(w, r, normalise(strings.TrimSuffix(path, mzenv.PromotePath)))
+	case strings.HasSuffix(path, ReadyzPath), strings.HasSuffix(path, LivezPath):
+		w.WriteHeader(http.StatusOK)
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "standin environmentd: no such endpoint " + path})
+	}
+}
+
+func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix string) {
+	s.mu.Lock()
+	st := s.stateLocked(prefix)
+	st.requests++
+	if r.Method != http.MethodGet {
+		s.mu.Unlock()
+		methodNotAllowed(w, http.MethodGet)
+		return
+	}
+	if s.AutoAdvance {
+		switch {
+		case st.status == mzenv.Promoting:
+			st.status = mzenv.IsLeader
+		case st.status == mzenv.CatchingUp && st.reported:
+			st.status = mzenv.ReadyToPromote
+		}
+	}
+	st.reported = true
+	status := st.status
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(status)})
+}
+
+func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix string) {
+	s.mu.Lock()
+	st := s.stateLocked(prefix)
+	st.requests++
+	if r.Method != http.MethodPost {
+		s.mu.Unlock()
+		methodNotAllowed(w, http.MethodPost)
+		return
+	}
+	if st.status != mzenv.ReadyToPromote {
+		status := st.status
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, map[string]string{
+			"error": fmt.Sprintf("cannot promote: status is %s, not %s", status, mzenv.ReadyToPromote),
+		})
+		return
+	}
+	st.status = mzenv.Promoting
+	st.reported = false
+	st.promotions++
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"result": "Success"})
+}
+
+func (s *Server) stateLocked(prefix string) *prefixState {
+	if s.prefixes == nil {
+		s.prefixes = map[string]*prefixState{}
+	}
+	st, ok := s.prefixes[prefix]
+	if !ok {
+		st = &prefixState{status: s.initialLocked()}
+		s.prefixes[prefix] = st
+	}
+	return st
+}
+
+func (s *Server) initialLocked() mzenv.LeaderStatus {
+	if s.AutoAdvance {
+		return mzenv.CatchingUp
+	}
+	return mzenv.Initializing
+}
+
+func normalise(prefix string) string { return strings.Trim(prefix, "/") }
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed; use " + allow})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ListenAndServe serves s on addr until ctx is done, then shuts down
+// gracefully (waiting up to 5s for in-flight requests).
+func ListenAndServe(ctx context.Context, addr string, s *Server) error {
+	srv := &http.Server{Addr: addr, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

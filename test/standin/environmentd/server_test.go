@@ -1,0 +1,311 @@
+package environmentd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+)
+
+func start(t *testing.T, auto bool) (*Server, *httptest.Server) {
+	t.Helper()
+	s := New()
+	s.AutoAdvance = auto
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return s, hs
+}
+
+func mustStatus(t *testing.T, c *mzenv.Client, base string, want mzenv.LeaderStatus) {
+	t.Helper()
+	got, err := c.Status(context.Background(), base)
+	if err != nil {
+		t.Fatalf("Status(%s): %v", base, err)
+	}
+	if got != want {
+		t.Fatalf("Status(%s) = %s, want %s", base, got, want)
+	}
+}
+
+func TestAutoAdvanceRollout(t *testing.T) {
+	s, hs := start(t, true)
+	c := &mzenv.Client{}
+	base := hs.URL + "/mzabc-environmentd-2"
+
+	if got := s.Status("mzabc-environmentd-2"); got != mzenv.CatchingUp {
+		t.Errorf("initial Status = %s, want CatchingUp", got)
+	}
+	mustStatus(t, c, base, mzenv.CatchingUp)
+	mustStatus(t, c, base, mzenv.ReadyToPromote)
+	mustStatus(t, c, base, mzenv.ReadyToPromote)
+	if err := c.Promote(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Status("mzabc-environmentd-2"); got != mzenv.Promoting {
+		t.Errorf("Status after promote = %s, want Promoting", got)
+	}
+	mustStatus(t, c, base, mzenv.IsLeader)
+	mustStatus(t, c, base, mzenv.IsLeader)
+
+	// A second promote of the leader is refused.
+	if err := c.Promote(context.Background(), base); !mzenv.IsStatusError(err, http.StatusConflict) {
+		t.Errorf("promote of leader: err = %v, want 409", err)
+	}
+	if got := s.Promotions("mzabc-environmentd-2"); got != 1 {
+		t.Errorf("Promotions = %d, want 1", got)
+	}
+	if got := s.Requests("/mzabc-environmentd-2/"); got != 7 {
+		t.Errorf("Requests = %d, want 7", got)
+	}
+}
+
+func TestPrefixesAreIndependent(t *testing.T) {
+	s, hs := start(t, true)
+	c := &mzenv.Client{}
+
+	s.SetStatus("gen-1", mzenv.IsLeader)
+	mustStatus(t, c, hs.URL+"/gen-1", mzenv.IsLeader)
+	mustStatus(t, c, hs.URL+"/gen-2/", mzenv.CatchingUp)
+	mustStatus(t, c, hs.URL, mzenv.CatchingUp)
+	mustStatus(t, c, hs.URL+"/ns/a/b", mzenv.CatchingUp)
+	mustStatus(t, c, hs.URL+"/gen-2", mzenv.ReadyToPromote)
+
+	if got := s.Status("gen-1"); got != mzenv.IsLeader {
+		t.Errorf("gen-1 = %s", got)
+	}
+	if got, want := fmt.Sprint(s.Prefixes()), "[ gen-1 gen-2 ns/a/b]"; got != want {
+		t.Errorf("Prefixes = %s, want %s", got, want)
+	}
+	if got := s.Requests(""); got != 1 {
+		t.Errorf("Requests(\"\") = %d, want 1", got)
+	}
+	if got := s.Requests("never"); got != 0 {
+		t.Errorf("Requests(never) = %d, want 0", got)
+	}
+}
+
+func TestManual(t *testing.T) {
+	s, hs := start(t, false)
+	c := &mzenv.Client{}
+	base := hs.URL + "/g"
+
+	mustStatus(t, c, base, mzenv.Initializing)
+	mustStatus(t, c, base, mzenv.Initializing)
+
+	s.SetStatus("g", mzenv.CatchingUp)
+	mustStatus(t, c, base, mzenv.CatchingUp)
+	mustStatus(t, c, base, mzenv.CatchingUp)
+
+	s.SetStatus("g", mzenv.ReadyToPromote)
+	if err := c.Promote(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, c, base, mzenv.Promoting)
+	mustStatus(t, c, base, mzenv.Promoting)
+	s.SetStatus("g", mzenv.IsLeader)
+	mustStatus(t, c, base, mzenv.IsLeader)
+	if got := s.Promotions("g"); got != 1 {
+		t.Errorf("Promotions = %d, want 1", got)
+	}
+}
+
+func TestAutoAdvanceHoldsAndRestarts(t *testing.T) {
+	s, hs := start(t, true)
+	c := &mzenv.Client{}
+	base := hs.URL + "/g"
+
+	s.SetStatus("g", mzenv.Initializing)
+	for range 3 {
+		mustStatus(t, c, base, mzenv.Initializing)
+	}
+	s.SetStatus("g", mzenv.CatchingUp)
+	mustStatus(t, c, base, mzenv.CatchingUp)
+	mustStatus(t, c, base, mzenv.ReadyToPromote)
+
+	s.SetAutoAdvance(false)
+	if err := c.Promote(context.Background(), base); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, c, base, mzenv.Promoting)
+	s.SetAutoAdvance(true)
+	mustStatus(t, c, base, mzenv.IsLeader)
+}
+
+func TestPromoteConflict(t *testing.T) {
+	for _, st := range []mzenv.LeaderStatus{mzenv.Initializing, mzenv.CatchingUp, mzenv.Promoting, mzenv.IsLeader} {
+		t.Run(string(st), func(t *testing.T) {
+			s, hs := start(t, false)
+			s.SetStatus("g", st)
+			resp, err := http.Post(hs.URL+"/g/api/leader/promote", "application/json", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusConflict {
+				t.Errorf("code = %d, want 409", resp.StatusCode)
+			}
+			var body struct{ Error string }
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || !strings.Contains(body.Error, string(st)) {
+				t.Errorf("body error = %q (%v), want one naming %s", body.Error, err, st)
+			}
+			if s.Status("g") != st || s.Promotions("g") != 0 {
+				t.Errorf("refused promote changed state: %s, %d promotions", s.Status("g"), s.Promotions("g"))
+			}
+		})
+	}
+}
+
+func TestMethodsAndPaths(t *testing.T) {
+	s, hs := start(t, true)
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{http.MethodPost, "/g/api/leader/status", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/g/api/leader/promote", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/g/api/leader", http.StatusNotFound},
+		{http.MethodGet, "/gapi/leader/status", http.StatusNotFound},
+		{http.MethodGet, "/api/readyz", http.StatusOK},
+		{http.MethodGet, "/g/api/livez", http.StatusOK},
+	} {
+		req, _ := http.NewRequest(tc.method, hs.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("%s %s: code %d, want %d", tc.method, tc.path, resp.StatusCode, tc.code)
+		}
+	}
+	if got := s.Requests("g"); got != 2 {
+		t.Errorf("Requests(g) = %d, want 2 (the 405s)", got)
+	}
+	if got := s.Status("g"); got != mzenv.CatchingUp {
+		t.Errorf("Status(g) = %s after wrong-method requests, want CatchingUp", got)
+	}
+}
+
+func TestStartClose(t *testing.T) {
+	s := New()
+	s.AutoAdvance = true
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.URL() != url || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("url = %q, URL() = %q", url, s.URL())
+	}
+	if _, err := s.Start("127.0.0.1:0"); err == nil {
+		t.Error("second Start succeeded")
+	}
+	if got, want := s.BaseURL("/gen-3/"), url+"/gen-3"; got != want {
+		t.Errorf("BaseURL = %q, want %q", got, want)
+	}
+	c := &mzenv.Client{}
+	mustStatus(t, c, s.BaseURL("gen-3"), mzenv.CatchingUp)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := c.Status(context.Background(), url); err == nil {
+		t.Error("Status after Close succeeded")
+	}
+}
+
+func TestListenAndServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	s := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ListenAndServe(ctx, addr, s) }()
+
+	c := &mzenv.Client{}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := c.Status(context.Background(), "http://"+addr)
+		if err == nil {
+			if st != mzenv.Initializing {
+				t.Fatalf("status = %s", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenAndServe did not return after cancel")
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	s, hs := start(t, true)
+	c := &mzenv.Client{}
+	const prefixes, workers = 4, 8
+	var wg sync.WaitGroup
+	var okPromotes atomic.Int32
+	for p := range prefixes {
+		base := fmt.Sprintf("%s/gen-%d", hs.URL, p)
+		for range workers {
+			wg.Go(func() {
+				for {
+					st, err := c.Status(context.Background(), base)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					switch st {
+					case mzenv.IsLeader:
+						return
+					case mzenv.ReadyToPromote:
+						if err := c.Promote(context.Background(), base); err == nil {
+							okPromotes.Add(1)
+						} else if !mzenv.IsStatusError(err, http.StatusConflict) {
+							t.Error(err)
+							return
+						}
+					}
+					_ = s.Status("gen-0")
+					_ = s.Requests("gen-1")
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if got := okPromotes.Load(); got != prefixes {
+		t.Errorf("successful promotes = %d, want %d (one per prefix)", got, prefixes)
+	}
+	for p := range prefixes {
+		if got := s.Promotions(fmt.Sprintf("gen-%d", p)); got != 1 {
+			t.Errorf("Promotions(gen-%d) = %d, want 1", p, got)
+		}
+	}
+}
