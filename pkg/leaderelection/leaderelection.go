@@ -363,7 +363,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	})
 
 	if leaderCtx.Err() == nil {
-		c.lead(leadCtx)
+		c.lead(withWriteDeadline(leadCtx, func() time.Time { return lock.renewedAt().Add(c.cfg.RenewDeadline) }))
 	}
 	close(leadDone)
 	if leadCtx.Err() == nil {

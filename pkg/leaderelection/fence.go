@@ -1,0 +1,52 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// ErrFenced is returned for a write attempted after the lease could have
+// expired.
+var ErrFenced = errors.New("leaderelection: write refused, the lease may have expired")
+
+type writeDeadlineKey struct{}
+
+// withWriteDeadline marks a lead context with the moment after which its
+// lease could have expired: the last successful renewal plus RenewDeadline.
+func withWriteDeadline(ctx context.Context, deadline func() time.Time) context.Context {
+	return context.WithValue(ctx, writeDeadlineKey{}, deadline)
+}
+
+// WriteDeadline reports the write deadline of a lead context.
+func WriteDeadline(ctx context.Context) (time.Time, bool) {
+	deadline, ok := ctx.Value(writeDeadlineKey{}).(func() time.Time)
+	if !ok {
+		return time.Time{}, false
+	}
+	return deadline(), true
+}
+
+// FenceTransport wraps a client's transport so that a mutating request made
+// with a lead context is refused at the moment it would be sent if the
+// lease's write deadline has passed. The lead context is cancelled at that
+// deadline too, but a cancellation races with a goroutine already on its way
+// to send (after a process was paused, say); this check does not.
+func FenceTransport(rt http.RoundTripper) http.RoundTripper {
+	return fenceTransport{next: rt}
+}
+
+type fenceTransport struct{ next http.RoundTripper }
+
+func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if deadline, ok := WriteDeadline(req.Context()); ok && !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%s %s: %w (deadline %s)", req.Method, req.URL.Path, ErrFenced, deadline.Format(time.RFC3339Nano))
+		}
+	}
+	return f.next.RoundTrip(req)
+}
