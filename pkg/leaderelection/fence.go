@@ -38,7 +38,18 @@ func FenceTransport(rt http.RoundTripper) http.RoundTripper {
 	return fenceTransport{next: rt}
 }
 
-type fenceTransport struct{ next http.RoundTripper }
+// GateTransport wraps a transport so that mutating requests are refused
+// once allowed() turns false, at the moment they would be sent. It fences
+// writes made without a lead context, such as Events, which are queued and
+// may wait in the client's rate limiter for a while.
+func GateTransport(rt http.RoundTripper, allowed func() bool) http.RoundTripper {
+	return fenceTransport{next: rt, allowed: allowed}
+}
+
+type fenceTransport struct {
+	next    http.RoundTripper
+	allowed func() bool
+}
 
 func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
@@ -46,6 +57,9 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	default:
 		if deadline, ok := WriteDeadline(req.Context()); ok && !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%s %s: %w (deadline %s)", req.Method, req.URL.Path, ErrFenced, deadline.Format(time.RFC3339Nano))
+		}
+		if f.allowed != nil && !f.allowed() {
+			return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrFenced)
 		}
 	}
 	return f.next.RoundTrip(req)

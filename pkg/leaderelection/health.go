@@ -21,13 +21,15 @@ import (
 type HealthChecker struct {
 	tolerance time.Duration
 
-	mu   sync.Mutex
-	held map[*heldLease]struct{}
+	mu     sync.Mutex
+	held   map[*heldLease]struct{}
+	fenced bool
 }
 
 type heldLease struct {
 	name, identity string
 	leaseDuration  time.Duration
+	renewDeadline  time.Duration
 	renewedAt      func() time.Time
 }
 
@@ -59,13 +61,42 @@ func (h *HealthChecker) Check(_ *http.Request) error {
 	return fmt.Errorf("leases overdue for renewal: %s", strings.Join(overdue, ", "))
 }
 
+// WritesAllowed reports whether the process may still write on behalf of
+// its leases: false from the moment any held Lease has gone unrenewed past
+// its renew deadline, and from then on (the process is about to exit). It
+// fences writes that carry no lead context, such as queued Events.
+func (h *HealthChecker) WritesAllowed() bool {
+	if h == nil {
+		return true
+	}
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.held {
+		if now.Sub(l.renewedAt()) >= l.renewDeadline {
+			h.fenced = true
+		}
+	}
+	return !h.fenced
+}
+
+// markFenced records that a lease was lost: no more writes from this process.
+func (h *HealthChecker) markFenced() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.fenced = true
+	h.mu.Unlock()
+}
+
 // track records a held Lease until the returned function is called. A nil
 // checker tracks nothing.
-func (h *HealthChecker) track(name, identity string, leaseDuration time.Duration, renewedAt func() time.Time) (untrack func()) {
+func (h *HealthChecker) track(name, identity string, leaseDuration, renewDeadline time.Duration, renewedAt func() time.Time) (untrack func()) {
 	if h == nil {
 		return func() {}
 	}
-	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewedAt: renewedAt}
+	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewDeadline: renewDeadline, renewedAt: renewedAt}
 	h.mu.Lock()
 	h.held[l] = struct{}{}
 	h.mu.Unlock()

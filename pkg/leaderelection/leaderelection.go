@@ -255,7 +255,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.cfg.Namespace, Name: c.name},
 		Client:     c.cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.Identity},
-	})
+	}, c.cfg.RenewDeadline)
 	started := make(chan context.Context, 1)
 	stopped := make(chan struct{})
 	le, err := k8sle.NewLeaderElector(k8sle.LeaderElectionConfig{
@@ -324,7 +324,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	acquiredAt := time.Now()
 	c.metrics.isLeader.Set(1)
 	c.metrics.transitions.Inc()
-	untrack := c.cfg.Health.track(c.name, c.cfg.Identity, c.cfg.LeaseDuration, lock.renewedAt)
+	untrack := c.cfg.Health.track(c.name, c.cfg.Identity, c.cfg.LeaseDuration, c.cfg.RenewDeadline, lock.renewedAt)
 	c.log.Info("acquired lease")
 
 	leadCtx, cancelLead := context.WithCancelCause(leaderCtx)
@@ -339,6 +339,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 			cancelLead(cause)
 			switch {
 			case errors.Is(cause, ErrLeadershipLost):
+				c.cfg.Health.markFenced()
 				c.metrics.isLeader.Set(0)
 				c.log.Warn("lost lease", zap.String("reason", reason),
 					zap.Duration("sinceLastRenewal", time.Since(lock.renewedAt())))

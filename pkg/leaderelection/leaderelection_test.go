@@ -625,7 +625,7 @@ func TestReleaseRefusedWhenHeldByAnother(t *testing.T) {
 		LeaseMeta:  metav1.ObjectMeta{Namespace: "default", Name: lease},
 		Client:     adminClient(t).CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: "a"},
-	})
+	}, time.Minute)
 	lock.openGate()
 	if _, _, err := lock.Get(ctx); err != nil {
 		t.Fatal(err)

@@ -21,9 +21,13 @@ import (
 //     client-go's tryRelease decides it is the leader from its cached
 //     observation, not from the record it has just read, so without this a
 //     late release could clear the holder of a Lease a standby has since
-//     acquired.
+//     acquired;
+//   - refuses every write (renewal or release) once RenewDeadline has passed
+//     since the last renewal: by then the lease may be expired and taken,
+//     and a process resumed from a pause must not touch it again.
 type fencedLock struct {
-	inner resourcelock.Interface
+	inner         resourcelock.Interface
+	renewDeadline time.Duration
 
 	gate     chan struct{} // closed once lead has returned or will not run
 	gateOnce sync.Once
@@ -37,8 +41,16 @@ type fencedLock struct {
 
 var _ resourcelock.Interface = (*fencedLock)(nil)
 
-func newFencedLock(inner resourcelock.Interface) *fencedLock {
-	return &fencedLock{inner: inner, gate: make(chan struct{})}
+func newFencedLock(inner resourcelock.Interface, renewDeadline time.Duration) *fencedLock {
+	return &fencedLock{inner: inner, renewDeadline: renewDeadline, gate: make(chan struct{})}
+}
+
+// pastRenewDeadline tells whether this term held the Lease and has gone
+// RenewDeadline without renewing it.
+func (l *fencedLock) pastRenewDeadline() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.renewed.IsZero() && time.Since(l.renewed) >= l.renewDeadline
 }
 
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -59,6 +71,9 @@ func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElection
 }
 
 func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if l.pastRenewDeadline() {
+		return fmt.Errorf("lease %s: %w", l.Describe(), ErrFenced)
+	}
 	if rec.HolderIdentity != "" {
 		sent := time.Now()
 		err := l.inner.Update(ctx, rec)

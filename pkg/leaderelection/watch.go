@@ -2,6 +2,10 @@ package leaderelection
 
 import (
 	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,10 +39,18 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		default: // one pending signal is enough
 		}
 	}
+	expiry := &expiryClaim{c: c, signal: signal}
+	defer expiry.stop()
 	onLease := func(obj any) {
-		if lease, ok := obj.(*coordinationv1.Lease); ok && (lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "") {
-			signal("lease released")
+		lease, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			return
 		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			signal("lease released")
+			return
+		}
+		expiry.observe(ctx, lease)
 	}
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		Logger:        &c.clientGoLog,
@@ -47,8 +59,81 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    onLease,
 			UpdateFunc: func(_, obj any) { onLease(obj) },
-			DeleteFunc: func(any) { signal("lease deleted") },
+			DeleteFunc: func(any) { expiry.stop(); signal("lease deleted") },
 		},
 	})
 	informer.RunWithContext(ctx)
+}
+
+// expiryClaim takes over a Lease whose holder stopped renewing, as soon as
+// the lease has expired by client-go's own rule (no change observed for
+// leaseDurationSeconds). client-go's elector would notice only at its next
+// jittered poll, up to ~2 retry periods late, and a restarted elector
+// observes the record afresh and waits a whole lease duration; so the claim
+// is written here, conditional on the resourceVersion that was observed,
+// and the elector restarted finds itself the holder and leads at once.
+//
+// Safety: the watch sees a renewal no earlier than the API server stored it,
+// and the old holder stops writing RenewDeadline after sending it, which is
+// before LeaseDuration after it was stored.
+type expiryClaim struct {
+	c      *candidate
+	signal func(string)
+	mu     sync.Mutex
+	timer  *time.Timer
+}
+
+func (e *expiryClaim) observe(ctx context.Context, lease *coordinationv1.Lease) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	if *lease.Spec.HolderIdentity == e.c.cfg.Identity || lease.Spec.LeaseDurationSeconds == nil {
+		return
+	}
+	observed := lease.DeepCopy()
+	wait := time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	e.timer = time.AfterFunc(wait, func() { e.claim(ctx, observed) })
+}
+
+func (e *expiryClaim) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+}
+
+func (e *expiryClaim) claim(ctx context.Context, observed *coordinationv1.Lease) {
+	if ctx.Err() != nil {
+		return
+	}
+	// After a pause the timer fires late, before the watch has delivered the
+	// renewals since: read first, and claim only an unchanged lease.
+	current, err := e.c.cfg.Client.CoordinationV1().Leases(observed.Namespace).Get(ctx, observed.Name, metav1.GetOptions{})
+	if err != nil || current.ResourceVersion != observed.ResourceVersion {
+		return
+	}
+	now := metav1.NowMicro()
+	duration := int32(e.c.cfg.LeaseDuration / time.Second)
+	transitions := int32(1)
+	if observed.Spec.LeaseTransitions != nil {
+		transitions += *observed.Spec.LeaseTransitions
+	}
+	claimed := observed.DeepCopy() // carries the observed resourceVersion
+	claimed.Spec.HolderIdentity = &e.c.cfg.Identity
+	claimed.Spec.LeaseDurationSeconds = &duration
+	claimed.Spec.AcquireTime = &now
+	claimed.Spec.RenewTime = &now
+	claimed.Spec.LeaseTransitions = &transitions
+	_, err = e.c.cfg.Client.CoordinationV1().Leases(observed.Namespace).Update(ctx, claimed, metav1.UpdateOptions{})
+	if err != nil {
+		// A renewal or another standby got there first (Conflict): nothing expired.
+		return
+	}
+	e.c.log.Info("expired lease claimed", zap.String("previousHolder", *observed.Spec.HolderIdentity))
+	e.signal("lease expired")
 }

@@ -163,7 +163,9 @@ func load(client *http.Client, url string, body []byte, duration time.Duration, 
 		return result{}, firstErr
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))].Round(time.Microsecond) }
+	pct := func(p float64) time.Duration {
+		return latencies[int(p*float64(len(latencies)-1))].Round(time.Microsecond)
+	}
 	return result{rate: float64(len(latencies)) / elapsed.Seconds(), p50: pct(0.50), p99: pct(0.99)}, nil
 }
 

@@ -2,12 +2,44 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"text/template"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/cli"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	mzscheme "github.com/materializeinc/orchestratord/pkg/client/clientset/versioned/scheme"
+	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
+	"github.com/materializeinc/orchestratord/pkg/controllers/balancer"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/console"
+	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/logging"
 )
 
@@ -25,7 +57,17 @@ type Options struct {
 	MetricsAddress          string
 	HealthAddress           string
 	Workers                 int
+	CreateBalancers         bool
+	CreateConsoles          bool
+	BalancerdImage          string
+	ConsoleImage            string
+	EnvironmentdURLTemplate string
+	EnvironmentdPoll        time.Duration
+	KubeAPIQPS              float32
+	KubeAPIBurst            int
 }
+
+var knownControllers = []string{"materialize", "balancer", "console"}
 
 // NewCommand returns the controllers root command.
 func NewCommand() *cobra.Command {
@@ -40,14 +82,253 @@ func NewCommand() *cobra.Command {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Leases; empty means the pod's namespace")
 	fs.StringVar(&o.LeaderElectionIdentity, "leader-election-identity", "", "holder identity; empty means $POD_NAME, else hostname plus a random suffix")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease is valid without renewal")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long a leader retries renewing before it stops its writes and exits")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long a leader may go without renewing before it stops its writes and exits")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "how often to try to acquire or renew a Lease")
-	fs.StringSliceVar(&o.Controllers, "controllers", []string{"materialize", "balancer", "console"}, "reconcilers to run")
+	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint")
-	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz (fails when a held Lease is overdue) and /readyz")
 	fs.IntVar(&o.Workers, "workers", 2, "concurrent reconciles per controller")
+	fs.BoolVar(&o.CreateBalancers, "create-balancers", true, "apply a Balancer for every Materialize (delete them when false)")
+	fs.BoolVar(&o.CreateConsoles, "create-consoles", true, "apply a Console for every Materialize (delete them when false)")
+	fs.StringVar(&o.BalancerdImage, "balancerd-image", "", "balancerd image; empty means the environmentd image's registry and tag")
+	fs.StringVar(&o.ConsoleImage, "console-image", "", "console image; empty means the environmentd image's registry and tag")
+	fs.StringVar(&o.EnvironmentdURLTemplate, "environmentd-url-template", "",
+		"Go template of environmentd's internal HTTP base URL, with .Namespace .Name .ResourceID .Generation; empty means the generation Service's cluster DNS name")
+	fs.DurationVar(&o.EnvironmentdPoll, "environmentd-poll-interval", 2*time.Second, "how often a rollout in progress asks environmentd for its leader status")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 50, "steady requests per second to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return errors.New("the reconcilers are not implemented yet")
+		return Run(cmd.Context(), o)
 	}
 	return cmd
+}
+
+func (o *Options) complete() error {
+	for _, c := range o.Controllers {
+		known := false
+		for _, k := range knownControllers {
+			known = known || c == k
+		}
+		if !known {
+			return fmt.Errorf("--controllers: unknown controller %q (want some of %s)", c, strings.Join(knownControllers, ","))
+		}
+	}
+	if len(o.Controllers) == 0 {
+		return errors.New("--controllers: at least one controller is needed")
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = cli.PodNamespace()
+	}
+	if o.LeaderElectionNamespace == "" {
+		return errors.New("--leader-election-namespace is required outside a pod")
+	}
+	if o.LeaderElectionIdentity == "" {
+		o.LeaderElectionIdentity = leaderelection.DefaultIdentity()
+	}
+	return nil
+}
+
+// environmentdURL turns --environmentd-url-template into the reconciler's hook.
+func (o *Options) environmentdURL() (func(*v1alpha1.Materialize, string, uint64) string, error) {
+	if o.EnvironmentdURLTemplate == "" {
+		return nil, nil
+	}
+	tmpl, err := template.New("url").Option("missingkey=error").Parse(o.EnvironmentdURLTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("--environmentd-url-template: %w", err)
+	}
+	return func(mz *v1alpha1.Materialize, id string, gen uint64) string {
+		var b bytes.Buffer
+		_ = tmpl.Execute(&b, map[string]any{"Namespace": mz.Namespace, "Name": mz.Name, "ResourceID": id, "Generation": gen})
+		return b.String()
+	}, nil
+}
+
+// Run starts the controllers and blocks until ctx ends and every lease is
+// released, or until a lease is lost (then it returns an error: the process
+// exits non-zero and Kubernetes restarts it).
+func Run(ctx context.Context, o *Options) error {
+	log, err := o.Logging.New(os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	if err := o.complete(); err != nil {
+		return err
+	}
+	envURL, err := o.environmentdURL()
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	// The identity in the user agent attributes every request in the audit log.
+	cfg.UserAgent = "orchestratord-controllers/" + o.LeaderElectionIdentity
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	// No write leaves the process once its lease could have expired.
+	cfg.Wrap(leaderelection.FenceTransport)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mz, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := mzscheme.AddToScheme(scheme.Scheme); err != nil {
+		return err
+	}
+	health := leaderelection.NewHealthChecker(o.RetryPeriod)
+	// Events are sent asynchronously, without a lead context: their client
+	// stops writing as soon as any lease could have expired.
+	eventsCfg := rest.CopyConfig(cfg)
+	eventsCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return leaderelection.GateTransport(rt, health.WritesAllowed)
+	})
+	eventsClient, err := kubernetes.NewForConfig(eventsCfg)
+	if err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+
+	deps := controller.Deps{
+		Kube: kube,
+		MZ:   mz,
+		// Only the operator's children: memory does not grow with the cluster.
+		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = children.ResourceIDLabel
+		})),
+		MZInformers: mzinformers.NewSharedInformerFactory(mz, 0),
+		Recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity}),
+		Log:         log,
+		Metrics:     controller.NewMetrics(registry),
+		Workers:     o.Workers,
+	}
+	var ctrls []*controller.Controller
+	for _, name := range o.Controllers {
+		switch name {
+		case "materialize":
+			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
+				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
+				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
+				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
+			}))
+		case "balancer":
+			ctrls = append(ctrls, balancer.New(deps))
+		case "console":
+			ctrls = append(ctrls, console.New(deps))
+		}
+	}
+	// Informers run for the whole process, leader or not, so a new leader
+	// starts with a warm cache.
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	deps.KubeInformers.Start(informerCtx.Done())
+	deps.MZInformers.Start(informerCtx.Done())
+
+	var synced atomic.Bool
+	go func() {
+		kubeSynced := deps.KubeInformers.WaitForCacheSync(informerCtx.Done())
+		mzSynced := deps.MZInformers.WaitForCacheSync(informerCtx.Done())
+		for _, ok := range kubeSynced {
+			if !ok {
+				return
+			}
+		}
+		for _, ok := range mzSynced {
+			if !ok {
+				return
+			}
+		}
+		synced.Store(true)
+	}()
+
+	stopServers, err := serve(log, o, registry, health, synced.Load)
+	if err != nil {
+		return err
+	}
+	defer stopServers()
+
+	leCfg := leaderelection.Config{
+		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		Logger: log, Metrics: registry, Health: health,
+	}
+	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
+		zap.String("leaseNamespace", o.LeaderElectionNamespace))
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	errs := make(chan error, len(ctrls))
+	for _, c := range ctrls {
+		go func() { errs <- leaderelection.Run(runCtx, leCfg, leaderelection.LeaseName(c.Name()), c.Run) }()
+	}
+	var first error
+	for range ctrls {
+		if err := <-errs; err != nil && first == nil {
+			// One lease lost: release the others cleanly, then exit non-zero.
+			first = err
+			log.Error("leadership lost; stopping every controller and exiting", zap.Error(err))
+			stopAll()
+		}
+	}
+	if first != nil {
+		return first
+	}
+	log.Info("controllers stopped; leases released")
+	return nil
+}
+
+func serve(log *zap.Logger, o *Options, registry *prometheus.Registry, health *leaderelection.HealthChecker, synced func() bool) (func(), error) {
+	healthMux := http.NewServeMux()
+	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := health.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !synced() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	muxes := map[string]*http.ServeMux{o.HealthAddress: healthMux}
+	if o.MetricsAddress == o.HealthAddress {
+		healthMux.Handle("/metrics", metrics)
+	} else {
+		m := http.NewServeMux()
+		m.Handle("/metrics", metrics)
+		muxes[o.MetricsAddress] = m
+	}
+	var servers []*http.Server
+	for addr, mux := range muxes {
+		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", addr, err)
+		}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server failed", zap.String("address", addr), zap.Error(err))
+			}
+		}()
+		servers = append(servers, srv)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range servers {
+			_ = s.Shutdown(ctx)
+		}
+	}, nil
 }

@@ -1,0 +1,254 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+)
+
+var leaseNames = []string{leaderelection.LeaseMaterialize, leaderelection.LeaseBalancer, leaderelection.LeaseConsole}
+
+func startReplicas(t *testing.T, ns string, n int) map[string]*replica {
+	t.Helper()
+	replicas := map[string]*replica{}
+	for i := range n {
+		id := fmt.Sprintf("%s-r%d", ns, i)
+		replicas[id] = startReplica(t, ns, id)
+	}
+	waitFor(t, 60*time.Second, "every lease held by a replica", func() bool {
+		for _, name := range leaseNames {
+			if r, ok := replicas[holder(t, ns, name)]; !ok || !r.alive() {
+				return false
+			}
+		}
+		return true
+	})
+	return replicas
+}
+
+// rolledOut waits until the Materialize has completed its current request.
+func rolledOut(t *testing.T, ns, name string, timeout time.Duration) *v1alpha1.Materialize {
+	t.Helper()
+	mz := versioned.NewForConfigOrDie(cp.Config).MaterializeV1alpha1().Materializes(ns)
+	var got *v1alpha1.Materialize
+	waitFor(t, timeout, "rollout of "+name, func() bool {
+		obj, err := mz.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		got = obj
+		c := meta.FindStatusCondition(obj.Status.Conditions, "UpToDate")
+		return obj.Spec.RequestRollout != "" && obj.Status.LastCompletedRolloutRequest == obj.Spec.RequestRollout &&
+			c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.Generation
+	})
+	return got
+}
+
+func createMaterialize(t *testing.T, ns, name string) {
+	t.Helper()
+	_, err := versioned.NewForConfigOrDie(cp.Config).MaterializeV1alpha1().Materializes(ns).Create(context.Background(), &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1alpha1.MaterializeSpec{EnvironmentdImageRef: "materialize/environmentd:v26.1.0", BackendSecretName: "backend"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// changeEnv requests a rollout by changing environmentdExtraEnv.
+func changeEnv(t *testing.T, ns, name, value string) {
+	t.Helper()
+	mzs := versioned.NewForConfigOrDie(cp.Config).MaterializeV1alpha1().Materializes(ns)
+	waitFor(t, 10*time.Second, "update", func() bool {
+		mz, err := mzs.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		mz.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "CHANGE", Value: value}}
+		mz.Spec.RequestRollout = fmt.Sprintf("%08d-0000-4000-8000-000000000000", len(value)*7919%100000000)
+		_, err = mzs.Update(context.Background(), mz, metav1.UpdateOptions{})
+		return err == nil
+	})
+}
+
+func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
+	ns := newNamespace(t, "leases-")
+	replicas := startReplicas(t, ns, 3)
+	for _, name := range leaseNames {
+		if _, ok := replicas[holder(t, ns, name)]; !ok {
+			t.Errorf("lease %s held by %q, not a replica", name, holder(t, ns, name))
+		}
+	}
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	idx := int(p*float64(len(s))+0.999999) - 1
+	if idx < 0 {
+		idx = 0
+	}
+	return s[idx]
+}
+
+// SIGTERM the holder of the materialize lease, 20 times: a standby takes
+// over as soon as the lease is released, well before any lease expiry.
+func TestGracefulHandoverIsFast(t *testing.T) {
+	ns := newNamespace(t, "handover-")
+	replicas := startReplicas(t, ns, 3)
+	createMaterialize(t, ns, "mz")
+	rolledOut(t, ns, "mz", 60*time.Second)
+
+	const runs = 20
+	var gaps []time.Duration
+	for run := range runs {
+		old := replicas[holder(t, ns, leaderelection.LeaseMaterialize)]
+		if old == nil {
+			t.Fatalf("run %d: materialize lease not held by a replica", run)
+		}
+		if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		<-old.exited
+		if old.exitErr != nil {
+			t.Fatalf("run %d: %s exited with %v after SIGTERM, want 0", run, old.identity, old.exitErr)
+		}
+		var acquired time.Time
+		waitFor(t, 2*leaseDuration, "a new holder", func() bool {
+			l := lease(t, ns, leaderelection.LeaseMaterialize)
+			if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == old.identity || *l.Spec.HolderIdentity == "" {
+				return false
+			}
+			acquired = l.Spec.AcquireTime.Time
+			return true
+		})
+		gap := acquired.Sub(old.exitedAt)
+		if gap < 0 {
+			gap = 0 // the standby acquired while the old process was still exiting
+		}
+		gaps = append(gaps, gap)
+		if run == 0 || run == runs-1 {
+			// The new leader reconciles a change.
+			changeEnv(t, ns, "mz", strings.Repeat("x", run+1))
+			rolledOut(t, ns, "mz", 30*time.Second)
+		}
+		delete(replicas, old.identity)
+		id := fmt.Sprintf("%s-s%d", ns, run)
+		replicas[id] = startReplica(t, ns, id)
+	}
+	p50, p99 := percentile(gaps, 0.50), percentile(gaps, 0.99)
+	t.Logf("graceful handover over %d runs: p50 %v, p99 %v, max %v", runs, p50, p99, percentile(gaps, 1))
+	if p99 >= time.Second {
+		t.Errorf("p99 handover %v, want under 1s: %v", p99, gaps)
+	}
+}
+
+// SIGKILL the holder: no release, so a standby takes over when the lease
+// expires.
+func TestCrashFailoverWithinLeaseDuration(t *testing.T) {
+	ns := newNamespace(t, "crash-")
+	replicas := startReplicas(t, ns, 3)
+	old := replicas[holder(t, ns, leaderelection.LeaseMaterialize)]
+	killed := time.Now()
+	if err := old.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var acquired time.Time
+	waitFor(t, 4*leaseDuration, "a new holder", func() bool {
+		l := lease(t, ns, leaderelection.LeaseMaterialize)
+		if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == old.identity {
+			return false
+		}
+		acquired = l.Spec.AcquireTime.Time
+		return true
+	})
+	took := acquired.Sub(killed)
+	t.Logf("crash failover took %v (lease %v, retry %v)", took, leaseDuration, retryPeriod)
+	if took > leaseDuration+retryPeriod {
+		t.Errorf("takeover after %v, want within lease duration plus one retry period (%v)", took, leaseDuration+retryPeriod)
+	}
+}
+
+// SIGSTOP the holder past its lease, let a standby take over and write,
+// SIGCONT it: the audit log shows no write by the paused process after its
+// lease expired, and it exits non-zero.
+func TestPausedLeaderIsFenced(t *testing.T) {
+	ns := newNamespace(t, "fence-")
+	replicas := startReplicas(t, ns, 3)
+	createMaterialize(t, ns, "mz")
+	rolledOut(t, ns, "mz", 60*time.Second)
+	old := replicas[holder(t, ns, leaderelection.LeaseMaterialize)]
+
+	// A rollout in progress keeps the leader writing while it is paused.
+	env.SetAutoAdvance(false)
+	defer env.SetAutoAdvance(true)
+	changeEnv(t, ns, "mz", "during-pause")
+	time.Sleep(300 * time.Millisecond)
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v SIGSTOP %s", time.Now().Format(time.StampMicro), old.identity)
+	l := lease(t, ns, leaderelection.LeaseMaterialize)
+	expiry := l.Spec.RenewTime.Add(leaseDuration)
+	waitFor(t, 4*leaseDuration, "a standby to take over", func() bool {
+		h := holder(t, ns, leaderelection.LeaseMaterialize)
+		return h != "" && h != old.identity
+	})
+	t.Logf("%v takeover by %s", time.Now().Format(time.StampMicro), holder(t, ns, leaderelection.LeaseMaterialize))
+	env.SetAutoAdvance(true)
+	for _, p := range env.Prefixes() {
+		if env.Status(p) == mzenv.Initializing {
+			env.SetStatus(p, mzenv.CatchingUp) // let the held generation go on
+		}
+	}
+	rolledOut(t, ns, "mz", 30*time.Second)
+	t.Logf("%v rolled out; SIGCONT", time.Now().Format(time.StampMicro))
+	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-old.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fenced replica did not exit after SIGCONT")
+	}
+	if old.exitErr == nil {
+		t.Error("the fenced replica exited 0; it must exit non-zero so Kubernetes restarts it")
+	}
+
+	events, err := cp.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := "orchestratord-controllers/" + old.identity
+	var late []string
+	writes := 0
+	for _, ev := range events {
+		if !strings.HasPrefix(ev.UserAgent, agent) || !ev.IsWrite() {
+			continue
+		}
+		writes++
+		// A request the API server refused (a Conflict, say) wrote nothing.
+		if ev.RequestReceivedTimestamp.After(expiry) && (ev.ResponseStatus == nil || ev.ResponseStatus.Code < 300) {
+			late = append(late, fmt.Sprintf("%s %s %v", ev.Verb, ev.RequestURI, ev.RequestReceivedTimestamp))
+		}
+	}
+	if writes == 0 {
+		t.Fatalf("no writes by %s at all: the audit log is not attributing them", old.identity)
+	}
+	if len(late) > 0 {
+		t.Errorf("%d writes by the paused replica after its lease expired at %v: %v", len(late), expiry, late)
+	}
+}

@@ -1,0 +1,243 @@
+package balancer
+
+// This file is the same in pkg/controllers/balancer and
+// pkg/controllers/console (only the package clause differs): the helpers
+// belong in a shared package once one can take them.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+)
+
+// ReadyCondition mirrors the Available condition of the component's Deployment.
+const ReadyCondition = "Ready"
+
+// Reasons of the Ready condition besides the Deployment's own.
+const (
+	// ReasonDeploymentNotFound: the Deployment does not exist.
+	ReasonDeploymentNotFound = "DeploymentNotFound"
+	// ReasonReconciling: the Deployment has not reported availability yet.
+	ReasonReconciling = "Reconciling"
+)
+
+// readyCondition derives the Ready condition from the Deployment (nil when
+// it does not exist): the status, reason and message of its Available
+// condition, or False while it has none.
+func readyCondition(dep *appsv1.Deployment, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: ReadyCondition, ObservedGeneration: generation}
+	if dep == nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonDeploymentNotFound, "the Deployment does not exist"
+		return c
+	}
+	for _, dc := range dep.Status.Conditions {
+		if dc.Type != appsv1.DeploymentAvailable {
+			continue
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionStatus(dc.Status), dc.Reason, dc.Message
+		if c.Reason == "" {
+			c.Reason = "Deployment" + map[metav1.ConditionStatus]string{
+				metav1.ConditionTrue: "Available", metav1.ConditionFalse: "Unavailable",
+			}[c.Status]
+			if c.Reason == "Deployment" {
+				c.Reason = "DeploymentAvailabilityUnknown"
+			}
+		}
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionFalse, ReasonReconciling
+	c.Message = fmt.Sprintf("waiting for Deployment %s to report availability", dep.Name)
+	return c
+}
+
+// conditionAC is c as an apply configuration; every field is set, so it
+// compares equal to the same condition read back from the API server.
+func conditionAC(c metav1.Condition) *metav1ac.ConditionApplyConfiguration {
+	return metav1ac.Condition().
+		WithType(c.Type).WithStatus(c.Status).WithObservedGeneration(c.ObservedGeneration).
+		WithLastTransitionTime(c.LastTransitionTime).WithReason(c.Reason).WithMessage(c.Message)
+}
+
+// eventFor is the Event type and reason of a Ready transition.
+func eventFor(prev *metav1.Condition, now metav1.Condition) (eventType, reason string) {
+	if now.Status == metav1.ConditionTrue {
+		return corev1.EventTypeNormal, "Ready"
+	}
+	if prev != nil && prev.Status == metav1.ConditionTrue {
+		return corev1.EventTypeWarning, "NotReady"
+	}
+	return corev1.EventTypeNormal, "NotReady"
+}
+
+// recent remembers objects as this controller's own writes returned them,
+// per owner, so that a reconcile running before the informers have seen
+// those writes neither repeats them nor, for status, computes a transition
+// (and emits its Event) twice.
+type recent struct {
+	mu   sync.Mutex
+	objs map[string]map[string]metav1.Object // owner key -> object key -> object
+}
+
+func newRecent() *recent { return &recent{objs: map[string]map[string]metav1.Object{}} }
+
+func (r *recent) put(owner, key string, obj metav1.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.objs[owner] == nil {
+		r.objs[owner] = map[string]metav1.Object{}
+	}
+	r.objs[owner][key] = obj
+}
+
+func (r *recent) get(owner, key string) (metav1.Object, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	obj, ok := r.objs[owner][key]
+	return obj, ok
+}
+
+func (r *recent) drop(owner, key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.objs[owner], key)
+	if len(r.objs[owner]) == 0 {
+		delete(r.objs, owner)
+	}
+}
+
+// forget drops everything remembered for an owner that is gone.
+func (r *recent) forget(owner string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.objs, owner)
+}
+
+// current returns the newest known state of an object: the informer's copy
+// (cached, found) or the copy this controller last wrote, whichever has the
+// later resourceVersion. When only the written copy is known, get asks the
+// API server, since the object may have been deleted since.
+func current[T metav1.Object](ctx context.Context, r *recent, owner, key string, cached T, found bool,
+	get func(context.Context) (T, error),
+) (T, bool, error) {
+	w, ok := r.get(owner, key)
+	if !ok {
+		return cached, found, nil
+	}
+	written := w.(T)
+	if !found {
+		live, err := get(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			r.drop(owner, key)
+			return cached, false, nil
+		case err != nil:
+			return cached, false, err
+		}
+		cached = live
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(written.GetResourceVersion(), cached.GetResourceVersion()); err == nil && cmp > 0 {
+		return written, true, nil
+	}
+	r.drop(owner, key) // the cache has caught up
+	return cached, true, nil
+}
+
+// child applies desired to one child object through apply.Object, so that
+// nothing is written when the object already holds it, and returns the
+// object as it now is.
+type child[T metav1.Object, AC any] struct {
+	kind, name string
+	desired    AC
+	cached     func(name string) (T, error)
+	get        func(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	extract    func(T, string) (AC, error)
+	write      func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+}
+
+func (c child[T, AC]) apply(ctx context.Context, r *recent, owner metav1.Object, ownerKey string) (T, error) {
+	var zero T
+	live, err := c.cached(c.name)
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return zero, err
+	}
+	key := c.kind + "/" + c.name
+	live, found, err = current(ctx, r, ownerKey, key, live, found, func(ctx context.Context) (T, error) {
+		return c.get(ctx, c.name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return zero, err
+	}
+	if found {
+		if ref := metav1.GetControllerOfNoCopy(live); ref != nil && ref.UID != owner.GetUID() {
+			return zero, fmt.Errorf("%s %s/%s is controlled by %s %s (uid %s), not by this object",
+				c.kind, live.GetNamespace(), c.name, ref.Kind, ref.Name, ref.UID)
+		}
+	}
+	var out T
+	wrote, err := apply.Object(ctx, live, found, c.desired, c.extract,
+		func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error) {
+			obj, err := c.write(ctx, ac, opts)
+			out = obj
+			return obj, err
+		})
+	if err != nil {
+		return zero, fmt.Errorf("applying %s %s: %w", c.kind, c.name, err)
+	}
+	if !wrote {
+		return live, nil
+	}
+	r.put(ownerKey, key, out)
+	return out, nil
+}
+
+// podLabels are the user's pod labels with the component's labels on top,
+// so the selector always matches.
+func podLabels(user, ours map[string]string) map[string]string {
+	out := maps.Clone(user)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, ours)
+	return out
+}
+
+// resources converts resource requirements; nil when nothing is set, so
+// that an empty struct is never applied.
+func resources(rr *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+	if rr == nil || (len(rr.Limits) == 0 && len(rr.Requests) == 0) {
+		return nil
+	}
+	ac := corev1ac.ResourceRequirements()
+	if len(rr.Limits) > 0 {
+		ac.WithLimits(rr.Limits)
+	}
+	if len(rr.Requests) > 0 {
+		ac.WithRequests(rr.Requests)
+	}
+	return ac
+}
+
+// tcpPort is a named TCP container port; the protocol is explicit because
+// it is part of the list key, so the applied and the live port compare equal.
+func tcpPort(name string, port int32) *corev1ac.ContainerPortApplyConfiguration {
+	return corev1ac.ContainerPort().WithName(name).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)
+}
+
+// servicePort forwards port to the container port of the same name.
+func servicePort(name string, port int32) *corev1ac.ServicePortApplyConfiguration {
+	return corev1ac.ServicePort().WithName(name).WithPort(port).WithProtocol(corev1.ProtocolTCP).
+		WithTargetPort(intstr.FromString(name))
+}

@@ -1,0 +1,414 @@
+// Package console reconciles Consoles: an environment's web console
+// ConfigMap, Deployment, Service and NetworkPolicy, and the Console's Ready
+// condition, which mirrors the Deployment's Available condition.
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/client-go/kubernetes"
+	appsv1listers "k8s.io/client-go/listers/apps/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	networkingv1listers "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+)
+
+// Name is the controller's name.
+const Name = "console"
+
+// Component is the value of children.ComponentLabel and the suffix of the
+// child objects' names (mz{id}-console).
+const Component = "console"
+
+// HTTPPort is the console's only port.
+const HTTPPort = 8080
+
+// BalancerdHTTPPort is the balancerd port the console sends API requests to.
+const BalancerdHTTPPort = 6876
+
+// DefaultReplicas is used when spec.replicas is unset (the CRD defaults it too).
+const DefaultReplicas = 2
+
+const (
+	// AppConfigKey is the ConfigMap key of the console's configuration.
+	AppConfigKey = "app-config.json"
+	// AppConfigMountPath is where the ConfigMap is mounted, read-only; the
+	// console's web server serves app-config.json from there.
+	AppConfigMountPath = "/usr/share/nginx/html/app-config"
+	// AppConfigHashAnnotation on the pod template holds the SHA-256 of
+	// app-config.json, so a configuration change rolls the pods.
+	AppConfigHashAnnotation = "materialize.cloud/app-config-hash"
+	// EndpointEnv is the environment variable with balancerd's HTTP URL.
+	EndpointEnv = "MZ_ENDPOINT"
+)
+
+var gvk = v1alpha1.SchemeGroupVersion.WithKind("Console")
+
+// AppConfig is app-config.json, the console's runtime configuration:
+//
+//	{"version":"1","auth":{"mode":"<spec.authenticatorKind>"}}
+//
+// version is the format's version; auth.mode tells the console how users
+// log in (None, Password, Sasl, Frontegg, Oidc).
+type AppConfig struct {
+	Version string        `json:"version"`
+	Auth    AppConfigAuth `json:"auth"`
+}
+
+// AppConfigAuth is the auth block of AppConfig.
+type AppConfigAuth struct {
+	Mode v1alpha1.AuthenticatorKind `json:"mode"`
+}
+
+// AppConfigJSON renders app-config.json for a Console spec.
+func AppConfigJSON(spec v1alpha1.ConsoleSpec) string {
+	mode := spec.AuthenticatorKind
+	if mode == "" {
+		mode = v1alpha1.AuthenticatorNone
+	}
+	raw, err := json.Marshal(AppConfig{Version: "1", Auth: AppConfigAuth{Mode: mode}})
+	if err != nil {
+		panic(err) // a struct of strings always marshals
+	}
+	return string(raw)
+}
+
+// Endpoint is balancerd's HTTP URL as the console reaches it.
+func Endpoint(ref v1alpha1.BalancerdRef) string {
+	scheme := ref.Scheme
+	if scheme == "" {
+		scheme = v1alpha1.SchemeHTTP
+	}
+	return fmt.Sprintf("%s://%s.%s.svc.cluster.local:%d", scheme, ref.ServiceName, ref.Namespace, BalancerdHTTPPort)
+}
+
+type reconciler struct {
+	kube            kubernetes.Interface
+	mz              versioned.Interface
+	consoles        mzlisters.ConsoleLister
+	configMaps      corev1listers.ConfigMapLister
+	deployments     appsv1listers.DeploymentLister
+	services        corev1listers.ServiceLister
+	networkPolicies networkingv1listers.NetworkPolicyLister
+	recorder        record.EventRecorder
+	recent          *recent
+}
+
+// New builds the console controller. Child objects are watched through
+// d.KubeInformers, which only hold objects labelled with the resource id.
+func New(d controller.Deps) *controller.Controller {
+	log := d.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	recorder := d.Recorder
+	if recorder == nil {
+		recorder = &record.FakeRecorder{} // drops events
+	}
+	crInformer := d.MZInformers.Materialize().V1alpha1().Consoles()
+	cmInformer := d.KubeInformers.Core().V1().ConfigMaps()
+	deployInformer := d.KubeInformers.Apps().V1().Deployments()
+	svcInformer := d.KubeInformers.Core().V1().Services()
+	npInformer := d.KubeInformers.Networking().V1().NetworkPolicies()
+	r := &reconciler{
+		kube:            d.Kube,
+		mz:              d.MZ,
+		consoles:        crInformer.Lister(),
+		configMaps:      cmInformer.Lister(),
+		deployments:     deployInformer.Lister(),
+		services:        svcInformer.Lister(),
+		networkPolicies: npInformer.Lister(),
+		recorder:        recorder,
+		recent:          newRecent(),
+	}
+	listKeys := func() []string {
+		all, err := r.consoles.List(labels.Everything())
+		if err != nil {
+			return nil
+		}
+		keys := make([]string, 0, len(all))
+		for _, c := range all {
+			keys = append(keys, c.Namespace+"/"+c.Name)
+		}
+		return keys
+	}
+	c := controller.New(Name, r, d.Workers, log, d.Metrics, listKeys,
+		crInformer.Informer().HasSynced, cmInformer.Informer().HasSynced, deployInformer.Informer().HasSynced,
+		svcInformer.Informer().HasSynced, npInformer.Informer().HasSynced)
+	mustAdd(crInformer.Informer(), c.Handler())
+	for _, inf := range []cache.SharedIndexInformer{cmInformer.Informer(), deployInformer.Informer(), svcInformer.Informer(), npInformer.Informer()} {
+		mustAdd(inf, c.OwnerHandler(gvk.Kind))
+	}
+	return c
+}
+
+func mustAdd(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
+	if _, err := inf.AddEventHandler(h); err != nil {
+		// Only fails once the informer has stopped, which New never sees.
+		panic(fmt.Sprintf("adding event handler: %v", err))
+	}
+}
+
+// Reconcile brings the Console's children and status to their desired state.
+func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Result, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return controller.Result{}, nil // not retryable
+	}
+	cr, err := r.consoles.Consoles(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		// Garbage collection removes the children through their owner references.
+		r.recent.forget(key)
+		return controller.Result{}, nil
+	}
+	if err != nil {
+		return controller.Result{}, err
+	}
+	cr, _, _ = current(ctx, r.recent, key, "", cr, true, nil)
+
+	cr, id, err := r.resourceID(ctx, key, cr)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	config := AppConfigJSON(cr.Spec)
+	if _, err := r.configMap(cr, id, config).apply(ctx, r.recent, cr, key); err != nil {
+		return controller.Result{}, err
+	}
+	dep, err := r.deployment(cr, id, config).apply(ctx, r.recent, cr, key)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if _, err := r.service(cr, id).apply(ctx, r.recent, cr, key); err != nil {
+		return controller.Result{}, err
+	}
+	if _, err := r.networkPolicy(cr, id).apply(ctx, r.recent, cr, key); err != nil {
+		return controller.Result{}, err
+	}
+	return controller.Result{}, r.status(ctx, key, cr, id, dep)
+}
+
+// resourceID returns the id in the children's names: status.resourceId,
+// else spec.resourceId, else a random one, written to status before any
+// child is created. The assignment reads the object from the API server and
+// applies with its resourceVersion, so a stale cache cannot assign twice.
+func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Console) (*v1alpha1.Console, string, error) {
+	if cr.Status.ResourceID != "" {
+		return cr, cr.Status.ResourceID, nil
+	}
+	client := r.mz.MaterializeV1alpha1().Consoles(cr.Namespace)
+	live, err := client.Get(ctx, cr.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	if live.Status.ResourceID != "" {
+		return live, live.Status.ResourceID, nil
+	}
+	id := live.Spec.ResourceID
+	if id == "" {
+		id = children.NewResourceID()
+	}
+	st := mzac.ComponentStatus().WithResourceID(id)
+	if c := meta.FindStatusCondition(live.Status.Conditions, ReadyCondition); c != nil {
+		st.WithConditions(conditionAC(*c)) // keep the condition this manager owns
+	}
+	desired := mzac.Console(live.Name, live.Namespace).WithResourceVersion(live.ResourceVersion).WithStatus(st)
+	var out *v1alpha1.Console
+	if _, err := apply.Object(ctx, live, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.ConsoleApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Console, error) {
+		var err error
+		out, err = client.ApplyStatus(ctx, ac, opts)
+		return out, err
+	}); err != nil {
+		return nil, "", fmt.Errorf("writing status.resourceId: %w", err)
+	}
+	r.recent.put(key, "", out)
+	r.recorder.Eventf(out, corev1.EventTypeNormal, "ResourceIDAssigned", "Child objects are named mz%s-…", id)
+	return out, id, nil
+}
+
+// ownedStatus is the part of the live status this controller writes: the
+// resource id and the Ready condition. Comparing it with the desired status
+// (rather than the whole object) ignores fields of other writers and the
+// object's empty TypeMeta in informer caches.
+func ownedStatus(live *v1alpha1.Console, _ string) (*mzac.ConsoleApplyConfiguration, error) {
+	st := mzac.ComponentStatus()
+	if live.Status.ResourceID != "" {
+		st.WithResourceID(live.Status.ResourceID)
+	}
+	if c := meta.FindStatusCondition(live.Status.Conditions, ReadyCondition); c != nil {
+		st.WithConditions(conditionAC(*c))
+	}
+	return mzac.Console(live.Name, live.Namespace).WithStatus(st), nil
+}
+
+// status writes the Ready condition, when it changed, and emits an Event
+// when its status changed.
+func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Console, id string, dep *appsv1.Deployment) error {
+	prev := meta.FindStatusCondition(cr.Status.Conditions, ReadyCondition)
+	conds := append([]metav1.Condition(nil), cr.Status.Conditions...)
+	meta.SetStatusCondition(&conds, readyCondition(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
+	ready := *meta.FindStatusCondition(conds, ReadyCondition)
+
+	desired := mzac.Console(cr.Name, cr.Namespace).
+		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(conditionAC(ready)))
+	client := r.mz.MaterializeV1alpha1().Consoles(cr.Namespace)
+	var out *v1alpha1.Console
+	wrote, err := apply.Object(ctx, cr, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.ConsoleApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Console, error) {
+		var err error
+		out, err = client.ApplyStatus(ctx, ac, opts)
+		return out, err
+	})
+	if err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	if !wrote {
+		return nil
+	}
+	r.recent.put(key, "", out)
+	if prev == nil || prev.Status != ready.Status {
+		eventType, reason := eventFor(prev, ready)
+		r.recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
+	}
+	return nil
+}
+
+func (r *reconciler) configMap(cr *v1alpha1.Console, id, config string) child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
+	name := children.Name(id, Component)
+	desired := corev1ac.ConfigMap(name, cr.Namespace).
+		WithLabels(children.Labels(id, Component, name)).
+		WithOwnerReferences(children.OwnerReference(cr, gvk)).
+		WithData(map[string]string{AppConfigKey: config})
+	client := r.kube.CoreV1().ConfigMaps(cr.Namespace)
+	return child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+		kind: "ConfigMap", name: name, desired: desired,
+		cached:  r.configMaps.ConfigMaps(cr.Namespace).Get,
+		get:     client.Get,
+		extract: corev1ac.ExtractConfigMap,
+		write:   client.Apply,
+	}
+}
+
+func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+	name := children.Name(id, Component)
+	lbls := children.Labels(id, Component, name)
+	replicas := int32(DefaultReplicas)
+	if cr.Spec.Replicas != nil {
+		replicas = *cr.Spec.Replicas
+	}
+	hash := sha256.Sum256([]byte(config))
+	annotations := maps.Clone(cr.Spec.PodAnnotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AppConfigHashAnnotation] = hex.EncodeToString(hash[:])
+	container := corev1ac.Container().
+		WithName(Component).
+		WithImage(cr.Spec.ConsoleImageRef).
+		WithPorts(tcpPort("http", HTTPPort)).
+		WithEnv(corev1ac.EnvVar().WithName(EndpointEnv).WithValue(Endpoint(cr.Spec.Balancerd))).
+		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http")))).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName("app-config").WithMountPath(AppConfigMountPath).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+		).
+		WithSecurityContext(children.RestrictedContainerSecurity())
+	if rr := resources(cr.Spec.ResourceRequirements); rr != nil {
+		container.WithResources(rr)
+	}
+	desired := appsv1ac.Deployment(name, cr.Namespace).
+		WithLabels(lbls).
+		WithOwnerReferences(children.OwnerReference(cr, gvk)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.NameLabel: name})).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(podLabels(cr.Spec.PodLabels, lbls)).
+				WithAnnotations(annotations).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(false).
+					WithSecurityContext(children.RestrictedPodSecurity()).
+					WithContainers(container).
+					WithVolumes(
+						corev1ac.Volume().WithName("app-config").
+							WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(name)),
+						// The root filesystem is read-only; the web server writes temporary files here.
+						corev1ac.Volume().WithName("tmp").
+							WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("64Mi"))),
+					))))
+	client := r.kube.AppsV1().Deployments(cr.Namespace)
+	return child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
+		kind: "Deployment", name: name, desired: desired,
+		cached:  r.deployments.Deployments(cr.Namespace).Get,
+		get:     client.Get,
+		extract: appsv1ac.ExtractDeployment,
+		write:   client.Apply,
+	}
+}
+
+func (r *reconciler) service(cr *v1alpha1.Console, id string) child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+	name := children.Name(id, Component)
+	desired := corev1ac.Service(name, cr.Namespace).
+		WithLabels(children.Labels(id, Component, name)).
+		WithOwnerReferences(children.OwnerReference(cr, gvk)).
+		WithSpec(corev1ac.ServiceSpec().
+			WithType(corev1.ServiceTypeClusterIP).
+			WithSelector(map[string]string{children.NameLabel: name}).
+			WithPorts(servicePort("http", HTTPPort)))
+	client := r.kube.CoreV1().Services(cr.Namespace)
+	return child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+		kind: "Service", name: name, desired: desired,
+		cached:  r.services.Services(cr.Namespace).Get,
+		get:     client.Get,
+		extract: corev1ac.ExtractService,
+		write:   client.Apply,
+	}
+}
+
+// networkPolicy admits traffic to the console's HTTP port from anywhere.
+func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string) child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
+	name := children.Name(id, Component)
+	desired := networkingv1ac.NetworkPolicy(name, cr.Namespace).
+		WithLabels(children.Labels(id, Component, name)).
+		WithOwnerReferences(children.OwnerReference(cr, gvk)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.NameLabel: name})).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress).
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithPorts(networkingv1ac.NetworkPolicyPort().
+					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(HTTPPort)))))
+	client := r.kube.NetworkingV1().NetworkPolicies(cr.Namespace)
+	return child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration]{
+		kind: "NetworkPolicy", name: name, desired: desired,
+		cached:  r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
+		get:     client.Get,
+		extract: networkingv1ac.ExtractNetworkPolicy,
+		write:   client.Apply,
+	}
+}

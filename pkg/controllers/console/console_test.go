@@ -1,0 +1,513 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+)
+
+func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Console)) *v1alpha1.Console {
+	t.Helper()
+	c := &v1alpha1.Console{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: v1alpha1.ConsoleSpec{
+			ConsoleImageRef: "materialize/console:v1",
+			Balancerd:       v1alpha1.BalancerdRef{ServiceName: "mzabc-balancerd", Namespace: "envs"},
+		},
+	}
+	if mutate != nil {
+		mutate(c)
+	}
+	client := admin(t).mz.MaterializeV1alpha1().Consoles(namespace)
+	created, err := client.Create(context.Background(), c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleting the CR stops this test's objects from being reconciled by
+	// later tests' controllers (there is no garbage collector here).
+	t.Cleanup(func() { _ = client.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return created
+}
+
+func getConsole(t *testing.T, namespace, name string) *v1alpha1.Console {
+	t.Helper()
+	c, err := admin(t).mz.MaterializeV1alpha1().Consoles(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func waitResourceID(t *testing.T, namespace, name string) string {
+	t.Helper()
+	var id string
+	eventually(t, "status.resourceId", func() error {
+		id = getConsole(t, namespace, name).Status.ResourceID
+		if id == "" {
+			return fmt.Errorf("no status.resourceId yet")
+		}
+		return nil
+	})
+	return id
+}
+
+// waitReady waits for the Ready condition to have status, reason and the
+// CR's current generation as observedGeneration.
+func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
+		c := getConsole(t, namespace, name)
+		cond := meta.FindStatusCondition(c.Status.Conditions, ReadyCondition)
+		if cond == nil {
+			return fmt.Errorf("no Ready condition in %+v", c.Status)
+		}
+		got = *cond
+		if cond.Status != status || cond.Reason != reason || cond.ObservedGeneration != c.Generation {
+			return fmt.Errorf("Ready is %s/%s observedGeneration %d (generation %d): %s",
+				cond.Status, cond.Reason, cond.ObservedGeneration, c.Generation, cond.Message)
+		}
+		return nil
+	})
+	return got
+}
+
+// get waits for an object to exist and returns it.
+func get[T any](t *testing.T, what string, fetch func(context.Context, string, metav1.GetOptions) (T, error), name string) T {
+	t.Helper()
+	var obj T
+	eventually(t, what+" "+name, func() error {
+		var err error
+		obj, err = fetch(context.Background(), name, metav1.GetOptions{})
+		return err
+	})
+	return obj
+}
+
+func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	return get(t, "Deployment", admin(t).kube.AppsV1().Deployments(ns).Get, name)
+}
+
+func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
+	t.Helper()
+	return get(t, "ConfigMap", admin(t).kube.CoreV1().ConfigMaps(ns).Get, name)
+}
+
+func getService(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	return get(t, "Service", admin(t).kube.CoreV1().Services(ns).Get, name)
+}
+
+func getNetworkPolicy(t *testing.T, ns, name string) *networkingv1.NetworkPolicy {
+	t.Helper()
+	return get(t, "NetworkPolicy", admin(t).kube.NetworkingV1().NetworkPolicies(ns).Get, name)
+}
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func TestChildrenAndReady(t *testing.T) {
+	ctrl := startController(t)
+	ns := newNamespace(t)
+	c := newConsole(t, ns, "c", func(c *v1alpha1.Console) {
+		c.Spec.AuthenticatorKind = v1alpha1.AuthenticatorPassword
+		c.Spec.Balancerd.Scheme = v1alpha1.SchemeHTTPS
+		c.Spec.PodAnnotations = map[string]string{"example.com/scrape": "true"}
+		c.Spec.PodLabels = map[string]string{"example.com/team": "ui"}
+	})
+	id := waitResourceID(t, ns, "c")
+	if !regexp.MustCompile(`^[a-z0-9]{10}$`).MatchString(id) {
+		t.Fatalf("generated resourceId %q is not 10 characters of [a-z0-9]", id)
+	}
+	name := "mz" + id + "-console"
+	want := children.Labels(id, "console", name)
+
+	cm := getConfigMap(t, ns, name)
+	checkLabels(t, "ConfigMap", cm.Labels, want)
+	checkOwner(t, "ConfigMap", cm, "Console", "c", c.UID)
+	var config struct {
+		Version string `json:"version"`
+		Auth    struct {
+			Mode string `json:"mode"`
+		} `json:"auth"`
+	}
+	if err := json.Unmarshal([]byte(cm.Data["app-config.json"]), &config); err != nil {
+		t.Fatalf("app-config.json %q: %v", cm.Data["app-config.json"], err)
+	}
+	if config.Version == "" || config.Auth.Mode != "Password" {
+		t.Errorf("app-config.json %s, want a version and auth.mode Password", cm.Data["app-config.json"])
+	}
+
+	d := getDeployment(t, ns, name)
+	checkLabels(t, "Deployment", d.Labels, want)
+	checkOwner(t, "Deployment", d, "Console", "c", c.UID)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %v, want the default 2", d.Spec.Replicas)
+	}
+	if got := d.Spec.Selector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
+		t.Errorf("selector %v, want %s=%s", got, children.NameLabel, name)
+	}
+	tmpl := d.Spec.Template
+	checkLabels(t, "pod template", tmpl.Labels, want)
+	checkLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "ui"})
+	if tmpl.Annotations["example.com/scrape"] != "true" || tmpl.Annotations[AppConfigHashAnnotation] != sha(cm.Data["app-config.json"]) {
+		t.Errorf("pod annotations %v, want spec.podAnnotations and the config hash", tmpl.Annotations)
+	}
+	checkRestricted(t, "Deployment", tmpl.Spec)
+	if len(tmpl.Spec.Containers) != 1 {
+		t.Fatalf("containers %+v, want one", tmpl.Spec.Containers)
+	}
+	ctr := tmpl.Spec.Containers[0]
+	if ctr.Name != "console" || ctr.Image != "materialize/console:v1" {
+		t.Errorf("container %s image %s", ctr.Name, ctr.Image)
+	}
+	if want := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}; !slices.Equal(ctr.Ports, want) {
+		t.Errorf("ports %+v, want %+v", ctr.Ports, want)
+	}
+	wantEnv := corev1.EnvVar{Name: "MZ_ENDPOINT", Value: "https://mzabc-balancerd.envs.svc.cluster.local:6876"}
+	if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == wantEnv.Name && e.Value == wantEnv.Value }) {
+		t.Errorf("env %+v lacks %+v", ctr.Env, wantEnv)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range ctr.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	if m := mounts["app-config"]; m.MountPath != AppConfigMountPath || !m.ReadOnly {
+		t.Errorf("app-config mount %+v, want read-only at %s", m, AppConfigMountPath)
+	}
+	if m := mounts["tmp"]; m.MountPath != "/tmp" {
+		t.Errorf("tmp mount %+v", m)
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range tmpl.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	if v := volumes["app-config"]; v.ConfigMap == nil || v.ConfigMap.Name != name {
+		t.Errorf("app-config volume %+v, want ConfigMap %s", v, name)
+	}
+	if v := volumes["tmp"]; v.EmptyDir == nil {
+		t.Errorf("tmp volume %+v, want an emptyDir", v)
+	}
+
+	s := getService(t, ns, name)
+	checkLabels(t, "Service", s.Labels, want)
+	checkOwner(t, "Service", s, "Console", "c", c.UID)
+	if s.Spec.Type != corev1.ServiceTypeClusterIP || len(s.Spec.Selector) != 1 || s.Spec.Selector[children.NameLabel] != name ||
+		len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 8080 || s.Spec.Ports[0].TargetPort != intstr.FromString("http") {
+		t.Errorf("service spec %+v", s.Spec)
+	}
+
+	np := getNetworkPolicy(t, ns, name)
+	checkLabels(t, "NetworkPolicy", np.Labels, want)
+	checkOwner(t, "NetworkPolicy", np, "Console", "c", c.UID)
+	if got := np.Spec.PodSelector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
+		t.Errorf("network policy pod selector %v", got)
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 8080 ||
+		len(np.Spec.Ingress[0].From) != 0 || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("network policy spec %+v, want ingress from anywhere to 8080", np.Spec)
+	}
+
+	notReady := waitReady(t, ns, "c", metav1.ConditionFalse, ReasonReconciling)
+	setAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	ready := waitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
+		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
+	}
+	setAvailable(t, ns, name, corev1.ConditionUnknown, "Probing")
+	waitReady(t, ns, "c", metav1.ConditionUnknown, "Probing")
+
+	waitQuiet(t, ctrl.userAgent)
+	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
+	if got := ctrl.events.reasons(ns, "c"); !slices.Equal(got, wantEvents) {
+		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
+	}
+}
+
+func TestResourceIDOverrides(t *testing.T) {
+	ns := newNamespace(t)
+	mz := admin(t).mz.MaterializeV1alpha1().Consoles(ns)
+	// status.resourceId wins over spec.resourceId: set both before the controller starts.
+	c := newConsole(t, ns, "from-status", func(c *v1alpha1.Console) { c.Spec.ResourceID = "fromspec" })
+	c.Status.ResourceID = "fromstatus"
+	if _, err := mz.UpdateStatus(context.Background(), c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrl := startController(t)
+	newConsole(t, ns, "from-spec", func(c *v1alpha1.Console) { c.Spec.ResourceID = "fromspec2" })
+
+	for _, id := range []string{"fromstatus", "fromspec2"} {
+		name := "mz" + id + "-console"
+		getConfigMap(t, ns, name)
+		getDeployment(t, ns, name)
+		getService(t, ns, name)
+		getNetworkPolicy(t, ns, name)
+	}
+	if id := waitResourceID(t, ns, "from-spec"); id != "fromspec2" {
+		t.Errorf("status.resourceId %q, want spec.resourceId fromspec2", id)
+	}
+	waitReady(t, ns, "from-status", metav1.ConditionFalse, ReasonReconciling)
+	waitQuiet(t, ctrl.userAgent)
+	if id := getConsole(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
+		t.Errorf("status.resourceId changed to %q", id)
+	}
+	if _, err := admin(t).kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-console", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Deployment named after spec.resourceId exists although status.resourceId is set: %v", err)
+	}
+	if got := ctrl.events.reasons(ns, "from-status"); slices.Contains(got, "ResourceIDAssigned") {
+		t.Errorf("events %v: an already assigned resourceId was assigned again", got)
+	}
+}
+
+func TestSpecChangeDriftAndDeletion(t *testing.T) {
+	startController(t)
+	ns := newNamespace(t)
+	newConsole(t, ns, "c", nil)
+	id := waitResourceID(t, ns, "c")
+	name := "mz" + id + "-console"
+	oldHash := getDeployment(t, ns, name).Spec.Template.Annotations[AppConfigHashAnnotation]
+	waitReady(t, ns, "c", metav1.ConditionFalse, ReasonReconciling)
+
+	// A spec change is applied; a configuration change rolls the pods.
+	mz := admin(t).mz.MaterializeV1alpha1().Consoles(ns)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := getConsole(t, ns, "c")
+		c.Spec.Replicas = int32Ptr(3)
+		c.Spec.ConsoleImageRef = "materialize/console:v2"
+		c.Spec.AuthenticatorKind = v1alpha1.AuthenticatorOidc
+		_, err := mz.Update(context.Background(), c, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deployments := admin(t).kube.AppsV1().Deployments(ns)
+	eventually(t, "spec change applied", func() error {
+		cm, err := admin(t).kube.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		hash := d.Spec.Template.Annotations[AppConfigHashAnnotation]
+		if *d.Spec.Replicas != 3 || d.Spec.Template.Spec.Containers[0].Image != "materialize/console:v2" ||
+			hash == oldHash || hash != sha(cm.Data[AppConfigKey]) || !regexp.MustCompile(`"mode":"Oidc"`).MatchString(cm.Data[AppConfigKey]) {
+			return fmt.Errorf("replicas %d image %s hash %s (was %s) config %s", *d.Spec.Replicas,
+				d.Spec.Template.Spec.Containers[0].Image, hash, oldHash, cm.Data[AppConfigKey])
+		}
+		return nil
+	})
+	if c := waitReady(t, ns, "c", metav1.ConditionFalse, ReasonReconciling); c.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration %d, want 2", c.ObservedGeneration)
+	}
+
+	// Hand edits of fields the controller owns are undone.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = int32Ptr(7)
+		_, err = deployments.Update(context.Background(), d, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	configMaps := admin(t).kube.CoreV1().ConfigMaps(ns)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := configMaps.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cm.Data[AppConfigKey] = "{}"
+		_, err = configMaps.Update(context.Background(), cm, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "drift corrected", func() error {
+		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cm, err := configMaps.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if *d.Spec.Replicas != 3 || cm.Data[AppConfigKey] == "{}" {
+			return fmt.Errorf("replicas %d config %s", *d.Spec.Replicas, cm.Data[AppConfigKey])
+		}
+		return nil
+	})
+
+	// Deleted children come back.
+	old := map[string]metav1.Object{
+		"ConfigMap": getConfigMap(t, ns, name), "Deployment": getDeployment(t, ns, name),
+		"Service": getService(t, ns, name), "NetworkPolicy": getNetworkPolicy(t, ns, name),
+	}
+	kube := admin(t).kube
+	ctx := context.Background()
+	for _, err := range []error{
+		kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+		kube.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+		kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+		kube.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "deleted children recreated", func() error {
+		var now []metav1.Object
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		now = append(now, cm)
+		d, err2 := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		now = append(now, d)
+		s, err3 := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		now = append(now, s)
+		np, err4 := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		now = append(now, np)
+		for _, err := range []error{err, err2, err3, err4} {
+			if err != nil {
+				return err
+			}
+		}
+		for i, kind := range []string{"ConfigMap", "Deployment", "Service", "NetworkPolicy"} {
+			if now[i].GetUID() == old[kind].GetUID() {
+				return fmt.Errorf("%s not recreated yet", kind)
+			}
+		}
+		return nil
+	})
+}
+
+func TestNoWritesOnResync(t *testing.T) {
+	first := startController(t)
+	ns := newNamespace(t)
+	newConsole(t, ns, "c", func(c *v1alpha1.Console) {
+		c.Spec.ResourceRequirements = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.25")},
+		}
+		c.Spec.PodAnnotations = map[string]string{"example.com/a": "b"}
+	})
+	id := waitResourceID(t, ns, "c")
+	name := "mz" + id + "-console"
+	getConfigMap(t, ns, name)
+	getDeployment(t, ns, name)
+	getService(t, ns, name)
+	getNetworkPolicy(t, ns, name)
+	setAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	waitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	waitQuiet(t, first.userAgent)
+
+	// Changes outside the controller's fields make it reconcile, and write nothing.
+	mark := len(auditEvents(t))
+	before := first.reconciles(t)
+	ac := admin(t)
+	ctx := context.Background()
+	touch := func(update func() error) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, update); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touched := map[string]string{"example.com/touched": "yes"}
+	touch(func() error {
+		c, err := ac.mz.MaterializeV1alpha1().Consoles(ns).Get(ctx, "c", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.Annotations = touched
+		_, err = ac.mz.MaterializeV1alpha1().Consoles(ns).Update(ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	touch(func() error {
+		cm, err := ac.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cm.Annotations = touched
+		_, err = ac.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	touch(func() error {
+		np, err := ac.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		np.Annotations = touched
+		_, err = ac.kube.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{})
+		return err
+	})
+	eventually(t, "reconciles after the touches", func() error {
+		if n := first.reconciles(t); n < before+2 {
+			return fmt.Errorf("%v reconciles since the touches", n-before)
+		}
+		return nil
+	})
+	waitQuiet(t, first.userAgent)
+	if w := writesBy(t, first.userAgent, mark); len(w) != 0 {
+		t.Errorf("resyncs after unrelated changes wrote: %v", w)
+	}
+
+	// A restarted controller re-lists and reconciles everything, and writes nothing.
+	first.stop()
+	events := first.events.count()
+	second := startController(t)
+	all, err := ac.mz.MaterializeV1alpha1().Consoles("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "restarted controller reconciles every Console", func() error {
+		if n := second.reconciles(t); n < float64(len(all.Items)) {
+			return fmt.Errorf("%v of %d reconciled", n, len(all.Items))
+		}
+		return nil
+	})
+	waitQuiet(t, second.userAgent)
+	if w := writesBy(t, second.userAgent, 0); len(w) != 0 {
+		t.Errorf("restarted controller wrote: %v", w)
+	}
+	if requestsBy(t, second.userAgent) == 0 {
+		t.Fatal("no requests by the restarted controller's user agent: the audit check proves nothing")
+	}
+	if n := second.events.count(); n != 0 || first.events.count() != events {
+		t.Errorf("%d events on no-op resyncs", n)
+	}
+}
+
+func TestAppConfigJSON(t *testing.T) {
+	for kind, want := range map[v1alpha1.AuthenticatorKind]string{
+		"":                             `{"version":"1","auth":{"mode":"None"}}`,
+		v1alpha1.AuthenticatorFrontegg: `{"version":"1","auth":{"mode":"Frontegg"}}`,
+	} {
+		if got := AppConfigJSON(v1alpha1.ConsoleSpec{AuthenticatorKind: kind}); got != want {
+			t.Errorf("AppConfigJSON(%q) = %s, want %s", kind, got, want)
+		}
+	}
+	if got := Endpoint(v1alpha1.BalancerdRef{ServiceName: "b", Namespace: "n"}); got != "http://b.n.svc.cluster.local:6876" {
+		t.Errorf("Endpoint with the default scheme = %s", got)
+	}
+}
