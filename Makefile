@@ -36,6 +36,21 @@ kube-binaries: ## Build (once) the etcd and kube-apiserver the integration tests
 test: kube-binaries ## Run unit and integration tests (real etcd + kube-apiserver).
 	$(GO) test $(TEST_FLAGS) $(TEST_PKGS)
 
+.PHONY: run
+run: ## Run webhook, controllers and a sample Materialize against a local etcd + kube-apiserver.
+	$(GO) run ./hack/dev
+
+.PHONY: bench
+bench: kube-binaries ## Run the benchmarks of docs/benchmarks.md.
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/conversion
+	$(GO) run ./hack/bench/webhook -duration 10s
+	$(GO) run ./hack/bench/controllers -n 1000
+
+.PHONY: fuzz
+fuzz: ## Fuzz each conversion target for FUZZTIME (default 5m).
+	for f in FuzzV1alpha1RoundTrip FuzzV1RoundTrip FuzzConvertAnyInput; do \
+	  $(GO) test ./pkg/conversion -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-5m} || exit 1; done
+
 .PHONY: clean
 clean: ## Remove build output (the cached Kubernetes binaries stay).
 	rm -rf $(BIN)

@@ -30,6 +30,7 @@ import (
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 )
 
@@ -59,7 +60,7 @@ type reconciler struct {
 	deployments appsv1listers.DeploymentLister
 	services    corev1listers.ServiceLister
 	recorder    record.EventRecorder
-	recent      *recent
+	recent      *component.RecentWrites
 }
 
 // New builds the balancer controller. Child objects are watched through
@@ -83,7 +84,7 @@ func New(d controller.Deps) *controller.Controller {
 		deployments: deployInformer.Lister(),
 		services:    svcInformer.Lister(),
 		recorder:    recorder,
-		recent:      newRecent(),
+		recent:      component.NewRecentWrites(),
 	}
 	listKeys := func() []string {
 		all, err := r.balancers.List(labels.Everything())
@@ -120,23 +121,23 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	cr, err := r.balancers.Balancers(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Garbage collection removes the children through their owner references.
-		r.recent.forget(key)
+		r.recent.Forget(key)
 		return controller.Result{}, nil
 	}
 	if err != nil {
 		return controller.Result{}, err
 	}
-	cr, _, _ = current(ctx, r.recent, key, "", cr, true, nil)
+	cr, _, _ = component.Current(ctx, r.recent, key, "", cr, true, nil)
 
 	cr, id, err := r.resourceID(ctx, key, cr)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	dep, err := r.deployment(cr, id).apply(ctx, r.recent, cr, key)
+	dep, err := r.deployment(cr, id).Apply(ctx, r.recent, cr, key)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if _, err := r.service(cr, id).apply(ctx, r.recent, cr, key); err != nil {
+	if _, err := r.service(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, r.status(ctx, key, cr, id, dep)
@@ -163,8 +164,8 @@ func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Ba
 		id = children.NewResourceID()
 	}
 	st := mzac.ComponentStatus().WithResourceID(id)
-	if c := meta.FindStatusCondition(live.Status.Conditions, ReadyCondition); c != nil {
-		st.WithConditions(conditionAC(*c)) // keep the condition this manager owns
+	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
+		st.WithConditions(component.ConditionApplyConfiguration(*c)) // keep the condition this manager owns
 	}
 	desired := mzac.Balancer(live.Name, live.Namespace).WithResourceVersion(live.ResourceVersion).WithStatus(st)
 	var out *v1alpha1.Balancer
@@ -175,7 +176,7 @@ func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Ba
 	}); err != nil {
 		return nil, "", fmt.Errorf("writing status.resourceId: %w", err)
 	}
-	r.recent.put(key, "", out)
+	r.recent.Put(key, "", out)
 	r.recorder.Eventf(out, corev1.EventTypeNormal, "ResourceIDAssigned", "Child objects are named mz%s-…", id)
 	return out, id, nil
 }
@@ -189,8 +190,8 @@ func ownedStatus(live *v1alpha1.Balancer, _ string) (*mzac.BalancerApplyConfigur
 	if live.Status.ResourceID != "" {
 		st.WithResourceID(live.Status.ResourceID)
 	}
-	if c := meta.FindStatusCondition(live.Status.Conditions, ReadyCondition); c != nil {
-		st.WithConditions(conditionAC(*c))
+	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
+		st.WithConditions(component.ConditionApplyConfiguration(*c))
 	}
 	return mzac.Balancer(live.Name, live.Namespace).WithStatus(st), nil
 }
@@ -198,13 +199,13 @@ func ownedStatus(live *v1alpha1.Balancer, _ string) (*mzac.BalancerApplyConfigur
 // status writes the Ready condition, when it changed, and emits an Event
 // when its status changed.
 func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Balancer, id string, dep *appsv1.Deployment) error {
-	prev := meta.FindStatusCondition(cr.Status.Conditions, ReadyCondition)
+	prev := meta.FindStatusCondition(cr.Status.Conditions, component.ReadyCondition)
 	conds := append([]metav1.Condition(nil), cr.Status.Conditions...)
-	meta.SetStatusCondition(&conds, readyCondition(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
-	ready := *meta.FindStatusCondition(conds, ReadyCondition)
+	meta.SetStatusCondition(&conds, component.ReadyFromDeployment(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
+	ready := *meta.FindStatusCondition(conds, component.ReadyCondition)
 
 	desired := mzac.Balancer(cr.Name, cr.Namespace).
-		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(conditionAC(ready)))
+		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(component.ConditionApplyConfiguration(ready)))
 	client := r.mz.MaterializeV1alpha1().Balancers(cr.Namespace)
 	var out *v1alpha1.Balancer
 	wrote, err := apply.Object(ctx, cr, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.BalancerApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Balancer, error) {
@@ -218,9 +219,9 @@ func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Balanc
 	if !wrote {
 		return nil
 	}
-	r.recent.put(key, "", out)
+	r.recent.Put(key, "", out)
 	if prev == nil || prev.Status != ready.Status {
-		eventType, reason := eventFor(prev, ready)
+		eventType, reason := component.TransitionEvent(prev, ready)
 		r.recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
 	}
 	return nil
@@ -245,7 +246,7 @@ func Args(spec v1alpha1.BalancerSpec) []string {
 	return args
 }
 
-func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
 	name := children.Name(id, Component)
 	lbls := children.Labels(id, Component, name)
 	replicas := int32(DefaultReplicas)
@@ -259,14 +260,14 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) child[*appsv1.
 		WithName(Component).
 		WithImage(cr.Spec.BalancerdImageRef).
 		WithArgs(Args(cr.Spec)...).
-		WithPorts(tcpPort("pgwire", PgwirePort), tcpPort("http", HTTPPort), tcpPort("internal-http", InternalHTTPPort)).
+		WithPorts(component.TCPPort("pgwire", PgwirePort), component.TCPPort("http", HTTPPort), component.TCPPort("internal-http", InternalHTTPPort)).
 		WithReadinessProbe(probe("/api/readyz")).
 		WithLivenessProbe(probe("/api/livez")).
 		WithSecurityContext(children.RestrictedContainerSecurity())
-	if rr := resources(cr.Spec.ResourceRequirements); rr != nil {
+	if rr := component.Resources(cr.Spec.ResourceRequirements); rr != nil {
 		container.WithResources(rr)
 	}
-	podMeta := corev1ac.PodTemplateSpec().WithLabels(podLabels(cr.Spec.PodLabels, lbls))
+	podMeta := corev1ac.PodTemplateSpec().WithLabels(component.PodLabels(cr.Spec.PodLabels, lbls))
 	if len(cr.Spec.PodAnnotations) > 0 {
 		podMeta.WithAnnotations(cr.Spec.PodAnnotations)
 	}
@@ -281,16 +282,16 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) child[*appsv1.
 				WithSecurityContext(children.RestrictedPodSecurity()).
 				WithContainers(container))))
 	client := r.kube.AppsV1().Deployments(cr.Namespace)
-	return child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		kind: "Deployment", name: name, desired: desired,
-		cached:  r.deployments.Deployments(cr.Namespace).Get,
-		get:     client.Get,
-		extract: appsv1ac.ExtractDeployment,
-		write:   client.Apply,
+	return component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
+		Kind: "Deployment", Name: name, Desired: desired,
+		Cached:  r.deployments.Deployments(cr.Namespace).Get,
+		Get:     client.Get,
+		Extract: appsv1ac.ExtractDeployment,
+		Write:   client.Apply,
 	}
 }
 
-func (r *reconciler) service(cr *v1alpha1.Balancer, id string) child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+func (r *reconciler) service(cr *v1alpha1.Balancer, id string) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.Service(name, cr.Namespace).
 		WithLabels(children.Labels(id, Component, name)).
@@ -298,13 +299,13 @@ func (r *reconciler) service(cr *v1alpha1.Balancer, id string) child[*corev1.Ser
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
 			WithSelector(map[string]string{children.NameLabel: name}).
-			WithPorts(servicePort("pgwire", PgwirePort), servicePort("http", HTTPPort), servicePort("internal-http", InternalHTTPPort)))
+			WithPorts(component.ServicePort("pgwire", PgwirePort), component.ServicePort("http", HTTPPort), component.ServicePort("internal-http", InternalHTTPPort)))
 	client := r.kube.CoreV1().Services(cr.Namespace)
-	return child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		kind: "Service", name: name, desired: desired,
-		cached:  r.services.Services(cr.Namespace).Get,
-		get:     client.Get,
-		extract: corev1ac.ExtractService,
-		write:   client.Apply,
+	return component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+		Kind: "Service", Name: name, Desired: desired,
+		Cached:  r.services.Services(cr.Namespace).Get,
+		Get:     client.Get,
+		Extract: corev1ac.ExtractService,
+		Write:   client.Apply,
 	}
 }

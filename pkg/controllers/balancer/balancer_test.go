@@ -18,6 +18,8 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/test/controllertest"
 )
 
 func newBalancer(t *testing.T, namespace, name string, mutate func(*v1alpha1.Balancer)) *v1alpha1.Balancer {
@@ -34,7 +36,7 @@ func newBalancer(t *testing.T, namespace, name string, mutate func(*v1alpha1.Bal
 	if mutate != nil {
 		mutate(b)
 	}
-	client := admin(t).mz.MaterializeV1alpha1().Balancers(namespace)
+	client := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(namespace)
 	created, err := client.Create(context.Background(), b, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func newBalancer(t *testing.T, namespace, name string, mutate func(*v1alpha1.Bal
 
 func getBalancer(t *testing.T, namespace, name string) *v1alpha1.Balancer {
 	t.Helper()
-	b, err := admin(t).mz.MaterializeV1alpha1().Balancers(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	b, err := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(namespace).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func getBalancer(t *testing.T, namespace, name string) *v1alpha1.Balancer {
 func waitResourceID(t *testing.T, namespace, name string) string {
 	t.Helper()
 	var id string
-	eventually(t, "status.resourceId", func() error {
+	controllertest.Eventually(t, "status.resourceId", func() error {
 		id = getBalancer(t, namespace, name).Status.ResourceID
 		if id == "" {
 			return fmt.Errorf("no status.resourceId yet")
@@ -73,9 +75,9 @@ func waitResourceID(t *testing.T, namespace, name string) string {
 func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
+	controllertest.Eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
 		b := getBalancer(t, namespace, name)
-		c := meta.FindStatusCondition(b.Status.Conditions, ReadyCondition)
+		c := meta.FindStatusCondition(b.Status.Conditions, component.ReadyCondition)
 		if c == nil {
 			return fmt.Errorf("no Ready condition in %+v", b.Status)
 		}
@@ -92,9 +94,9 @@ func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStat
 func getDeployment(t *testing.T, namespace, name string) *appsv1.Deployment {
 	t.Helper()
 	var d *appsv1.Deployment
-	eventually(t, "Deployment "+name, func() error {
+	controllertest.Eventually(t, "Deployment "+name, func() error {
 		var err error
-		d, err = admin(t).kube.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		d, err = controllertest.Admin(t).Kube.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
 		return err
 	})
 	return d
@@ -103,9 +105,9 @@ func getDeployment(t *testing.T, namespace, name string) *appsv1.Deployment {
 func getService(t *testing.T, namespace, name string) *corev1.Service {
 	t.Helper()
 	var s *corev1.Service
-	eventually(t, "Service "+name, func() error {
+	controllertest.Eventually(t, "Service "+name, func() error {
 		var err error
-		s, err = admin(t).kube.CoreV1().Services(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		s, err = controllertest.Admin(t).Kube.CoreV1().Services(namespace).Get(context.Background(), name, metav1.GetOptions{})
 		return err
 	})
 	return s
@@ -113,7 +115,7 @@ func getService(t *testing.T, namespace, name string) *corev1.Service {
 
 func TestChildrenAndReady(t *testing.T) {
 	ctrl := startController(t)
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	b := newBalancer(t, ns, "b", func(b *v1alpha1.Balancer) {
 		b.Spec.PodAnnotations = map[string]string{"example.com/scrape": "true"}
 		b.Spec.PodLabels = map[string]string{"example.com/team": "db"}
@@ -130,8 +132,8 @@ func TestChildrenAndReady(t *testing.T) {
 	want := children.Labels(id, "balancerd", name)
 
 	d := getDeployment(t, ns, name)
-	checkLabels(t, "Deployment", d.Labels, want)
-	checkOwner(t, "Deployment", d, "Balancer", "b", b.UID)
+	controllertest.CheckLabels(t, "Deployment", d.Labels, want)
+	controllertest.CheckOwner(t, "Deployment", d, "Balancer", "b", b.UID)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want the default 2", d.Spec.Replicas)
 	}
@@ -139,12 +141,12 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("selector %v, want %s=%s", got, children.NameLabel, name)
 	}
 	tmpl := d.Spec.Template
-	checkLabels(t, "pod template", tmpl.Labels, want)
-	checkLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "db"})
+	controllertest.CheckLabels(t, "pod template", tmpl.Labels, want)
+	controllertest.CheckLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "db"})
 	if tmpl.Annotations["example.com/scrape"] != "true" {
 		t.Errorf("pod annotations %v lack spec.podAnnotations", tmpl.Annotations)
 	}
-	checkRestricted(t, "Deployment", tmpl.Spec)
+	controllertest.CheckRestricted(t, "Deployment", tmpl.Spec)
 	if len(tmpl.Spec.Containers) != 1 {
 		t.Fatalf("containers %+v, want one", tmpl.Spec.Containers)
 	}
@@ -179,8 +181,8 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	s := getService(t, ns, name)
-	checkLabels(t, "Service", s.Labels, want)
-	checkOwner(t, "Service", s, "Balancer", "b", b.UID)
+	controllertest.CheckLabels(t, "Service", s.Labels, want)
+	controllertest.CheckOwner(t, "Service", s, "Balancer", "b", b.UID)
 	if s.Spec.Type != corev1.ServiceTypeClusterIP || s.Spec.Selector[children.NameLabel] != name || len(s.Spec.Selector) != 1 {
 		t.Errorf("service type %s selector %v", s.Spec.Type, s.Spec.Selector)
 	}
@@ -195,25 +197,25 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	// No kube-controller-manager: the Deployment reports nothing until the test says so.
-	notReady := waitReady(t, ns, "b", metav1.ConditionFalse, ReasonReconciling)
-	setAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	notReady := waitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
 	ready := waitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
 		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
 	}
-	setAvailable(t, ns, name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
+	controllertest.SetAvailable(t, ns, name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
 	waitReady(t, ns, "b", metav1.ConditionFalse, "MinimumReplicasUnavailable")
 
-	waitQuiet(t, ctrl.userAgent)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
 	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
-	if got := ctrl.events.reasons(ns, "b"); !slices.Equal(got, wantEvents) {
+	if got := ctrl.Events.Reasons(ns, "b"); !slices.Equal(got, wantEvents) {
 		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
 	}
 }
 
 func TestResourceIDOverrides(t *testing.T) {
-	ns := newNamespace(t)
-	mz := admin(t).mz.MaterializeV1alpha1().Balancers(ns)
+	ns := controllertest.NewNamespace(t)
+	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(ns)
 	// status.resourceId wins over spec.resourceId: set both before the controller starts.
 	b := newBalancer(t, ns, "from-status", func(b *v1alpha1.Balancer) { b.Spec.ResourceID = "fromspec" })
 	b.Status.ResourceID = "fromstatus"
@@ -230,41 +232,41 @@ func TestResourceIDOverrides(t *testing.T) {
 	if id := waitResourceID(t, ns, "from-spec"); id != "fromspec2" {
 		t.Errorf("status.resourceId %q, want spec.resourceId fromspec2", id)
 	}
-	waitReady(t, ns, "from-status", metav1.ConditionFalse, ReasonReconciling)
-	waitQuiet(t, ctrl.userAgent)
+	waitReady(t, ns, "from-status", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
 	if id := getBalancer(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
 		t.Errorf("status.resourceId changed to %q", id)
 	}
-	if _, err := admin(t).kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-balancerd", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := controllertest.Admin(t).Kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-balancerd", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment named after spec.resourceId exists although status.resourceId is set: %v", err)
 	}
-	if got := ctrl.events.reasons(ns, "from-status"); slices.Contains(got, "ResourceIDAssigned") {
+	if got := ctrl.Events.Reasons(ns, "from-status"); slices.Contains(got, "ResourceIDAssigned") {
 		t.Errorf("events %v: an already assigned resourceId was assigned again", got)
 	}
 }
 
 func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	startController(t)
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	newBalancer(t, ns, "b", nil)
 	id := waitResourceID(t, ns, "b")
 	name := "mz" + id + "-balancerd"
 	getDeployment(t, ns, name)
-	waitReady(t, ns, "b", metav1.ConditionFalse, ReasonReconciling)
+	waitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
 
 	// A spec change is applied and observed.
-	mz := admin(t).mz.MaterializeV1alpha1().Balancers(ns)
+	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		b := getBalancer(t, ns, "b")
-		b.Spec.Replicas = int32Ptr(3)
+		b.Spec.Replicas = controllertest.Int32Ptr(3)
 		b.Spec.BalancerdImageRef = "materialize/balancerd:v2"
 		_, err := mz.Update(context.Background(), b, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	deployments := admin(t).kube.AppsV1().Deployments(ns)
-	eventually(t, "spec change applied", func() error {
+	deployments := controllertest.Admin(t).Kube.AppsV1().Deployments(ns)
+	controllertest.Eventually(t, "spec change applied", func() error {
 		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -274,7 +276,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	if c := waitReady(t, ns, "b", metav1.ConditionFalse, ReasonReconciling); c.ObservedGeneration != 2 {
+	if c := waitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling); c.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration %d, want 2", c.ObservedGeneration)
 	}
 
@@ -284,13 +286,13 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		d.Spec.Replicas = int32Ptr(7)
+		d.Spec.Replicas = controllertest.Int32Ptr(7)
 		_, err = deployments.Update(context.Background(), d, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "drifted replicas corrected", func() error {
+	controllertest.Eventually(t, "drifted replicas corrected", func() error {
 		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -303,15 +305,15 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 
 	// Deleted children come back.
 	oldSvc := getService(t, ns, name)
-	if err := admin(t).kube.CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	if err := controllertest.Admin(t).Kube.CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	oldDep := getDeployment(t, ns, name)
 	if err := deployments.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted children recreated", func() error {
-		s, err := admin(t).kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
+	controllertest.Eventually(t, "deleted children recreated", func() error {
+		s, err := controllertest.Admin(t).Kube.CoreV1().Services(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -328,7 +330,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 
 func TestNoWritesOnResync(t *testing.T) {
 	first := startController(t)
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	newBalancer(t, ns, "b", func(b *v1alpha1.Balancer) {
 		b.Spec.ResourceRequirements = &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.5")},
@@ -339,13 +341,13 @@ func TestNoWritesOnResync(t *testing.T) {
 	name := "mz" + id + "-balancerd"
 	getDeployment(t, ns, name)
 	getService(t, ns, name)
-	setAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
 	waitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
-	waitQuiet(t, first.userAgent)
+	controllertest.WaitQuiet(t, first.UserAgent)
 
 	// Changes outside the controller's fields make it reconcile, and write nothing.
-	mark := len(auditEvents(t))
-	before := first.reconciles(t)
+	mark := len(controllertest.AuditEvents(t))
+	before := first.Reconciles(t)
 	annotate := func(get func() (metav1.Object, error), update func(metav1.Object) error) {
 		t.Helper()
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -359,52 +361,52 @@ func TestNoWritesOnResync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ac := admin(t)
+	ac := controllertest.Admin(t)
 	annotate(func() (metav1.Object, error) {
-		return ac.mz.MaterializeV1alpha1().Balancers(ns).Get(context.Background(), "b", metav1.GetOptions{})
+		return ac.MZ.MaterializeV1alpha1().Balancers(ns).Get(context.Background(), "b", metav1.GetOptions{})
 	}, func(o metav1.Object) error {
-		_, err := ac.mz.MaterializeV1alpha1().Balancers(ns).Update(context.Background(), o.(*v1alpha1.Balancer), metav1.UpdateOptions{})
+		_, err := ac.MZ.MaterializeV1alpha1().Balancers(ns).Update(context.Background(), o.(*v1alpha1.Balancer), metav1.UpdateOptions{})
 		return err
 	})
 	annotate(func() (metav1.Object, error) {
-		return ac.kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return ac.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 	}, func(o metav1.Object) error {
-		_, err := ac.kube.AppsV1().Deployments(ns).Update(context.Background(), o.(*appsv1.Deployment), metav1.UpdateOptions{})
+		_, err := ac.Kube.AppsV1().Deployments(ns).Update(context.Background(), o.(*appsv1.Deployment), metav1.UpdateOptions{})
 		return err
 	})
-	eventually(t, "reconciles after the touches", func() error {
-		if n := first.reconciles(t); n < before+2 {
+	controllertest.Eventually(t, "reconciles after the touches", func() error {
+		if n := first.Reconciles(t); n < before+2 {
 			return fmt.Errorf("%v reconciles since the touches", n-before)
 		}
 		return nil
 	})
-	waitQuiet(t, first.userAgent)
-	if w := writesBy(t, first.userAgent, mark); len(w) != 0 {
+	controllertest.WaitQuiet(t, first.UserAgent)
+	if w := controllertest.WritesBy(t, first.UserAgent, mark); len(w) != 0 {
 		t.Errorf("resyncs after unrelated changes wrote: %v", w)
 	}
 
 	// A restarted controller re-lists and reconciles everything, and writes nothing.
-	first.stop()
-	events := first.events.count()
+	first.Stop()
+	events := first.Events.Count()
 	second := startController(t)
-	all, err := ac.mz.MaterializeV1alpha1().Balancers("").List(context.Background(), metav1.ListOptions{})
+	all, err := ac.MZ.MaterializeV1alpha1().Balancers("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "restarted controller reconciles every Balancer", func() error {
-		if n := second.reconciles(t); n < float64(len(all.Items)) {
+	controllertest.Eventually(t, "restarted controller reconciles every Balancer", func() error {
+		if n := second.Reconciles(t); n < float64(len(all.Items)) {
 			return fmt.Errorf("%v of %d reconciled", n, len(all.Items))
 		}
 		return nil
 	})
-	waitQuiet(t, second.userAgent)
-	if w := writesBy(t, second.userAgent, 0); len(w) != 0 {
+	controllertest.WaitQuiet(t, second.UserAgent)
+	if w := controllertest.WritesBy(t, second.UserAgent, 0); len(w) != 0 {
 		t.Errorf("restarted controller wrote: %v", w)
 	}
-	if requestsBy(t, second.userAgent) == 0 {
+	if controllertest.RequestsBy(t, second.UserAgent) == 0 {
 		t.Fatal("no requests by the restarted controller's user agent: the audit check proves nothing")
 	}
-	if n := second.events.count(); n != 0 || first.events.count() != events {
+	if n := second.Events.Count(); n != 0 || first.Events.Count() != events {
 		t.Errorf("%d events on no-op resyncs", n)
 	}
 }

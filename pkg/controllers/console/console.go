@@ -38,6 +38,7 @@ import (
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 )
 
@@ -119,7 +120,7 @@ type reconciler struct {
 	services        corev1listers.ServiceLister
 	networkPolicies networkingv1listers.NetworkPolicyLister
 	recorder        record.EventRecorder
-	recent          *recent
+	recent          *component.RecentWrites
 }
 
 // New builds the console controller. Child objects are watched through
@@ -147,7 +148,7 @@ func New(d controller.Deps) *controller.Controller {
 		services:        svcInformer.Lister(),
 		networkPolicies: npInformer.Lister(),
 		recorder:        recorder,
-		recent:          newRecent(),
+		recent:          component.NewRecentWrites(),
 	}
 	listKeys := func() []string {
 		all, err := r.consoles.List(labels.Everything())
@@ -186,30 +187,30 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	cr, err := r.consoles.Consoles(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Garbage collection removes the children through their owner references.
-		r.recent.forget(key)
+		r.recent.Forget(key)
 		return controller.Result{}, nil
 	}
 	if err != nil {
 		return controller.Result{}, err
 	}
-	cr, _, _ = current(ctx, r.recent, key, "", cr, true, nil)
+	cr, _, _ = component.Current(ctx, r.recent, key, "", cr, true, nil)
 
 	cr, id, err := r.resourceID(ctx, key, cr)
 	if err != nil {
 		return controller.Result{}, err
 	}
 	config := AppConfigJSON(cr.Spec)
-	if _, err := r.configMap(cr, id, config).apply(ctx, r.recent, cr, key); err != nil {
+	if _, err := r.configMap(cr, id, config).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
-	dep, err := r.deployment(cr, id, config).apply(ctx, r.recent, cr, key)
+	dep, err := r.deployment(cr, id, config).Apply(ctx, r.recent, cr, key)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if _, err := r.service(cr, id).apply(ctx, r.recent, cr, key); err != nil {
+	if _, err := r.service(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
-	if _, err := r.networkPolicy(cr, id).apply(ctx, r.recent, cr, key); err != nil {
+	if _, err := r.networkPolicy(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, r.status(ctx, key, cr, id, dep)
@@ -236,8 +237,8 @@ func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Co
 		id = children.NewResourceID()
 	}
 	st := mzac.ComponentStatus().WithResourceID(id)
-	if c := meta.FindStatusCondition(live.Status.Conditions, ReadyCondition); c != nil {
-		st.WithConditions(conditionAC(*c)) // keep the condition this manager owns
+	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
+		st.WithConditions(component.ConditionApplyConfiguration(*c)) // keep the condition this manager owns
 	}
 	desired := mzac.Console(live.Name, live.Namespace).WithResourceVersion(live.ResourceVersion).WithStatus(st)
 	var out *v1alpha1.Console
@@ -248,7 +249,7 @@ func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Co
 	}); err != nil {
 		return nil, "", fmt.Errorf("writing status.resourceId: %w", err)
 	}
-	r.recent.put(key, "", out)
+	r.recent.Put(key, "", out)
 	r.recorder.Eventf(out, corev1.EventTypeNormal, "ResourceIDAssigned", "Child objects are named mz%s-…", id)
 	return out, id, nil
 }
@@ -262,8 +263,8 @@ func ownedStatus(live *v1alpha1.Console, _ string) (*mzac.ConsoleApplyConfigurat
 	if live.Status.ResourceID != "" {
 		st.WithResourceID(live.Status.ResourceID)
 	}
-	if c := meta.FindStatusCondition(live.Status.Conditions, ReadyCondition); c != nil {
-		st.WithConditions(conditionAC(*c))
+	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
+		st.WithConditions(component.ConditionApplyConfiguration(*c))
 	}
 	return mzac.Console(live.Name, live.Namespace).WithStatus(st), nil
 }
@@ -271,13 +272,13 @@ func ownedStatus(live *v1alpha1.Console, _ string) (*mzac.ConsoleApplyConfigurat
 // status writes the Ready condition, when it changed, and emits an Event
 // when its status changed.
 func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Console, id string, dep *appsv1.Deployment) error {
-	prev := meta.FindStatusCondition(cr.Status.Conditions, ReadyCondition)
+	prev := meta.FindStatusCondition(cr.Status.Conditions, component.ReadyCondition)
 	conds := append([]metav1.Condition(nil), cr.Status.Conditions...)
-	meta.SetStatusCondition(&conds, readyCondition(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
-	ready := *meta.FindStatusCondition(conds, ReadyCondition)
+	meta.SetStatusCondition(&conds, component.ReadyFromDeployment(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
+	ready := *meta.FindStatusCondition(conds, component.ReadyCondition)
 
 	desired := mzac.Console(cr.Name, cr.Namespace).
-		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(conditionAC(ready)))
+		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(component.ConditionApplyConfiguration(ready)))
 	client := r.mz.MaterializeV1alpha1().Consoles(cr.Namespace)
 	var out *v1alpha1.Console
 	wrote, err := apply.Object(ctx, cr, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.ConsoleApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Console, error) {
@@ -291,31 +292,31 @@ func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Consol
 	if !wrote {
 		return nil
 	}
-	r.recent.put(key, "", out)
+	r.recent.Put(key, "", out)
 	if prev == nil || prev.Status != ready.Status {
-		eventType, reason := eventFor(prev, ready)
+		eventType, reason := component.TransitionEvent(prev, ready)
 		r.recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
 	}
 	return nil
 }
 
-func (r *reconciler) configMap(cr *v1alpha1.Console, id, config string) child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
+func (r *reconciler) configMap(cr *v1alpha1.Console, id, config string) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.ConfigMap(name, cr.Namespace).
 		WithLabels(children.Labels(id, Component, name)).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithData(map[string]string{AppConfigKey: config})
 	client := r.kube.CoreV1().ConfigMaps(cr.Namespace)
-	return child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
-		kind: "ConfigMap", name: name, desired: desired,
-		cached:  r.configMaps.ConfigMaps(cr.Namespace).Get,
-		get:     client.Get,
-		extract: corev1ac.ExtractConfigMap,
-		write:   client.Apply,
+	return component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
+		Kind: "ConfigMap", Name: name, Desired: desired,
+		Cached:  r.configMaps.ConfigMaps(cr.Namespace).Get,
+		Get:     client.Get,
+		Extract: corev1ac.ExtractConfigMap,
+		Write:   client.Apply,
 	}
 }
 
-func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
 	name := children.Name(id, Component)
 	lbls := children.Labels(id, Component, name)
 	replicas := int32(DefaultReplicas)
@@ -331,7 +332,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) child[*
 	container := corev1ac.Container().
 		WithName(Component).
 		WithImage(cr.Spec.ConsoleImageRef).
-		WithPorts(tcpPort("http", HTTPPort)).
+		WithPorts(component.TCPPort("http", HTTPPort)).
 		WithEnv(corev1ac.EnvVar().WithName(EndpointEnv).WithValue(Endpoint(cr.Spec.Balancerd))).
 		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http")))).
 		WithVolumeMounts(
@@ -339,7 +340,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) child[*
 			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
 		).
 		WithSecurityContext(children.RestrictedContainerSecurity())
-	if rr := resources(cr.Spec.ResourceRequirements); rr != nil {
+	if rr := component.Resources(cr.Spec.ResourceRequirements); rr != nil {
 		container.WithResources(rr)
 	}
 	desired := appsv1ac.Deployment(name, cr.Namespace).
@@ -349,7 +350,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) child[*
 			WithReplicas(replicas).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.NameLabel: name})).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(podLabels(cr.Spec.PodLabels, lbls)).
+				WithLabels(component.PodLabels(cr.Spec.PodLabels, lbls)).
 				WithAnnotations(annotations).
 				WithSpec(corev1ac.PodSpec().
 					WithAutomountServiceAccountToken(false).
@@ -363,16 +364,16 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) child[*
 							WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("64Mi"))),
 					))))
 	client := r.kube.AppsV1().Deployments(cr.Namespace)
-	return child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		kind: "Deployment", name: name, desired: desired,
-		cached:  r.deployments.Deployments(cr.Namespace).Get,
-		get:     client.Get,
-		extract: appsv1ac.ExtractDeployment,
-		write:   client.Apply,
+	return component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
+		Kind: "Deployment", Name: name, Desired: desired,
+		Cached:  r.deployments.Deployments(cr.Namespace).Get,
+		Get:     client.Get,
+		Extract: appsv1ac.ExtractDeployment,
+		Write:   client.Apply,
 	}
 }
 
-func (r *reconciler) service(cr *v1alpha1.Console, id string) child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+func (r *reconciler) service(cr *v1alpha1.Console, id string) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.Service(name, cr.Namespace).
 		WithLabels(children.Labels(id, Component, name)).
@@ -380,19 +381,19 @@ func (r *reconciler) service(cr *v1alpha1.Console, id string) child[*corev1.Serv
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
 			WithSelector(map[string]string{children.NameLabel: name}).
-			WithPorts(servicePort("http", HTTPPort)))
+			WithPorts(component.ServicePort("http", HTTPPort)))
 	client := r.kube.CoreV1().Services(cr.Namespace)
-	return child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		kind: "Service", name: name, desired: desired,
-		cached:  r.services.Services(cr.Namespace).Get,
-		get:     client.Get,
-		extract: corev1ac.ExtractService,
-		write:   client.Apply,
+	return component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
+		Kind: "Service", Name: name, Desired: desired,
+		Cached:  r.services.Services(cr.Namespace).Get,
+		Get:     client.Get,
+		Extract: corev1ac.ExtractService,
+		Write:   client.Apply,
 	}
 }
 
 // networkPolicy admits traffic to the console's HTTP port from anywhere.
-func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string) child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
+func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string) component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := networkingv1ac.NetworkPolicy(name, cr.Namespace).
 		WithLabels(children.Labels(id, Component, name)).
@@ -404,11 +405,11 @@ func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string) child[*netwo
 				WithPorts(networkingv1ac.NetworkPolicyPort().
 					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(HTTPPort)))))
 	client := r.kube.NetworkingV1().NetworkPolicies(cr.Namespace)
-	return child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration]{
-		kind: "NetworkPolicy", name: name, desired: desired,
-		cached:  r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
-		get:     client.Get,
-		extract: networkingv1ac.ExtractNetworkPolicy,
-		write:   client.Apply,
+	return component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration]{
+		Kind: "NetworkPolicy", Name: name, Desired: desired,
+		Cached:  r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
+		Get:     client.Get,
+		Extract: networkingv1ac.ExtractNetworkPolicy,
+		Write:   client.Apply,
 	}
 }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/test/controllertest"
 )
 
 func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Console)) *v1alpha1.Console {
@@ -36,7 +38,7 @@ func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Cons
 	if mutate != nil {
 		mutate(c)
 	}
-	client := admin(t).mz.MaterializeV1alpha1().Consoles(namespace)
+	client := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(namespace)
 	created, err := client.Create(context.Background(), c, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +51,7 @@ func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Cons
 
 func getConsole(t *testing.T, namespace, name string) *v1alpha1.Console {
 	t.Helper()
-	c, err := admin(t).mz.MaterializeV1alpha1().Consoles(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	c, err := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(namespace).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func getConsole(t *testing.T, namespace, name string) *v1alpha1.Console {
 func waitResourceID(t *testing.T, namespace, name string) string {
 	t.Helper()
 	var id string
-	eventually(t, "status.resourceId", func() error {
+	controllertest.Eventually(t, "status.resourceId", func() error {
 		id = getConsole(t, namespace, name).Status.ResourceID
 		if id == "" {
 			return fmt.Errorf("no status.resourceId yet")
@@ -74,9 +76,9 @@ func waitResourceID(t *testing.T, namespace, name string) string {
 func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
+	controllertest.Eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
 		c := getConsole(t, namespace, name)
-		cond := meta.FindStatusCondition(c.Status.Conditions, ReadyCondition)
+		cond := meta.FindStatusCondition(c.Status.Conditions, component.ReadyCondition)
 		if cond == nil {
 			return fmt.Errorf("no Ready condition in %+v", c.Status)
 		}
@@ -94,7 +96,7 @@ func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStat
 func get[T any](t *testing.T, what string, fetch func(context.Context, string, metav1.GetOptions) (T, error), name string) T {
 	t.Helper()
 	var obj T
-	eventually(t, what+" "+name, func() error {
+	controllertest.Eventually(t, what+" "+name, func() error {
 		var err error
 		obj, err = fetch(context.Background(), name, metav1.GetOptions{})
 		return err
@@ -104,22 +106,22 @@ func get[T any](t *testing.T, what string, fetch func(context.Context, string, m
 
 func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
 	t.Helper()
-	return get(t, "Deployment", admin(t).kube.AppsV1().Deployments(ns).Get, name)
+	return get(t, "Deployment", controllertest.Admin(t).Kube.AppsV1().Deployments(ns).Get, name)
 }
 
 func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 	t.Helper()
-	return get(t, "ConfigMap", admin(t).kube.CoreV1().ConfigMaps(ns).Get, name)
+	return get(t, "ConfigMap", controllertest.Admin(t).Kube.CoreV1().ConfigMaps(ns).Get, name)
 }
 
 func getService(t *testing.T, ns, name string) *corev1.Service {
 	t.Helper()
-	return get(t, "Service", admin(t).kube.CoreV1().Services(ns).Get, name)
+	return get(t, "Service", controllertest.Admin(t).Kube.CoreV1().Services(ns).Get, name)
 }
 
 func getNetworkPolicy(t *testing.T, ns, name string) *networkingv1.NetworkPolicy {
 	t.Helper()
-	return get(t, "NetworkPolicy", admin(t).kube.NetworkingV1().NetworkPolicies(ns).Get, name)
+	return get(t, "NetworkPolicy", controllertest.Admin(t).Kube.NetworkingV1().NetworkPolicies(ns).Get, name)
 }
 
 func sha(s string) string {
@@ -129,7 +131,7 @@ func sha(s string) string {
 
 func TestChildrenAndReady(t *testing.T) {
 	ctrl := startController(t)
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	c := newConsole(t, ns, "c", func(c *v1alpha1.Console) {
 		c.Spec.AuthenticatorKind = v1alpha1.AuthenticatorPassword
 		c.Spec.Balancerd.Scheme = v1alpha1.SchemeHTTPS
@@ -144,8 +146,8 @@ func TestChildrenAndReady(t *testing.T) {
 	want := children.Labels(id, "console", name)
 
 	cm := getConfigMap(t, ns, name)
-	checkLabels(t, "ConfigMap", cm.Labels, want)
-	checkOwner(t, "ConfigMap", cm, "Console", "c", c.UID)
+	controllertest.CheckLabels(t, "ConfigMap", cm.Labels, want)
+	controllertest.CheckOwner(t, "ConfigMap", cm, "Console", "c", c.UID)
 	var config struct {
 		Version string `json:"version"`
 		Auth    struct {
@@ -160,8 +162,8 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	d := getDeployment(t, ns, name)
-	checkLabels(t, "Deployment", d.Labels, want)
-	checkOwner(t, "Deployment", d, "Console", "c", c.UID)
+	controllertest.CheckLabels(t, "Deployment", d.Labels, want)
+	controllertest.CheckOwner(t, "Deployment", d, "Console", "c", c.UID)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want the default 2", d.Spec.Replicas)
 	}
@@ -169,12 +171,12 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("selector %v, want %s=%s", got, children.NameLabel, name)
 	}
 	tmpl := d.Spec.Template
-	checkLabels(t, "pod template", tmpl.Labels, want)
-	checkLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "ui"})
+	controllertest.CheckLabels(t, "pod template", tmpl.Labels, want)
+	controllertest.CheckLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "ui"})
 	if tmpl.Annotations["example.com/scrape"] != "true" || tmpl.Annotations[AppConfigHashAnnotation] != sha(cm.Data["app-config.json"]) {
 		t.Errorf("pod annotations %v, want spec.podAnnotations and the config hash", tmpl.Annotations)
 	}
-	checkRestricted(t, "Deployment", tmpl.Spec)
+	controllertest.CheckRestricted(t, "Deployment", tmpl.Spec)
 	if len(tmpl.Spec.Containers) != 1 {
 		t.Fatalf("containers %+v, want one", tmpl.Spec.Containers)
 	}
@@ -211,16 +213,16 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	s := getService(t, ns, name)
-	checkLabels(t, "Service", s.Labels, want)
-	checkOwner(t, "Service", s, "Console", "c", c.UID)
+	controllertest.CheckLabels(t, "Service", s.Labels, want)
+	controllertest.CheckOwner(t, "Service", s, "Console", "c", c.UID)
 	if s.Spec.Type != corev1.ServiceTypeClusterIP || len(s.Spec.Selector) != 1 || s.Spec.Selector[children.NameLabel] != name ||
 		len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 8080 || s.Spec.Ports[0].TargetPort != intstr.FromString("http") {
 		t.Errorf("service spec %+v", s.Spec)
 	}
 
 	np := getNetworkPolicy(t, ns, name)
-	checkLabels(t, "NetworkPolicy", np.Labels, want)
-	checkOwner(t, "NetworkPolicy", np, "Console", "c", c.UID)
+	controllertest.CheckLabels(t, "NetworkPolicy", np.Labels, want)
+	controllertest.CheckOwner(t, "NetworkPolicy", np, "Console", "c", c.UID)
 	if got := np.Spec.PodSelector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
 		t.Errorf("network policy pod selector %v", got)
 	}
@@ -229,25 +231,25 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("network policy spec %+v, want ingress from anywhere to 8080", np.Spec)
 	}
 
-	notReady := waitReady(t, ns, "c", metav1.ConditionFalse, ReasonReconciling)
-	setAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	notReady := waitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
 	ready := waitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
 		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
 	}
-	setAvailable(t, ns, name, corev1.ConditionUnknown, "Probing")
+	controllertest.SetAvailable(t, ns, name, corev1.ConditionUnknown, "Probing")
 	waitReady(t, ns, "c", metav1.ConditionUnknown, "Probing")
 
-	waitQuiet(t, ctrl.userAgent)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
 	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
-	if got := ctrl.events.reasons(ns, "c"); !slices.Equal(got, wantEvents) {
+	if got := ctrl.Events.Reasons(ns, "c"); !slices.Equal(got, wantEvents) {
 		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
 	}
 }
 
 func TestResourceIDOverrides(t *testing.T) {
-	ns := newNamespace(t)
-	mz := admin(t).mz.MaterializeV1alpha1().Consoles(ns)
+	ns := controllertest.NewNamespace(t)
+	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(ns)
 	// status.resourceId wins over spec.resourceId: set both before the controller starts.
 	c := newConsole(t, ns, "from-status", func(c *v1alpha1.Console) { c.Spec.ResourceID = "fromspec" })
 	c.Status.ResourceID = "fromstatus"
@@ -267,33 +269,33 @@ func TestResourceIDOverrides(t *testing.T) {
 	if id := waitResourceID(t, ns, "from-spec"); id != "fromspec2" {
 		t.Errorf("status.resourceId %q, want spec.resourceId fromspec2", id)
 	}
-	waitReady(t, ns, "from-status", metav1.ConditionFalse, ReasonReconciling)
-	waitQuiet(t, ctrl.userAgent)
+	waitReady(t, ns, "from-status", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
 	if id := getConsole(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
 		t.Errorf("status.resourceId changed to %q", id)
 	}
-	if _, err := admin(t).kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-console", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := controllertest.Admin(t).Kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-console", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Deployment named after spec.resourceId exists although status.resourceId is set: %v", err)
 	}
-	if got := ctrl.events.reasons(ns, "from-status"); slices.Contains(got, "ResourceIDAssigned") {
+	if got := ctrl.Events.Reasons(ns, "from-status"); slices.Contains(got, "ResourceIDAssigned") {
 		t.Errorf("events %v: an already assigned resourceId was assigned again", got)
 	}
 }
 
 func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	startController(t)
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	newConsole(t, ns, "c", nil)
 	id := waitResourceID(t, ns, "c")
 	name := "mz" + id + "-console"
 	oldHash := getDeployment(t, ns, name).Spec.Template.Annotations[AppConfigHashAnnotation]
-	waitReady(t, ns, "c", metav1.ConditionFalse, ReasonReconciling)
+	waitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
 
 	// A spec change is applied; a configuration change rolls the pods.
-	mz := admin(t).mz.MaterializeV1alpha1().Consoles(ns)
+	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		c := getConsole(t, ns, "c")
-		c.Spec.Replicas = int32Ptr(3)
+		c.Spec.Replicas = controllertest.Int32Ptr(3)
 		c.Spec.ConsoleImageRef = "materialize/console:v2"
 		c.Spec.AuthenticatorKind = v1alpha1.AuthenticatorOidc
 		_, err := mz.Update(context.Background(), c, metav1.UpdateOptions{})
@@ -301,9 +303,9 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	deployments := admin(t).kube.AppsV1().Deployments(ns)
-	eventually(t, "spec change applied", func() error {
-		cm, err := admin(t).kube.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	deployments := controllertest.Admin(t).Kube.AppsV1().Deployments(ns)
+	controllertest.Eventually(t, "spec change applied", func() error {
+		cm, err := controllertest.Admin(t).Kube.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -319,7 +321,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	if c := waitReady(t, ns, "c", metav1.ConditionFalse, ReasonReconciling); c.ObservedGeneration != 2 {
+	if c := waitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling); c.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration %d, want 2", c.ObservedGeneration)
 	}
 
@@ -329,13 +331,13 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		d.Spec.Replicas = int32Ptr(7)
+		d.Spec.Replicas = controllertest.Int32Ptr(7)
 		_, err = deployments.Update(context.Background(), d, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	configMaps := admin(t).kube.CoreV1().ConfigMaps(ns)
+	configMaps := controllertest.Admin(t).Kube.CoreV1().ConfigMaps(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm, err := configMaps.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
@@ -347,7 +349,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "drift corrected", func() error {
+	controllertest.Eventually(t, "drift corrected", func() error {
 		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -367,7 +369,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		"ConfigMap": getConfigMap(t, ns, name), "Deployment": getDeployment(t, ns, name),
 		"Service": getService(t, ns, name), "NetworkPolicy": getNetworkPolicy(t, ns, name),
 	}
-	kube := admin(t).kube
+	kube := controllertest.Admin(t).Kube
 	ctx := context.Background()
 	for _, err := range []error{
 		kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}),
@@ -379,7 +381,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "deleted children recreated", func() error {
+	controllertest.Eventually(t, "deleted children recreated", func() error {
 		var now []metav1.Object
 		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		now = append(now, cm)
@@ -405,7 +407,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 
 func TestNoWritesOnResync(t *testing.T) {
 	first := startController(t)
-	ns := newNamespace(t)
+	ns := controllertest.NewNamespace(t)
 	newConsole(t, ns, "c", func(c *v1alpha1.Console) {
 		c.Spec.ResourceRequirements = &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.25")},
@@ -418,14 +420,14 @@ func TestNoWritesOnResync(t *testing.T) {
 	getDeployment(t, ns, name)
 	getService(t, ns, name)
 	getNetworkPolicy(t, ns, name)
-	setAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
 	waitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
-	waitQuiet(t, first.userAgent)
+	controllertest.WaitQuiet(t, first.UserAgent)
 
 	// Changes outside the controller's fields make it reconcile, and write nothing.
-	mark := len(auditEvents(t))
-	before := first.reconciles(t)
-	ac := admin(t)
+	mark := len(controllertest.AuditEvents(t))
+	before := first.Reconciles(t)
+	ac := controllertest.Admin(t)
 	ctx := context.Background()
 	touch := func(update func() error) {
 		t.Helper()
@@ -435,65 +437,65 @@ func TestNoWritesOnResync(t *testing.T) {
 	}
 	touched := map[string]string{"example.com/touched": "yes"}
 	touch(func() error {
-		c, err := ac.mz.MaterializeV1alpha1().Consoles(ns).Get(ctx, "c", metav1.GetOptions{})
+		c, err := ac.MZ.MaterializeV1alpha1().Consoles(ns).Get(ctx, "c", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		c.Annotations = touched
-		_, err = ac.mz.MaterializeV1alpha1().Consoles(ns).Update(ctx, c, metav1.UpdateOptions{})
+		_, err = ac.MZ.MaterializeV1alpha1().Consoles(ns).Update(ctx, c, metav1.UpdateOptions{})
 		return err
 	})
 	touch(func() error {
-		cm, err := ac.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		cm, err := ac.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		cm.Annotations = touched
-		_, err = ac.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		_, err = ac.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
 	touch(func() error {
-		np, err := ac.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		np, err := ac.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		np.Annotations = touched
-		_, err = ac.kube.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{})
+		_, err = ac.Kube.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{})
 		return err
 	})
-	eventually(t, "reconciles after the touches", func() error {
-		if n := first.reconciles(t); n < before+2 {
+	controllertest.Eventually(t, "reconciles after the touches", func() error {
+		if n := first.Reconciles(t); n < before+2 {
 			return fmt.Errorf("%v reconciles since the touches", n-before)
 		}
 		return nil
 	})
-	waitQuiet(t, first.userAgent)
-	if w := writesBy(t, first.userAgent, mark); len(w) != 0 {
+	controllertest.WaitQuiet(t, first.UserAgent)
+	if w := controllertest.WritesBy(t, first.UserAgent, mark); len(w) != 0 {
 		t.Errorf("resyncs after unrelated changes wrote: %v", w)
 	}
 
 	// A restarted controller re-lists and reconciles everything, and writes nothing.
-	first.stop()
-	events := first.events.count()
+	first.Stop()
+	events := first.Events.Count()
 	second := startController(t)
-	all, err := ac.mz.MaterializeV1alpha1().Consoles("").List(ctx, metav1.ListOptions{})
+	all, err := ac.MZ.MaterializeV1alpha1().Consoles("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "restarted controller reconciles every Console", func() error {
-		if n := second.reconciles(t); n < float64(len(all.Items)) {
+	controllertest.Eventually(t, "restarted controller reconciles every Console", func() error {
+		if n := second.Reconciles(t); n < float64(len(all.Items)) {
 			return fmt.Errorf("%v of %d reconciled", n, len(all.Items))
 		}
 		return nil
 	})
-	waitQuiet(t, second.userAgent)
-	if w := writesBy(t, second.userAgent, 0); len(w) != 0 {
+	controllertest.WaitQuiet(t, second.UserAgent)
+	if w := controllertest.WritesBy(t, second.UserAgent, 0); len(w) != 0 {
 		t.Errorf("restarted controller wrote: %v", w)
 	}
-	if requestsBy(t, second.userAgent) == 0 {
+	if controllertest.RequestsBy(t, second.UserAgent) == 0 {
 		t.Fatal("no requests by the restarted controller's user agent: the audit check proves nothing")
 	}
-	if n := second.events.count(); n != 0 || first.events.count() != events {
+	if n := second.Events.Count(); n != 0 || first.Events.Count() != events {
 		t.Errorf("%d events on no-op resyncs", n)
 	}
 }

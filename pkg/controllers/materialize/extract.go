@@ -3,11 +3,9 @@ package materialize
 import (
 	"encoding/json"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 )
@@ -22,11 +20,6 @@ var (
 	rbacacExtractRoleBinding         = rbacv1ac.ExtractRoleBinding
 	networkingacExtractNetworkPolicy = networkingv1ac.ExtractNetworkPolicy
 )
-
-func conditionAC(c metav1.Condition) *metav1ac.ConditionApplyConfiguration {
-	return metav1ac.Condition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
-		WithMessage(c.Message).WithObservedGeneration(c.ObservedGeneration).WithLastTransitionTime(c.LastTransitionTime)
-}
 
 func mustJSON(v any) any {
 	raw, err := json.Marshal(v)

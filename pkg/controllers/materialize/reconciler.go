@@ -23,6 +23,7 @@ import (
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	ctrlcomponent "github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 
@@ -459,7 +460,7 @@ func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize
 		status.WithLastCompletedRolloutHash(st.LastCompletedRolloutHash)
 	}
 	for _, c := range st.Conditions {
-		status.WithConditions(conditionAC(c))
+		status.WithConditions(ctrlcomponent.ConditionApplyConfiguration(c))
 	}
 	desired := mzac.Materialize(live.Name, live.Namespace).WithStatus(status)
 	if apply.Subset(mustJSON(desired.Status), mustJSON(live.Status)) && len(st.Conditions) == len(live.Status.Conditions) {

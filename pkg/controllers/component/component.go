@@ -1,8 +1,8 @@
-package balancer
-
-// This file is the same in pkg/controllers/balancer and
-// pkg/controllers/console (only the package clause differs): the helpers
-// belong in a shared package once one can take them.
+// Package component holds what the Deployment-based components (balancer,
+// console) share: the Ready condition mirrored from a Deployment, events on
+// transitions, the recently-written-object cache that guards against a stale
+// informer, and apply helpers.
+package component
 
 import (
 	"context"
@@ -33,10 +33,10 @@ const (
 	ReasonReconciling = "Reconciling"
 )
 
-// readyCondition derives the Ready condition from the Deployment (nil when
-// it does not exist): the status, reason and message of its Available
+// ReadyFromDeployment derives the Ready condition from the Deployment (nil
+// when it does not exist): the status, reason and message of its Available
 // condition, or False while it has none.
-func readyCondition(dep *appsv1.Deployment, generation int64) metav1.Condition {
+func ReadyFromDeployment(dep *appsv1.Deployment, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: ReadyCondition, ObservedGeneration: generation}
 	if dep == nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonDeploymentNotFound, "the Deployment does not exist"
@@ -62,16 +62,17 @@ func readyCondition(dep *appsv1.Deployment, generation int64) metav1.Condition {
 	return c
 }
 
-// conditionAC is c as an apply configuration; every field is set, so it
-// compares equal to the same condition read back from the API server.
-func conditionAC(c metav1.Condition) *metav1ac.ConditionApplyConfiguration {
+// ConditionApplyConfiguration is c as an apply configuration; every field is
+// set, so it compares equal to the same condition read back from the API
+// server.
+func ConditionApplyConfiguration(c metav1.Condition) *metav1ac.ConditionApplyConfiguration {
 	return metav1ac.Condition().
 		WithType(c.Type).WithStatus(c.Status).WithObservedGeneration(c.ObservedGeneration).
 		WithLastTransitionTime(c.LastTransitionTime).WithReason(c.Reason).WithMessage(c.Message)
 }
 
-// eventFor is the Event type and reason of a Ready transition.
-func eventFor(prev *metav1.Condition, now metav1.Condition) (eventType, reason string) {
+// TransitionEvent is the Event type and reason of a Ready transition.
+func TransitionEvent(prev *metav1.Condition, now metav1.Condition) (eventType, reason string) {
 	if now.Status == metav1.ConditionTrue {
 		return corev1.EventTypeNormal, "Ready"
 	}
@@ -81,18 +82,23 @@ func eventFor(prev *metav1.Condition, now metav1.Condition) (eventType, reason s
 	return corev1.EventTypeNormal, "NotReady"
 }
 
-// recent remembers objects as this controller's own writes returned them,
-// per owner, so that a reconcile running before the informers have seen
-// those writes neither repeats them nor, for status, computes a transition
-// (and emits its Event) twice.
-type recent struct {
+// RecentWrites remembers objects as this controller's own writes returned
+// them, per owner, so that a reconcile running before the informers have
+// seen those writes neither repeats them nor, for status, computes a
+// transition (and emits its Event) twice.
+type RecentWrites struct {
 	mu   sync.Mutex
 	objs map[string]map[string]metav1.Object // owner key -> object key -> object
 }
 
-func newRecent() *recent { return &recent{objs: map[string]map[string]metav1.Object{}} }
+// NewRecentWrites returns an empty RecentWrites.
+func NewRecentWrites() *RecentWrites {
+	return &RecentWrites{objs: map[string]map[string]metav1.Object{}}
+}
 
-func (r *recent) put(owner, key string, obj metav1.Object) {
+// Put remembers obj, as a write of this controller returned it, under the
+// owner's key and the object's key.
+func (r *RecentWrites) Put(owner, key string, obj metav1.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.objs[owner] == nil {
@@ -101,14 +107,14 @@ func (r *recent) put(owner, key string, obj metav1.Object) {
 	r.objs[owner][key] = obj
 }
 
-func (r *recent) get(owner, key string) (metav1.Object, bool) {
+func (r *RecentWrites) get(owner, key string) (metav1.Object, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	obj, ok := r.objs[owner][key]
 	return obj, ok
 }
 
-func (r *recent) drop(owner, key string) {
+func (r *RecentWrites) drop(owner, key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.objs[owner], key)
@@ -117,18 +123,18 @@ func (r *recent) drop(owner, key string) {
 	}
 }
 
-// forget drops everything remembered for an owner that is gone.
-func (r *recent) forget(owner string) {
+// Forget drops everything remembered for an owner that is gone.
+func (r *RecentWrites) Forget(owner string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.objs, owner)
 }
 
-// current returns the newest known state of an object: the informer's copy
+// Current returns the newest known state of an object: the informer's copy
 // (cached, found) or the copy this controller last wrote, whichever has the
 // later resourceVersion. When only the written copy is known, get asks the
 // API server, since the object may have been deleted since.
-func current[T metav1.Object](ctx context.Context, r *recent, owner, key string, cached T, found bool,
+func Current[T metav1.Object](ctx context.Context, r *RecentWrites, owner, key string, cached T, found bool,
 	get func(context.Context) (T, error),
 ) (T, bool, error) {
 	w, ok := r.get(owner, key)
@@ -154,28 +160,31 @@ func current[T metav1.Object](ctx context.Context, r *recent, owner, key string,
 	return cached, true, nil
 }
 
-// child applies desired to one child object through apply.Object, so that
-// nothing is written when the object already holds it, and returns the
-// object as it now is.
-type child[T metav1.Object, AC any] struct {
-	kind, name string
-	desired    AC
-	cached     func(name string) (T, error)
-	get        func(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	extract    func(T, string) (AC, error)
-	write      func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+// Child is one child object of a component and the means to apply it:
+// Desired is applied through apply.Object, so that nothing is written when
+// the object already holds it.
+type Child[T metav1.Object, AC any] struct {
+	Kind, Name string
+	Desired    AC
+	Cached     func(name string) (T, error)
+	Get        func(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Extract    func(T, string) (AC, error)
+	Write      func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
 }
 
-func (c child[T, AC]) apply(ctx context.Context, r *recent, owner metav1.Object, ownerKey string) (T, error) {
+// Apply applies Desired unless the object already holds it, remembers what
+// it wrote in r under ownerKey, and returns the object as it now is. It
+// refuses an object that another owner controls.
+func (c Child[T, AC]) Apply(ctx context.Context, r *RecentWrites, owner metav1.Object, ownerKey string) (T, error) {
 	var zero T
-	live, err := c.cached(c.name)
+	live, err := c.Cached(c.Name)
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return zero, err
 	}
-	key := c.kind + "/" + c.name
-	live, found, err = current(ctx, r, ownerKey, key, live, found, func(ctx context.Context) (T, error) {
-		return c.get(ctx, c.name, metav1.GetOptions{})
+	key := c.Kind + "/" + c.Name
+	live, found, err = Current(ctx, r, ownerKey, key, live, found, func(ctx context.Context) (T, error) {
+		return c.Get(ctx, c.Name, metav1.GetOptions{})
 	})
 	if err != nil {
 		return zero, err
@@ -183,29 +192,29 @@ func (c child[T, AC]) apply(ctx context.Context, r *recent, owner metav1.Object,
 	if found {
 		if ref := metav1.GetControllerOfNoCopy(live); ref != nil && ref.UID != owner.GetUID() {
 			return zero, fmt.Errorf("%s %s/%s is controlled by %s %s (uid %s), not by this object",
-				c.kind, live.GetNamespace(), c.name, ref.Kind, ref.Name, ref.UID)
+				c.Kind, live.GetNamespace(), c.Name, ref.Kind, ref.Name, ref.UID)
 		}
 	}
 	var out T
-	wrote, err := apply.Object(ctx, live, found, c.desired, c.extract,
+	wrote, err := apply.Object(ctx, live, found, c.Desired, c.Extract,
 		func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error) {
-			obj, err := c.write(ctx, ac, opts)
+			obj, err := c.Write(ctx, ac, opts)
 			out = obj
 			return obj, err
 		})
 	if err != nil {
-		return zero, fmt.Errorf("applying %s %s: %w", c.kind, c.name, err)
+		return zero, fmt.Errorf("applying %s %s: %w", c.Kind, c.Name, err)
 	}
 	if !wrote {
 		return live, nil
 	}
-	r.put(ownerKey, key, out)
+	r.Put(ownerKey, key, out)
 	return out, nil
 }
 
-// podLabels are the user's pod labels with the component's labels on top,
+// PodLabels are the user's pod labels with the component's labels on top,
 // so the selector always matches.
-func podLabels(user, ours map[string]string) map[string]string {
+func PodLabels(user, ours map[string]string) map[string]string {
 	out := maps.Clone(user)
 	if out == nil {
 		out = map[string]string{}
@@ -214,9 +223,9 @@ func podLabels(user, ours map[string]string) map[string]string {
 	return out
 }
 
-// resources converts resource requirements; nil when nothing is set, so
+// Resources converts resource requirements; nil when nothing is set, so
 // that an empty struct is never applied.
-func resources(rr *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+func Resources(rr *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
 	if rr == nil || (len(rr.Limits) == 0 && len(rr.Requests) == 0) {
 		return nil
 	}
@@ -230,14 +239,14 @@ func resources(rr *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsAp
 	return ac
 }
 
-// tcpPort is a named TCP container port; the protocol is explicit because
+// TCPPort is a named TCP container port; the protocol is explicit because
 // it is part of the list key, so the applied and the live port compare equal.
-func tcpPort(name string, port int32) *corev1ac.ContainerPortApplyConfiguration {
+func TCPPort(name string, port int32) *corev1ac.ContainerPortApplyConfiguration {
 	return corev1ac.ContainerPort().WithName(name).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)
 }
 
-// servicePort forwards port to the container port of the same name.
-func servicePort(name string, port int32) *corev1ac.ServicePortApplyConfiguration {
+// ServicePort forwards port to the container port of the same name.
+func ServicePort(name string, port int32) *corev1ac.ServicePortApplyConfiguration {
 	return corev1ac.ServicePort().WithName(name).WithPort(port).WithProtocol(corev1.ProtocolTCP).
 		WithTargetPort(intstr.FromString(name))
 }
