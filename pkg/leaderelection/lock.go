@@ -93,6 +93,13 @@ func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		return fmt.Errorf("not releasing lease %s: it is held by %q", l.Describe(), holder)
 	}
 	err := l.inner.Update(ctx, rec)
+	if apierrors.IsConflict(err) {
+		// A renewal cancelled at shutdown may still have landed, leaving the
+		// elector's cached record stale; read again and release if still ours.
+		if current, _, getErr := l.Get(ctx); getErr == nil && current.HolderIdentity == l.Identity() {
+			err = l.inner.Update(ctx, rec)
+		}
+	}
 	if err == nil {
 		l.mu.Lock()
 		l.released, l.lastHolder = true, ""

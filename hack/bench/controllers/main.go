@@ -37,14 +37,15 @@ import (
 func main() {
 	n := flag.Int("n", 1000, "Materializes to create")
 	workers := flag.Int("workers", 4, "--workers of the controllers")
+	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
 	flag.Parse()
-	if err := run(*n, *workers); err != nil {
+	if err := run(*n, *workers, *qps); err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers int) error {
+func run(n, workers, qps int) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -73,6 +74,7 @@ func run(n, workers int) error {
 		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--leader-election-namespace=default",
 			"--leader-election-identity="+identity, "--health-address=127.0.0.1:0", "--metrics-address="+metrics,
 			"--workers="+strconv.Itoa(workers), "--log-level=warn",
+			"--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps),
 			"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
 			"--environmentd-poll-interval=200ms")
 		cmd.Stderr = os.Stderr
@@ -80,7 +82,7 @@ func run(n, workers int) error {
 		return cmd, cmd.Start()
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d\n\n", n, workers)
+	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d\n\n", n, workers, qps)
 
 	proc, err := start("bench-1", "127.0.0.1:0")
 	if err != nil {
