@@ -269,9 +269,9 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 				return controller.Result{}, err
 			}
 		}
-		msg := "the active generation runs the requested spec"
+		msg := activeMessage(st.ActiveGeneration)
 		if hash != st.ResourcesHash {
-			msg = "spec changes take effect with the next spec.requestRollout"
+			msg += "; spec changes take effect with the next spec.requestRollout"
 		}
 		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, msg)
 	}
@@ -351,8 +351,12 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	st.LastCompletedRolloutEnvironmentdImageRef = mz.Spec.EnvironmentdImageRef
 	st.ResourcesHash = hash
 	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "RolloutComplete", "generation %d is active (%s)", desired, mz.Spec.EnvironmentdImageRef)
-	return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied,
-		fmt.Sprintf("generation %d is active", desired))
+	// The same message as the steady state: the next reconcile writes nothing.
+	return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, activeMessage(desired))
+}
+
+func activeMessage(gen uint64) string {
+	return fmt.Sprintf("generation %d is active and runs the requested spec", gen)
 }
 
 func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) error {
