@@ -21,9 +21,15 @@ build: ## Build bin/webhook and bin/controllers.
 generate: ## Regenerate deepcopy, clients, listers, informers and CRDs.
 	hack/update-codegen.sh
 
+.PHONY: manifests
+manifests: ## Render deploy/ from the chart.
+	hack/update-manifests.sh
+
 .PHONY: verify
 verify: ## Fail on stale generated files, unformatted code, vet findings or an untidy go.mod.
 	hack/verify-codegen.sh
+	@tmp=$$(mktemp); hack/update-manifests.sh $$tmp; if ! diff -q $$tmp deploy/orchestratord.yaml >/dev/null; then \
+	  rm -f $$tmp; echo "deploy/orchestratord.yaml is stale: run 'make manifests'"; exit 1; fi; rm -f $$tmp
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff

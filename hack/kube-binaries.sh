@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the upstream Kubernetes and etcd binaries pinned in hack/tools/kube
-# from the Go module proxy into a git-ignored cache, once. Later calls find
-# them and return at once. Prints the directory holding the binaries.
+# Builds the upstream Kubernetes, etcd and Helm binaries pinned in
+# hack/tools/{kube,helm} from the Go module proxy into a cache outside the
+# work tree, once. Later calls find them and return at once. Prints the
+# directory holding the binaries.
 #
 #   hack/kube-binaries.sh [binary ...]   (default: etcd kube-apiserver)
 set -euo pipefail
@@ -10,8 +11,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/hack/tools/kube"
 kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$tools/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$tools/go.mod")
+helm_version=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/hack/tools/helm/go.mod")
 # Outside the work tree so that every clone (CI runs a fresh one) shares it.
-cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}"
+cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}"
 mkdir -p "$cache"
 
 [ $# -gt 0 ] || set -- etcd kube-apiserver
@@ -28,14 +30,23 @@ ldflags+=" -X $version_pkg.gitTreeState=clean"
 
 for bin in "$@"; do
   [ -x "$cache/$bin" ] && continue
+  module="$tools" flags="$ldflags"
   case "$bin" in
     etcd) pkg=go.etcd.io/etcd/server/v3 ;;
+    helm) pkg=helm.sh/helm/v3/cmd/helm; module="$root/hack/tools/helm"
+          # Helm's default Kubernetes version for template and lint is a
+          # link-time setting; make it the version the project runs.
+          minor=$(echo "$kube_version" | cut -d. -f2)
+          flags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+          for p in pkg/chartutil pkg/lint/rules; do
+            flags+=" -X helm.sh/helm/v3/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$p.k8sVersionMinor=$minor"
+          done ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet|kubectl)
       pkg=k8s.io/kubernetes/cmd/$bin ;;
     *) echo "kube-binaries: unknown binary $bin" >&2; exit 2 ;;
   esac
   echo "kube-binaries: building $bin ($pkg) into $cache (first time only)" >&2
-  (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cache/$bin.tmp" "$pkg")
+  (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$flags" -o "$cache/$bin.tmp" "$pkg")
   mv "$cache/$bin.tmp" "$cache/$bin"
 done
 echo "$cache"

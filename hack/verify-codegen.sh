@@ -10,7 +10,7 @@ trap 'rm -rf "$scratch"' EXIT
 tar -C "$root" --exclude=.git --exclude=.cache --exclude=bin -cf - . | tar -C "$scratch" -xf -
 (cd "$scratch" && hack/update-codegen.sh >/dev/null)
 
-generated=(pkg/client pkg/crds/bases)
+generated=(pkg/client pkg/crds/bases charts/orchestratord/files/crds)
 while IFS= read -r f; do generated+=("$f"); done < <(cd "$root" && find pkg -name 'zz_generated.*.go')
 
 stale=0

@@ -1,0 +1,226 @@
+// Package chart tests the Helm chart: it lints and renders with the pinned
+// Helm, and applies what it renders to a real kube-apiserver.
+package chart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/materializeinc/orchestratord/test/controlplane"
+)
+
+var (
+	helm     string
+	chartDir string
+	repoRoot string
+)
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	_, self, _, _ := runtime.Caller(0)
+	repoRoot = filepath.Join(filepath.Dir(self), "..", "..")
+	chartDir = filepath.Join(repoRoot, "charts", "orchestratord")
+	out, err := exec.Command(filepath.Join(repoRoot, "hack", "kube-binaries.sh"), "helm").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building helm:", err)
+		return 1
+	}
+	helm = filepath.Join(strings.TrimSpace(string(out)), "helm")
+	if err := startCluster(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cp.Stop()
+	return m.Run()
+}
+
+var cp *controlplane.ControlPlane
+
+func startCluster() error {
+	var err error
+	cp, err = controlplane.Start(context.Background(), controlplane.Options{Audit: true})
+	return err
+}
+
+// render runs helm template and returns the objects.
+func render(t *testing.T, namespace string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := helmRun(append([]string{"template", "orchestratord", chartDir, "--namespace", namespace}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, out)
+	}
+	return decode(t, out)
+}
+
+func helmRun(args ...string) (string, error) {
+	cmd := exec.Command(helm, args...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	return buf.String(), err
+}
+
+func decode(t *testing.T, manifest string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatal(err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+func kinds(objs []*unstructured.Unstructured) map[string]int {
+	k := map[string]int{}
+	for _, o := range objs {
+		k[o.GetKind()]++
+	}
+	return k
+}
+
+func TestLintIsClean(t *testing.T) {
+	for _, args := range [][]string{
+		nil,
+		{"--set", "webhook.replicas=1,controllers.replicas=1"},
+		{"--set", "tls.mode=cert-manager"},
+		{"-f", "testdata/all-options.yaml"},
+	} {
+		out, err := helmRun(append([]string{"lint", "--strict", chartDir}, args...)...)
+		if err != nil || strings.Contains(out, "[ERROR]") || strings.Contains(out, "[WARNING]") {
+			t.Errorf("helm lint %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func TestDefaultRender(t *testing.T) {
+	objs := render(t, "ops")
+	k := kinds(objs)
+	for kind, n := range map[string]int{"CustomResourceDefinition": 3, "Deployment": 2, "PodDisruptionBudget": 2, "ServiceAccount": 2, "Service": 1} {
+		if k[kind] != n {
+			t.Errorf("%d %s, want %d (all: %v)", k[kind], kind, n, k)
+		}
+	}
+	crd := find(objs, "CustomResourceDefinition", "materializes.materialize.cloud")
+	svc, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service")
+	if svc["name"] != "orchestratord-webhook" || svc["namespace"] != "ops" || svc["path"] != "/convert" {
+		t.Errorf("conversion clientConfig does not point at the webhook Service: %v", svc)
+	}
+	webhook := find(objs, "Deployment", "orchestratord-webhook")
+	if mu, _, _ := unstructured.NestedFieldNoCopy(webhook.Object, "spec", "strategy", "rollingUpdate", "maxUnavailable"); fmt.Sprint(mu) != "0" {
+		t.Errorf("webhook rollout must keep every ready replica: maxUnavailable %v", mu)
+	}
+	if r, _, _ := unstructured.NestedFieldNoCopy(webhook.Object, "spec", "replicas"); fmt.Sprint(r) != "3" {
+		t.Errorf("webhook replicas %v, want 3", r)
+	}
+	controllers := find(objs, "Deployment", "orchestratord-controllers")
+	if r, _, _ := unstructured.NestedFieldNoCopy(controllers.Object, "spec", "replicas"); fmt.Sprint(r) != "2" {
+		t.Errorf("controllers replicas %v, want 2", r)
+	}
+	env, _, _ := unstructured.NestedSlice(controllers.Object, "spec", "template", "spec", "containers")
+	if !strings.Contains(fmt.Sprint(env), "POD_NAME") {
+		t.Errorf("controllers need POD_NAME from the downward API as identity")
+	}
+	// The two Deployments share no selector: a rollout of one never touches the other.
+	ws, _, _ := unstructured.NestedStringMap(webhook.Object, "spec", "selector", "matchLabels")
+	cs, _, _ := unstructured.NestedStringMap(controllers.Object, "spec", "selector", "matchLabels")
+	if ws["app.kubernetes.io/component"] == cs["app.kubernetes.io/component"] {
+		t.Errorf("selectors overlap: %v %v", ws, cs)
+	}
+}
+
+func TestSingleReplicaHasNoPDB(t *testing.T) {
+	objs := render(t, "ops", "--set", "webhook.replicas=1,controllers.replicas=1")
+	if n := kinds(objs)["PodDisruptionBudget"]; n != 0 {
+		t.Errorf("%d PodDisruptionBudgets with one replica each, want 0", n)
+	}
+}
+
+func TestCertManagerMode(t *testing.T) {
+	objs := render(t, "ops", "--set", "tls.mode=cert-manager")
+	if find(objs, "Certificate", "orchestratord-webhook") == nil || find(objs, "Issuer", "") == nil {
+		t.Fatalf("no Certificate/Issuer: %v", kinds(objs))
+	}
+	crd := find(objs, "CustomResourceDefinition", "materializes.materialize.cloud")
+	if got := crd.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "ops/orchestratord-webhook" {
+		t.Errorf("CA injection annotation = %q", got)
+	}
+	if find(objs, "ClusterRole", "orchestratord-webhook") != nil {
+		t.Errorf("in cert-manager mode the webhook must not be allowed to patch the CRD")
+	}
+	args := fmt.Sprint(find(objs, "Deployment", "orchestratord-webhook").Object)
+	if !strings.Contains(args, "--tls-mode=cert-manager") || !strings.Contains(args, "--tls-cert-file=/tls/tls.crt") {
+		t.Errorf("webhook not configured for cert-manager: %s", args)
+	}
+}
+
+func TestAllOptionsRender(t *testing.T) {
+	objs := render(t, "ops", "-f", "testdata/all-options.yaml")
+	k := kinds(objs)
+	for _, kind := range []string{"NetworkPolicy", "ServiceMonitor", "PodDisruptionBudget"} {
+		if k[kind] == 0 {
+			t.Errorf("no %s rendered: %v", kind, k)
+		}
+	}
+	webhook := fmt.Sprint(find(objs, "Deployment", "orchestratord-webhook").Object)
+	for _, want := range []string{"registry.example/custom/webhook@sha256:0123", "system-cluster-critical", "--log-level=debug", "my-webhook-tls", "--tls-ca-file=/tls/ca.crt", "topology.kubernetes.io/zone"} {
+		if !strings.Contains(webhook, want) {
+			t.Errorf("webhook Deployment lacks %q", want)
+		}
+	}
+	controllers := fmt.Sprint(find(objs, "Deployment", "orchestratord-controllers").Object)
+	for _, want := range []string{"registry.example/custom/controllers:v9", "--leader-election-namespace=leases", "--leader-election-lease-duration=30s", "--controllers=materialize,console", "--create-balancers=false"} {
+		if !strings.Contains(controllers, want) {
+			t.Errorf("controllers Deployment lacks %q", want)
+		}
+	}
+	if role := find(objs, "Role", "orchestratord-controllers-leases"); role == nil || role.GetNamespace() != "leases" {
+		t.Errorf("the lease Role must live in the lease namespace")
+	}
+}
+
+func TestSchemaRejectsTypos(t *testing.T) {
+	for _, bad := range []string{"webhook.replica=2", "controllers.leaderElection.leaseDuraton=5s", "tls.mode=letsencrypt", "controllers.replicas=-1"} {
+		out, err := helmRun("template", "orchestratord", chartDir, "--set", bad)
+		if err == nil {
+			t.Errorf("--set %s rendered; the schema must reject it", bad)
+			continue
+		}
+		field := strings.Split(strings.Split(bad, "=")[0], ".")
+		if !strings.Contains(out, field[len(field)-1]) && !strings.Contains(out, "mode") {
+			t.Errorf("--set %s: the error does not name the field:\n%s", bad, out)
+		}
+	}
+	if out, err := helmRun("template", "orchestratord", chartDir, "--set", "tls.mode=secret"); err == nil {
+		t.Errorf("secret mode without tls.secretName must be rejected:\n%s", out)
+	}
+}
