@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the upstream Kubernetes, etcd and Helm binaries pinned in
-# hack/tools/{kube,helm} from the Go module proxy into a cache outside the
+# hack/tools/{kube,helm,helm4} from the Go module proxy into a cache outside the
 # work tree, once. Later calls find them and return at once. Prints the
 # directory holding the binaries.
 #
@@ -12,8 +12,9 @@ tools="$root/hack/tools/kube"
 kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$tools/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$tools/go.mod")
 helm_version=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/hack/tools/helm/go.mod")
+helm4_version=$(awk '$1 == "helm.sh/helm/v4" {print $2; exit}' "$root/hack/tools/helm4/go.mod")
 # Outside the work tree so that every clone (CI runs a fresh one) shares it.
-cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}"
+cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}-${helm4_version}"
 mkdir -p "$cache"
 
 [ $# -gt 0 ] || set -- etcd kube-apiserver
@@ -41,6 +42,8 @@ for bin in "$@"; do
           for p in pkg/chartutil pkg/lint/rules; do
             flags+=" -X helm.sh/helm/v3/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$p.k8sVersionMinor=$minor"
           done ;;
+    helm4) pkg=helm.sh/helm/v4/cmd/helm; module="$root/hack/tools/helm4"
+           flags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm4_version" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet|kubectl)
       pkg=k8s.io/kubernetes/cmd/$bin ;;
     *) echo "kube-binaries: unknown binary $bin" >&2; exit 2 ;;

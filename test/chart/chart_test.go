@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -22,7 +23,8 @@ import (
 )
 
 var (
-	helm     string
+	helm     string // Helm 3
+	helm4    string
 	chartDir string
 	repoRoot string
 )
@@ -33,12 +35,13 @@ func runMain(m *testing.M) int {
 	_, self, _, _ := runtime.Caller(0)
 	repoRoot = filepath.Join(filepath.Dir(self), "..", "..")
 	chartDir = filepath.Join(repoRoot, "charts", "orchestratord")
-	out, err := exec.Command(filepath.Join(repoRoot, "hack", "kube-binaries.sh"), "helm").Output()
+	out, err := exec.Command(filepath.Join(repoRoot, "hack", "kube-binaries.sh"), "helm", "helm4").Output()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building helm:", err)
 		return 1
 	}
 	helm = filepath.Join(strings.TrimSpace(string(out)), "helm")
+	helm4 = filepath.Join(strings.TrimSpace(string(out)), "helm4")
 	if err := startCluster(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -65,8 +68,10 @@ func render(t *testing.T, namespace string, args ...string) []*unstructured.Unst
 	return decode(t, out)
 }
 
-func helmRun(args ...string) (string, error) {
-	cmd := exec.Command(helm, args...)
+func helmRun(args ...string) (string, error) { return runWith(helm, args...) }
+
+func runWith(binary string, args ...string) (string, error) {
+	cmd := exec.Command(binary, args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
@@ -109,15 +114,39 @@ func kinds(objs []*unstructured.Unstructured) map[string]int {
 }
 
 func TestLintIsClean(t *testing.T) {
-	for _, args := range [][]string{
-		nil,
-		{"--set", "webhook.replicas=1,controllers.replicas=1"},
-		{"--set", "tls.mode=cert-manager"},
-		{"-f", "testdata/all-options.yaml"},
-	} {
-		out, err := helmRun(append([]string{"lint", "--strict", chartDir}, args...)...)
-		if err != nil || strings.Contains(out, "[ERROR]") || strings.Contains(out, "[WARNING]") {
-			t.Errorf("helm lint %v: %v\n%s", args, err, out)
+	for name, binary := range map[string]string{"helm 3": helm, "helm 4": helm4} {
+		for _, args := range [][]string{
+			nil,
+			{"--set", "webhook.replicas=1,controllers.replicas=1"},
+			{"--set", "tls.mode=cert-manager"},
+			{"-f", "testdata/all-options.yaml"},
+		} {
+			out, err := runWith(binary, append([]string{"lint", "--strict", chartDir}, args...)...)
+			if err != nil || strings.Contains(out, "[ERROR]") || strings.Contains(out, "[WARNING]") {
+				t.Errorf("%s lint %v: %v\n%s", name, args, err, out)
+			}
+		}
+	}
+}
+
+// Helm 4 renders exactly what Helm 3 renders.
+func TestHelm4RendersTheSame(t *testing.T) {
+	for _, args := range [][]string{nil, {"--set", "tls.mode=cert-manager"}, {"-f", "testdata/all-options.yaml"}} {
+		base := append([]string{"template", "orchestratord", chartDir, "--namespace", "ops"}, args...)
+		three, err3 := runWith(helm, base...)
+		four, err4 := runWith(helm4, base...)
+		if err3 != nil || err4 != nil {
+			t.Fatalf("template %v: helm 3: %v, helm 4: %v\n%s", args, err3, err4, four)
+		}
+		// Byte-for-byte they differ in blank lines only; compare the objects.
+		a, b := decode(t, three), decode(t, four)
+		if len(a) != len(b) {
+			t.Fatalf("template %v: helm 3 renders %d objects, helm 4 %d", args, len(a), len(b))
+		}
+		for i := range a {
+			if !reflect.DeepEqual(a[i].Object, b[i].Object) {
+				t.Errorf("template %v: %s %s differs between helm 3 and helm 4", args, a[i].GetKind(), a[i].GetName())
+			}
 		}
 	}
 }
