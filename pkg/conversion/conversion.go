@@ -97,12 +97,18 @@ func checkShape(obj map[string]any) error {
 func toV1(obj map[string]any) (map[string]any, error) {
 	v1Carry := takeCarry(obj, v1CarryAnnotation)
 	original := runtime.DeepCopyJSON(obj)
-	out := plainToV1(obj)
-	if err := restore(out, v1Carry); err != nil {
-		return nil, fmt.Errorf("restoring %s: %w", v1CarryAnnotation, err)
+	hash := &rolloutHash{}
+	out := plainToV1(obj, hash)
+	if len(v1Carry) > 0 {
+		if err := restore(out, v1Carry); err != nil {
+			return nil, fmt.Errorf("restoring %s: %w", v1CarryAnnotation, err)
+		}
+		hash = &rolloutHash{} // restored fields may feed the hash
 	}
 	// What v1 cannot hold is what the plain way back would not reproduce.
-	back := plainToV1alpha1(runtime.DeepCopyJSON(out))
+	// The way back hashes the same v1 spec, so the hash is reused: this is
+	// the path of every read from storage.
+	back := plainToV1alpha1(runtime.DeepCopyJSON(out), hash)
 	putCarry(out, v1alpha1CarryAnnotation, diff(original, back))
 	return out, nil
 }
@@ -110,17 +116,17 @@ func toV1(obj map[string]any) (map[string]any, error) {
 func toV1alpha1(obj map[string]any) (map[string]any, error) {
 	alphaCarry := takeCarry(obj, v1alpha1CarryAnnotation)
 	original := runtime.DeepCopyJSON(obj)
-	out := plainToV1alpha1(obj)
+	out := plainToV1alpha1(obj, &rolloutHash{})
 	if err := restore(out, alphaCarry); err != nil {
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
-	back := plainToV1(runtime.DeepCopyJSON(out))
+	back := plainToV1(runtime.DeepCopyJSON(out), &rolloutHash{})
 	putCarry(out, v1CarryAnnotation, diff(original, back))
 	return out, nil
 }
 
 // plainToV1 applies SPEC.md's v1alpha1 -> v1 rules in place.
-func plainToV1(obj map[string]any) map[string]any {
+func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 	obj["apiVersion"] = V1
 	spec, _ := obj["spec"].(map[string]any)
 	status, _ := obj["status"].(map[string]any)
@@ -148,7 +154,7 @@ func plainToV1(obj map[string]any) map[string]any {
 		delete(status, "observedGeneration")
 		// Derived fields only for a whole object: a partial one gets nothing
 		// it did not have.
-		if hash, whole := rolloutHashOf(obj); whole {
+		if hash, whole := hash.of(obj); whole {
 			if !isPromoting(status) {
 				status["requestedRolloutHash"] = hash
 			}
@@ -162,12 +168,12 @@ func plainToV1(obj map[string]any) map[string]any {
 }
 
 // plainToV1alpha1 applies SPEC.md's v1 -> v1alpha1 rules in place.
-func plainToV1alpha1(obj map[string]any) map[string]any {
+func plainToV1alpha1(obj map[string]any, hash *rolloutHash) map[string]any {
 	obj["apiVersion"] = V1Alpha1
 	spec, _ := obj["spec"].(map[string]any)
 	status, _ := obj["status"].(map[string]any)
 	if spec != nil {
-		if hash, whole := rolloutHashOf(obj); whole {
+		if hash, whole := hash.of(obj); whole {
 			spec["requestRollout"] = RolloutRequest(hash)
 		}
 	}
@@ -178,6 +184,21 @@ func plainToV1alpha1(obj map[string]any) map[string]any {
 		}
 	}
 	return obj
+}
+
+// rolloutHash computes an object's rollout hash once; a conversion and its
+// check of the way back hash the same v1 spec.
+type rolloutHash struct {
+	done, whole bool
+	value       string
+}
+
+func (h *rolloutHash) of(obj map[string]any) (string, bool) {
+	if !h.done {
+		h.value, h.whole = rolloutHashOf(obj)
+		h.done = true
+	}
+	return h.value, h.whole
 }
 
 // rolloutHashOf computes the rollout hash of a v1 object, and whether the
