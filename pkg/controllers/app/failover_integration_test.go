@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"syscall"
@@ -90,6 +91,25 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 	for _, name := range leaseNames {
 		if _, ok := replicas[holder(t, ns, name)]; !ok {
 			t.Errorf("lease %s held by %q, not a replica", name, holder(t, ns, name))
+		}
+	}
+	// Every replica is healthy and ready, and exactly one reports leading
+	// each lease in its metrics.
+	leaders := map[string]int{}
+	for id, r := range replicas {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			waitFor(t, 30*time.Second, id+path, func() bool { code, _ := r.get(t, path); return code == http.StatusOK })
+		}
+		_, metrics := r.get(t, "/metrics")
+		for _, name := range leaseNames {
+			if strings.Contains(metrics, `orchestratord_leader_election_is_leader{lease="`+name+`"} 1`) {
+				leaders[name]++
+			}
+		}
+	}
+	for _, name := range leaseNames {
+		if leaders[name] != 1 {
+			t.Errorf("%d replicas report leading %s in their metrics, want 1", leaders[name], name)
 		}
 	}
 }

@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,7 +116,7 @@ func startReplica(t *testing.T, leaseNamespace, identity string) *replica {
 		"--leader-election-renew-deadline="+renewDeadline.String(),
 		"--leader-election-retry-period="+retryPeriod.String(),
 		"--health-address="+r.health,
-		"--metrics-address=127.0.0.1:0",
+		"--metrics-address="+r.health, // metrics share the health port: that path is tested too
 		"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
 		"--environmentd-poll-interval=100ms",
 	)
@@ -197,4 +199,16 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
+}
+
+// get fetches a path of the replica's health/metrics port.
+func (r *replica) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + r.health + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -162,6 +163,25 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 			t.Errorf("extra args are part of the rollout hash: the change must request a rollout")
 		}
 		keptUnmentioned(got.Spec)
+	})
+
+	t.Run("metrics count the conversions by version pair", func(t *testing.T) {
+		resp, err := http.Get("http://" + hook.metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, want := range []string{
+			`orchestratord_webhook_conversions_total{from="materialize.cloud/v1alpha1",result="success",to="materialize.cloud/v1"}`,
+			`orchestratord_webhook_conversions_total{from="materialize.cloud/v1",result="success",to="materialize.cloud/v1alpha1"}`,
+			`orchestratord_webhook_conversion_review_duration_seconds_count{result="success"}`,
+			`orchestratord_webhook_conversion_reviews_in_flight`,
+		} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	})
 
 	t.Run("LIST of 500 at v1", func(t *testing.T) {
