@@ -1,8 +1,9 @@
 // Package controllertest is the harness of the controller tests that run
 // against a real kube-apiserver (pkg/controllers/balancer,
 // pkg/controllers/console): a shared control plane with an audit log,
-// controllers under test with their own user agents, and checks of the child
-// objects they write.
+// controllers under test with their own user agents, access to the
+// component custom resources (Kind), and checks of the child objects they
+// write.
 package controllertest
 
 import (

@@ -10,10 +10,6 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -21,14 +17,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appsv1listers "k8s.io/client-go/listers/apps/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
-	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
@@ -53,14 +46,25 @@ const DefaultReplicas = 2
 
 var gvk = v1alpha1.SchemeGroupVersion.WithKind("Balancer")
 
+// kind is how the shared status code reads and writes Balancers.
+func kind(mz versioned.Interface) component.Kind[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration] {
+	return component.Kind[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration]{
+		Status:             func(b *v1alpha1.Balancer) v1alpha1.ComponentStatus { return b.Status },
+		SpecResourceID:     func(b *v1alpha1.Balancer) string { return b.Spec.ResourceID },
+		ApplyConfiguration: mzac.Balancer,
+		Client: func(ns string) component.StatusClient[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration] {
+			return mz.MaterializeV1alpha1().Balancers(ns)
+		},
+	}
+}
+
 type reconciler struct {
 	kube        kubernetes.Interface
-	mz          versioned.Interface
 	balancers   mzlisters.BalancerLister
 	deployments appsv1listers.DeploymentLister
 	services    corev1listers.ServiceLister
-	recorder    record.EventRecorder
 	recent      *component.RecentWrites
+	owner       component.Owner[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration]
 }
 
 // New builds the balancer controller. Child objects are watched through
@@ -70,66 +74,35 @@ func New(d controller.Deps) *controller.Controller {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	recorder := d.Recorder
-	if recorder == nil {
-		recorder = &record.FakeRecorder{} // drops events
-	}
 	crInformer := d.MZInformers.Materialize().V1alpha1().Balancers()
 	deployInformer := d.KubeInformers.Apps().V1().Deployments()
 	svcInformer := d.KubeInformers.Core().V1().Services()
+	recent := component.NewRecentWrites()
 	r := &reconciler{
 		kube:        d.Kube,
-		mz:          d.MZ,
 		balancers:   crInformer.Lister(),
 		deployments: deployInformer.Lister(),
 		services:    svcInformer.Lister(),
-		recorder:    recorder,
-		recent:      component.NewRecentWrites(),
+		recent:      recent,
+		owner:       component.NewOwner(kind(d.MZ), recent, d.Recorder),
 	}
-	listKeys := func() []string {
-		all, err := r.balancers.List(labels.Everything())
-		if err != nil {
-			return nil
-		}
-		keys := make([]string, 0, len(all))
-		for _, b := range all {
-			keys = append(keys, b.Namespace+"/"+b.Name)
-		}
-		return keys
-	}
-	c := controller.New(Name, r, d.Workers, log, d.Metrics, listKeys,
+	c := controller.New(Name, r, d.Workers, log, d.Metrics, component.ListKeys(r.balancers.List),
 		crInformer.Informer().HasSynced, deployInformer.Informer().HasSynced, svcInformer.Informer().HasSynced)
-	mustAdd(crInformer.Informer(), c.Handler())
-	mustAdd(deployInformer.Informer(), c.OwnerHandler(gvk.Kind))
-	mustAdd(svcInformer.Informer(), c.OwnerHandler(gvk.Kind))
+	component.MustAddEventHandler(crInformer.Informer(), c.Handler())
+	component.MustAddEventHandler(deployInformer.Informer(), c.OwnerHandler(gvk.Kind))
+	component.MustAddEventHandler(svcInformer.Informer(), c.OwnerHandler(gvk.Kind))
 	return c
-}
-
-func mustAdd(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
-	if _, err := inf.AddEventHandler(h); err != nil {
-		// Only fails once the informer has stopped, which New never sees.
-		panic(fmt.Sprintf("adding event handler: %v", err))
-	}
 }
 
 // Reconcile brings the Balancer's children and status to their desired state.
 func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Result, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return controller.Result{}, nil // not retryable
-	}
-	cr, err := r.balancers.Balancers(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		// Garbage collection removes the children through their owner references.
-		r.recent.Forget(key)
-		return controller.Result{}, nil
-	}
-	if err != nil {
+	cr, found, err := r.owner.Load(ctx, key, func(ns, name string) (*v1alpha1.Balancer, error) {
+		return r.balancers.Balancers(ns).Get(name)
+	})
+	if !found || err != nil {
 		return controller.Result{}, err
 	}
-	cr, _, _ = component.Current(ctx, r.recent, key, "", cr, true, nil)
-
-	cr, id, err := r.resourceID(ctx, key, cr)
+	cr, id, err := r.owner.ResourceID(ctx, key, cr)
 	if err != nil {
 		return controller.Result{}, err
 	}
@@ -140,91 +113,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if _, err := r.service(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
-	return controller.Result{}, r.status(ctx, key, cr, id, dep)
-}
-
-// resourceID returns the id in the children's names: status.resourceId,
-// else spec.resourceId, else a random one, written to status before any
-// child is created. The assignment reads the object from the API server and
-// applies with its resourceVersion, so a stale cache cannot assign twice.
-func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Balancer) (*v1alpha1.Balancer, string, error) {
-	if cr.Status.ResourceID != "" {
-		return cr, cr.Status.ResourceID, nil
-	}
-	client := r.mz.MaterializeV1alpha1().Balancers(cr.Namespace)
-	live, err := client.Get(ctx, cr.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	if live.Status.ResourceID != "" {
-		return live, live.Status.ResourceID, nil
-	}
-	id := live.Spec.ResourceID
-	if id == "" {
-		id = children.NewResourceID()
-	}
-	st := mzac.ComponentStatus().WithResourceID(id)
-	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
-		st.WithConditions(component.ConditionApplyConfiguration(*c)) // keep the condition this manager owns
-	}
-	desired := mzac.Balancer(live.Name, live.Namespace).WithResourceVersion(live.ResourceVersion).WithStatus(st)
-	var out *v1alpha1.Balancer
-	if _, err := apply.Object(ctx, live, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.BalancerApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Balancer, error) {
-		var err error
-		out, err = client.ApplyStatus(ctx, ac, opts)
-		return out, err
-	}); err != nil {
-		return nil, "", fmt.Errorf("writing status.resourceId: %w", err)
-	}
-	r.recent.Put(key, "", out)
-	r.recorder.Eventf(out, corev1.EventTypeNormal, "ResourceIDAssigned", "Child objects are named mz%s-…", id)
-	return out, id, nil
-}
-
-// ownedStatus is the part of the live status this controller writes: the
-// resource id and the Ready condition. Comparing it with the desired status
-// (rather than the whole object) ignores fields of other writers and the
-// object's empty TypeMeta in informer caches.
-func ownedStatus(live *v1alpha1.Balancer, _ string) (*mzac.BalancerApplyConfiguration, error) {
-	st := mzac.ComponentStatus()
-	if live.Status.ResourceID != "" {
-		st.WithResourceID(live.Status.ResourceID)
-	}
-	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
-		st.WithConditions(component.ConditionApplyConfiguration(*c))
-	}
-	return mzac.Balancer(live.Name, live.Namespace).WithStatus(st), nil
-}
-
-// status writes the Ready condition, when it changed, and emits an Event
-// when its status changed.
-func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Balancer, id string, dep *appsv1.Deployment) error {
-	prev := meta.FindStatusCondition(cr.Status.Conditions, component.ReadyCondition)
-	conds := append([]metav1.Condition(nil), cr.Status.Conditions...)
-	meta.SetStatusCondition(&conds, component.ReadyFromDeployment(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
-	ready := *meta.FindStatusCondition(conds, component.ReadyCondition)
-
-	desired := mzac.Balancer(cr.Name, cr.Namespace).
-		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(component.ConditionApplyConfiguration(ready)))
-	client := r.mz.MaterializeV1alpha1().Balancers(cr.Namespace)
-	var out *v1alpha1.Balancer
-	wrote, err := apply.Object(ctx, cr, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.BalancerApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Balancer, error) {
-		var err error
-		out, err = client.ApplyStatus(ctx, ac, opts)
-		return out, err
-	})
-	if err != nil {
-		return fmt.Errorf("writing status: %w", err)
-	}
-	if !wrote {
-		return nil
-	}
-	r.recent.Put(key, "", out)
-	if prev == nil || prev.Status != ready.Status {
-		eventType, reason := component.TransitionEvent(prev, ready)
-		r.recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
-	}
-	return nil
+	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
 
 // Args are balancerd's command line. With static routing every connection
@@ -281,14 +170,8 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) component.Chil
 				WithAutomountServiceAccountToken(false).
 				WithSecurityContext(children.RestrictedPodSecurity()).
 				WithContainers(container))))
-	client := r.kube.AppsV1().Deployments(cr.Namespace)
-	return component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		Kind: "Deployment", Name: name, Desired: desired,
-		Cached:  r.deployments.Deployments(cr.Namespace).Get,
-		Get:     client.Get,
-		Extract: appsv1ac.ExtractDeployment,
-		Write:   client.Apply,
-	}
+	return component.NewChild("Deployment", name, desired, r.deployments.Deployments(cr.Namespace).Get,
+		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment)
 }
 
 func (r *reconciler) service(cr *v1alpha1.Balancer, id string) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
@@ -300,12 +183,6 @@ func (r *reconciler) service(cr *v1alpha1.Balancer, id string) component.Child[*
 			WithType(corev1.ServiceTypeClusterIP).
 			WithSelector(map[string]string{children.NameLabel: name}).
 			WithPorts(component.ServicePort("pgwire", PgwirePort), component.ServicePort("http", HTTPPort), component.ServicePort("internal-http", InternalHTTPPort)))
-	client := r.kube.CoreV1().Services(cr.Namespace)
-	return component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		Kind: "Service", Name: name, Desired: desired,
-		Cached:  r.services.Services(cr.Namespace).Get,
-		Get:     client.Get,
-		Extract: corev1ac.ExtractService,
-		Write:   client.Apply,
-	}
+	return component.NewChild("Service", name, desired, r.services.Services(cr.Namespace).Get,
+		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }

@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -21,6 +20,14 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/test/controllertest"
 )
+
+// balancers is how the helpers of controllertest reach Balancers.
+var balancers = controllertest.Kind[*v1alpha1.Balancer]{
+	Client: func(t *testing.T, namespace string) controllertest.CRClient[*v1alpha1.Balancer] {
+		return controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(namespace)
+	},
+	Status: func(b *v1alpha1.Balancer) v1alpha1.ComponentStatus { return b.Status },
+}
 
 func newBalancer(t *testing.T, namespace, name string, mutate func(*v1alpha1.Balancer)) *v1alpha1.Balancer {
 	t.Helper()
@@ -36,81 +43,7 @@ func newBalancer(t *testing.T, namespace, name string, mutate func(*v1alpha1.Bal
 	if mutate != nil {
 		mutate(b)
 	}
-	client := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(namespace)
-	created, err := client.Create(context.Background(), b, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Deleting the CR stops this test's objects from being reconciled by
-	// later tests' controllers (there is no garbage collector here).
-	t.Cleanup(func() { _ = client.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return created
-}
-
-func getBalancer(t *testing.T, namespace, name string) *v1alpha1.Balancer {
-	t.Helper()
-	b, err := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(namespace).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// waitResourceID waits for status.resourceId.
-func waitResourceID(t *testing.T, namespace, name string) string {
-	t.Helper()
-	var id string
-	controllertest.Eventually(t, "status.resourceId", func() error {
-		id = getBalancer(t, namespace, name).Status.ResourceID
-		if id == "" {
-			return fmt.Errorf("no status.resourceId yet")
-		}
-		return nil
-	})
-	return id
-}
-
-// waitReady waits for the Ready condition to have status, reason and the
-// CR's current generation as observedGeneration.
-func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
-	t.Helper()
-	var got metav1.Condition
-	controllertest.Eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
-		b := getBalancer(t, namespace, name)
-		c := meta.FindStatusCondition(b.Status.Conditions, component.ReadyCondition)
-		if c == nil {
-			return fmt.Errorf("no Ready condition in %+v", b.Status)
-		}
-		got = *c
-		if c.Status != status || c.Reason != reason || c.ObservedGeneration != b.Generation {
-			return fmt.Errorf("Ready is %s/%s observedGeneration %d (generation %d): %s",
-				c.Status, c.Reason, c.ObservedGeneration, b.Generation, c.Message)
-		}
-		return nil
-	})
-	return got
-}
-
-func getDeployment(t *testing.T, namespace, name string) *appsv1.Deployment {
-	t.Helper()
-	var d *appsv1.Deployment
-	controllertest.Eventually(t, "Deployment "+name, func() error {
-		var err error
-		d, err = controllertest.Admin(t).Kube.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
-		return err
-	})
-	return d
-}
-
-func getService(t *testing.T, namespace, name string) *corev1.Service {
-	t.Helper()
-	var s *corev1.Service
-	controllertest.Eventually(t, "Service "+name, func() error {
-		var err error
-		s, err = controllertest.Admin(t).Kube.CoreV1().Services(namespace).Get(context.Background(), name, metav1.GetOptions{})
-		return err
-	})
-	return s
+	return balancers.Create(t, b)
 }
 
 func TestChildrenAndReady(t *testing.T) {
@@ -124,14 +57,14 @@ func TestChildrenAndReady(t *testing.T) {
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
 		}
 	})
-	id := waitResourceID(t, ns, "b")
+	id := balancers.WaitResourceID(t, ns, "b")
 	if !regexp.MustCompile(`^[a-z0-9]{10}$`).MatchString(id) {
 		t.Fatalf("generated resourceId %q is not 10 characters of [a-z0-9]", id)
 	}
 	name := "mz" + id + "-balancerd"
 	want := children.Labels(id, "balancerd", name)
 
-	d := getDeployment(t, ns, name)
+	d := controllertest.WaitDeployment(t, ns, name)
 	controllertest.CheckLabels(t, "Deployment", d.Labels, want)
 	controllertest.CheckOwner(t, "Deployment", d, "Balancer", "b", b.UID)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
@@ -180,7 +113,7 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("resources %+v", c.Resources)
 	}
 
-	s := getService(t, ns, name)
+	s := controllertest.WaitService(t, ns, name)
 	controllertest.CheckLabels(t, "Service", s.Labels, want)
 	controllertest.CheckOwner(t, "Service", s, "Balancer", "b", b.UID)
 	if s.Spec.Type != corev1.ServiceTypeClusterIP || s.Spec.Selector[children.NameLabel] != name || len(s.Spec.Selector) != 1 {
@@ -197,14 +130,14 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	// No kube-controller-manager: the Deployment reports nothing until the test says so.
-	notReady := waitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
+	notReady := balancers.WaitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	ready := waitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	ready := balancers.WaitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
 		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
 	}
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
-	waitReady(t, ns, "b", metav1.ConditionFalse, "MinimumReplicasUnavailable")
+	balancers.WaitReady(t, ns, "b", metav1.ConditionFalse, "MinimumReplicasUnavailable")
 
 	controllertest.WaitQuiet(t, ctrl.UserAgent)
 	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
@@ -225,16 +158,16 @@ func TestResourceIDOverrides(t *testing.T) {
 	ctrl := startController(t)
 	newBalancer(t, ns, "from-spec", func(b *v1alpha1.Balancer) { b.Spec.ResourceID = "fromspec2" })
 
-	getDeployment(t, ns, "mzfromstatus-balancerd")
-	getService(t, ns, "mzfromstatus-balancerd")
-	getDeployment(t, ns, "mzfromspec2-balancerd")
-	getService(t, ns, "mzfromspec2-balancerd")
-	if id := waitResourceID(t, ns, "from-spec"); id != "fromspec2" {
+	controllertest.WaitDeployment(t, ns, "mzfromstatus-balancerd")
+	controllertest.WaitService(t, ns, "mzfromstatus-balancerd")
+	controllertest.WaitDeployment(t, ns, "mzfromspec2-balancerd")
+	controllertest.WaitService(t, ns, "mzfromspec2-balancerd")
+	if id := balancers.WaitResourceID(t, ns, "from-spec"); id != "fromspec2" {
 		t.Errorf("status.resourceId %q, want spec.resourceId fromspec2", id)
 	}
-	waitReady(t, ns, "from-status", metav1.ConditionFalse, component.ReasonReconciling)
+	balancers.WaitReady(t, ns, "from-status", metav1.ConditionFalse, component.ReasonReconciling)
 	controllertest.WaitQuiet(t, ctrl.UserAgent)
-	if id := getBalancer(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
+	if id := balancers.Get(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
 		t.Errorf("status.resourceId changed to %q", id)
 	}
 	if _, err := controllertest.Admin(t).Kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-balancerd", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -249,15 +182,15 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	startController(t)
 	ns := controllertest.NewNamespace(t)
 	newBalancer(t, ns, "b", nil)
-	id := waitResourceID(t, ns, "b")
+	id := balancers.WaitResourceID(t, ns, "b")
 	name := "mz" + id + "-balancerd"
-	getDeployment(t, ns, name)
-	waitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.WaitDeployment(t, ns, name)
+	balancers.WaitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
 
 	// A spec change is applied and observed.
 	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Balancers(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		b := getBalancer(t, ns, "b")
+		b := balancers.Get(t, ns, "b")
 		b.Spec.Replicas = controllertest.Int32Ptr(3)
 		b.Spec.BalancerdImageRef = "materialize/balancerd:v2"
 		_, err := mz.Update(context.Background(), b, metav1.UpdateOptions{})
@@ -276,7 +209,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	if c := waitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling); c.ObservedGeneration != 2 {
+	if c := balancers.WaitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling); c.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration %d, want 2", c.ObservedGeneration)
 	}
 
@@ -304,11 +237,11 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	})
 
 	// Deleted children come back.
-	oldSvc := getService(t, ns, name)
+	oldSvc := controllertest.WaitService(t, ns, name)
 	if err := controllertest.Admin(t).Kube.CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	oldDep := getDeployment(t, ns, name)
+	oldDep := controllertest.WaitDeployment(t, ns, name)
 	if err := deployments.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -337,12 +270,12 @@ func TestNoWritesOnResync(t *testing.T) {
 		}
 		b.Spec.PodAnnotations = map[string]string{"example.com/a": "b"}
 	})
-	id := waitResourceID(t, ns, "b")
+	id := balancers.WaitResourceID(t, ns, "b")
 	name := "mz" + id + "-balancerd"
-	getDeployment(t, ns, name)
-	getService(t, ns, name)
+	controllertest.WaitDeployment(t, ns, name)
+	controllertest.WaitService(t, ns, name)
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	waitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	balancers.WaitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	controllertest.WaitQuiet(t, first.UserAgent)
 
 	// Changes outside the controller's fields make it reconcile, and write nothing.

@@ -1,7 +1,8 @@
 // Package component holds what the Deployment-based components (balancer,
 // console) share: the Ready condition mirrored from a Deployment, events on
 // transitions, the recently-written-object cache that guards against a stale
-// informer, and apply helpers.
+// informer, the owning custom resource's loading and status writes (Owner),
+// and apply helpers.
 package component
 
 import (
@@ -210,6 +211,25 @@ func (c Child[T, AC]) Apply(ctx context.Context, r *RecentWrites, owner metav1.O
 	}
 	r.Put(ownerKey, key, out)
 	return out, nil
+}
+
+// ChildClient is the part of a child kind's typed client that Child uses,
+// e.g. kube.AppsV1().Deployments(namespace).
+type ChildClient[T, AC any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Apply(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+}
+
+// NewChild is the child object of the given kind and name, applied as
+// desired through client and read from the informer through cached (the
+// lister's Get).
+func NewChild[T metav1.Object, AC any](kind, name string, desired AC, cached func(name string) (T, error),
+	client ChildClient[T, AC], extract func(T, string) (AC, error),
+) Child[T, AC] {
+	return Child[T, AC]{
+		Kind: kind, Name: name, Desired: desired,
+		Cached: cached, Get: client.Get, Extract: extract, Write: client.Apply,
+	}
 }
 
 // PodLabels are the user's pod labels with the component's labels on top,

@@ -15,11 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -30,13 +26,11 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	networkingv1listers "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
-	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
@@ -111,16 +105,27 @@ func Endpoint(ref v1alpha1.BalancerdRef) string {
 	return fmt.Sprintf("%s://%s.%s.svc.cluster.local:%d", scheme, ref.ServiceName, ref.Namespace, BalancerdHTTPPort)
 }
 
+// kind is how the shared status code reads and writes Consoles.
+func kind(mz versioned.Interface) component.Kind[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration] {
+	return component.Kind[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration]{
+		Status:             func(c *v1alpha1.Console) v1alpha1.ComponentStatus { return c.Status },
+		SpecResourceID:     func(c *v1alpha1.Console) string { return c.Spec.ResourceID },
+		ApplyConfiguration: mzac.Console,
+		Client: func(ns string) component.StatusClient[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration] {
+			return mz.MaterializeV1alpha1().Consoles(ns)
+		},
+	}
+}
+
 type reconciler struct {
 	kube            kubernetes.Interface
-	mz              versioned.Interface
 	consoles        mzlisters.ConsoleLister
 	configMaps      corev1listers.ConfigMapLister
 	deployments     appsv1listers.DeploymentLister
 	services        corev1listers.ServiceLister
 	networkPolicies networkingv1listers.NetworkPolicyLister
-	recorder        record.EventRecorder
 	recent          *component.RecentWrites
+	owner           component.Owner[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration]
 }
 
 // New builds the console controller. Child objects are watched through
@@ -130,72 +135,41 @@ func New(d controller.Deps) *controller.Controller {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	recorder := d.Recorder
-	if recorder == nil {
-		recorder = &record.FakeRecorder{} // drops events
-	}
 	crInformer := d.MZInformers.Materialize().V1alpha1().Consoles()
 	cmInformer := d.KubeInformers.Core().V1().ConfigMaps()
 	deployInformer := d.KubeInformers.Apps().V1().Deployments()
 	svcInformer := d.KubeInformers.Core().V1().Services()
 	npInformer := d.KubeInformers.Networking().V1().NetworkPolicies()
+	recent := component.NewRecentWrites()
 	r := &reconciler{
 		kube:            d.Kube,
-		mz:              d.MZ,
 		consoles:        crInformer.Lister(),
 		configMaps:      cmInformer.Lister(),
 		deployments:     deployInformer.Lister(),
 		services:        svcInformer.Lister(),
 		networkPolicies: npInformer.Lister(),
-		recorder:        recorder,
-		recent:          component.NewRecentWrites(),
+		recent:          recent,
+		owner:           component.NewOwner(kind(d.MZ), recent, d.Recorder),
 	}
-	listKeys := func() []string {
-		all, err := r.consoles.List(labels.Everything())
-		if err != nil {
-			return nil
-		}
-		keys := make([]string, 0, len(all))
-		for _, c := range all {
-			keys = append(keys, c.Namespace+"/"+c.Name)
-		}
-		return keys
-	}
-	c := controller.New(Name, r, d.Workers, log, d.Metrics, listKeys,
+	c := controller.New(Name, r, d.Workers, log, d.Metrics, component.ListKeys(r.consoles.List),
 		crInformer.Informer().HasSynced, cmInformer.Informer().HasSynced, deployInformer.Informer().HasSynced,
 		svcInformer.Informer().HasSynced, npInformer.Informer().HasSynced)
-	mustAdd(crInformer.Informer(), c.Handler())
+	component.MustAddEventHandler(crInformer.Informer(), c.Handler())
 	for _, inf := range []cache.SharedIndexInformer{cmInformer.Informer(), deployInformer.Informer(), svcInformer.Informer(), npInformer.Informer()} {
-		mustAdd(inf, c.OwnerHandler(gvk.Kind))
+		component.MustAddEventHandler(inf, c.OwnerHandler(gvk.Kind))
 	}
 	return c
 }
 
-func mustAdd(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
-	if _, err := inf.AddEventHandler(h); err != nil {
-		// Only fails once the informer has stopped, which New never sees.
-		panic(fmt.Sprintf("adding event handler: %v", err))
-	}
-}
-
 // Reconcile brings the Console's children and status to their desired state.
 func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Result, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return controller.Result{}, nil // not retryable
-	}
-	cr, err := r.consoles.Consoles(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		// Garbage collection removes the children through their owner references.
-		r.recent.Forget(key)
-		return controller.Result{}, nil
-	}
-	if err != nil {
+	cr, found, err := r.owner.Load(ctx, key, func(ns, name string) (*v1alpha1.Console, error) {
+		return r.consoles.Consoles(ns).Get(name)
+	})
+	if !found || err != nil {
 		return controller.Result{}, err
 	}
-	cr, _, _ = component.Current(ctx, r.recent, key, "", cr, true, nil)
-
-	cr, id, err := r.resourceID(ctx, key, cr)
+	cr, id, err := r.owner.ResourceID(ctx, key, cr)
 	if err != nil {
 		return controller.Result{}, err
 	}
@@ -213,91 +187,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if _, err := r.networkPolicy(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
-	return controller.Result{}, r.status(ctx, key, cr, id, dep)
-}
-
-// resourceID returns the id in the children's names: status.resourceId,
-// else spec.resourceId, else a random one, written to status before any
-// child is created. The assignment reads the object from the API server and
-// applies with its resourceVersion, so a stale cache cannot assign twice.
-func (r *reconciler) resourceID(ctx context.Context, key string, cr *v1alpha1.Console) (*v1alpha1.Console, string, error) {
-	if cr.Status.ResourceID != "" {
-		return cr, cr.Status.ResourceID, nil
-	}
-	client := r.mz.MaterializeV1alpha1().Consoles(cr.Namespace)
-	live, err := client.Get(ctx, cr.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	if live.Status.ResourceID != "" {
-		return live, live.Status.ResourceID, nil
-	}
-	id := live.Spec.ResourceID
-	if id == "" {
-		id = children.NewResourceID()
-	}
-	st := mzac.ComponentStatus().WithResourceID(id)
-	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
-		st.WithConditions(component.ConditionApplyConfiguration(*c)) // keep the condition this manager owns
-	}
-	desired := mzac.Console(live.Name, live.Namespace).WithResourceVersion(live.ResourceVersion).WithStatus(st)
-	var out *v1alpha1.Console
-	if _, err := apply.Object(ctx, live, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.ConsoleApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Console, error) {
-		var err error
-		out, err = client.ApplyStatus(ctx, ac, opts)
-		return out, err
-	}); err != nil {
-		return nil, "", fmt.Errorf("writing status.resourceId: %w", err)
-	}
-	r.recent.Put(key, "", out)
-	r.recorder.Eventf(out, corev1.EventTypeNormal, "ResourceIDAssigned", "Child objects are named mz%s-…", id)
-	return out, id, nil
-}
-
-// ownedStatus is the part of the live status this controller writes: the
-// resource id and the Ready condition. Comparing it with the desired status
-// (rather than the whole object) ignores fields of other writers and the
-// object's empty TypeMeta in informer caches.
-func ownedStatus(live *v1alpha1.Console, _ string) (*mzac.ConsoleApplyConfiguration, error) {
-	st := mzac.ComponentStatus()
-	if live.Status.ResourceID != "" {
-		st.WithResourceID(live.Status.ResourceID)
-	}
-	if c := meta.FindStatusCondition(live.Status.Conditions, component.ReadyCondition); c != nil {
-		st.WithConditions(component.ConditionApplyConfiguration(*c))
-	}
-	return mzac.Console(live.Name, live.Namespace).WithStatus(st), nil
-}
-
-// status writes the Ready condition, when it changed, and emits an Event
-// when its status changed.
-func (r *reconciler) status(ctx context.Context, key string, cr *v1alpha1.Console, id string, dep *appsv1.Deployment) error {
-	prev := meta.FindStatusCondition(cr.Status.Conditions, component.ReadyCondition)
-	conds := append([]metav1.Condition(nil), cr.Status.Conditions...)
-	meta.SetStatusCondition(&conds, component.ReadyFromDeployment(dep, cr.Generation)) // keeps lastTransitionTime unless the status changes
-	ready := *meta.FindStatusCondition(conds, component.ReadyCondition)
-
-	desired := mzac.Console(cr.Name, cr.Namespace).
-		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(component.ConditionApplyConfiguration(ready)))
-	client := r.mz.MaterializeV1alpha1().Consoles(cr.Namespace)
-	var out *v1alpha1.Console
-	wrote, err := apply.Object(ctx, cr, true, desired, ownedStatus, func(ctx context.Context, ac *mzac.ConsoleApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Console, error) {
-		var err error
-		out, err = client.ApplyStatus(ctx, ac, opts)
-		return out, err
-	})
-	if err != nil {
-		return fmt.Errorf("writing status: %w", err)
-	}
-	if !wrote {
-		return nil
-	}
-	r.recent.Put(key, "", out)
-	if prev == nil || prev.Status != ready.Status {
-		eventType, reason := component.TransitionEvent(prev, ready)
-		r.recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
-	}
-	return nil
+	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
 
 func (r *reconciler) configMap(cr *v1alpha1.Console, id, config string) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
@@ -306,14 +196,8 @@ func (r *reconciler) configMap(cr *v1alpha1.Console, id, config string) componen
 		WithLabels(children.Labels(id, Component, name)).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithData(map[string]string{AppConfigKey: config})
-	client := r.kube.CoreV1().ConfigMaps(cr.Namespace)
-	return component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration]{
-		Kind: "ConfigMap", Name: name, Desired: desired,
-		Cached:  r.configMaps.ConfigMaps(cr.Namespace).Get,
-		Get:     client.Get,
-		Extract: corev1ac.ExtractConfigMap,
-		Write:   client.Apply,
-	}
+	return component.NewChild("ConfigMap", name, desired, r.configMaps.ConfigMaps(cr.Namespace).Get,
+		r.kube.CoreV1().ConfigMaps(cr.Namespace), corev1ac.ExtractConfigMap)
 }
 
 func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
@@ -363,14 +247,8 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) compone
 						corev1ac.Volume().WithName("tmp").
 							WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("64Mi"))),
 					))))
-	client := r.kube.AppsV1().Deployments(cr.Namespace)
-	return component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]{
-		Kind: "Deployment", Name: name, Desired: desired,
-		Cached:  r.deployments.Deployments(cr.Namespace).Get,
-		Get:     client.Get,
-		Extract: appsv1ac.ExtractDeployment,
-		Write:   client.Apply,
-	}
+	return component.NewChild("Deployment", name, desired, r.deployments.Deployments(cr.Namespace).Get,
+		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment)
 }
 
 func (r *reconciler) service(cr *v1alpha1.Console, id string) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
@@ -382,14 +260,8 @@ func (r *reconciler) service(cr *v1alpha1.Console, id string) component.Child[*c
 			WithType(corev1.ServiceTypeClusterIP).
 			WithSelector(map[string]string{children.NameLabel: name}).
 			WithPorts(component.ServicePort("http", HTTPPort)))
-	client := r.kube.CoreV1().Services(cr.Namespace)
-	return component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration]{
-		Kind: "Service", Name: name, Desired: desired,
-		Cached:  r.services.Services(cr.Namespace).Get,
-		Get:     client.Get,
-		Extract: corev1ac.ExtractService,
-		Write:   client.Apply,
-	}
+	return component.NewChild("Service", name, desired, r.services.Services(cr.Namespace).Get,
+		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }
 
 // networkPolicy admits traffic to the console's HTTP port from anywhere.
@@ -404,12 +276,6 @@ func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string) component.Ch
 			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
 				WithPorts(networkingv1ac.NetworkPolicyPort().
 					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(HTTPPort)))))
-	client := r.kube.NetworkingV1().NetworkPolicies(cr.Namespace)
-	return component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration]{
-		Kind: "NetworkPolicy", Name: name, Desired: desired,
-		Cached:  r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
-		Get:     client.Get,
-		Extract: networkingv1ac.ExtractNetworkPolicy,
-		Write:   client.Apply,
-	}
+	return component.NewChild("NetworkPolicy", name, desired, r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
+		r.kube.NetworkingV1().NetworkPolicies(cr.Namespace), networkingv1ac.ExtractNetworkPolicy)
 }

@@ -10,11 +10,9 @@ import (
 	"slices"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,6 +23,14 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/test/controllertest"
 )
+
+// consoles is how the helpers of controllertest reach Consoles.
+var consoles = controllertest.Kind[*v1alpha1.Console]{
+	Client: func(t *testing.T, namespace string) controllertest.CRClient[*v1alpha1.Console] {
+		return controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(namespace)
+	},
+	Status: func(c *v1alpha1.Console) v1alpha1.ComponentStatus { return c.Status },
+}
 
 func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Console)) *v1alpha1.Console {
 	t.Helper()
@@ -38,90 +44,7 @@ func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Cons
 	if mutate != nil {
 		mutate(c)
 	}
-	client := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(namespace)
-	created, err := client.Create(context.Background(), c, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Deleting the CR stops this test's objects from being reconciled by
-	// later tests' controllers (there is no garbage collector here).
-	t.Cleanup(func() { _ = client.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return created
-}
-
-func getConsole(t *testing.T, namespace, name string) *v1alpha1.Console {
-	t.Helper()
-	c, err := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(namespace).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func waitResourceID(t *testing.T, namespace, name string) string {
-	t.Helper()
-	var id string
-	controllertest.Eventually(t, "status.resourceId", func() error {
-		id = getConsole(t, namespace, name).Status.ResourceID
-		if id == "" {
-			return fmt.Errorf("no status.resourceId yet")
-		}
-		return nil
-	})
-	return id
-}
-
-// waitReady waits for the Ready condition to have status, reason and the
-// CR's current generation as observedGeneration.
-func waitReady(t *testing.T, namespace, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
-	t.Helper()
-	var got metav1.Condition
-	controllertest.Eventually(t, fmt.Sprintf("Ready=%s/%s", status, reason), func() error {
-		c := getConsole(t, namespace, name)
-		cond := meta.FindStatusCondition(c.Status.Conditions, component.ReadyCondition)
-		if cond == nil {
-			return fmt.Errorf("no Ready condition in %+v", c.Status)
-		}
-		got = *cond
-		if cond.Status != status || cond.Reason != reason || cond.ObservedGeneration != c.Generation {
-			return fmt.Errorf("Ready is %s/%s observedGeneration %d (generation %d): %s",
-				cond.Status, cond.Reason, cond.ObservedGeneration, c.Generation, cond.Message)
-		}
-		return nil
-	})
-	return got
-}
-
-// get waits for an object to exist and returns it.
-func get[T any](t *testing.T, what string, fetch func(context.Context, string, metav1.GetOptions) (T, error), name string) T {
-	t.Helper()
-	var obj T
-	controllertest.Eventually(t, what+" "+name, func() error {
-		var err error
-		obj, err = fetch(context.Background(), name, metav1.GetOptions{})
-		return err
-	})
-	return obj
-}
-
-func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
-	t.Helper()
-	return get(t, "Deployment", controllertest.Admin(t).Kube.AppsV1().Deployments(ns).Get, name)
-}
-
-func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
-	t.Helper()
-	return get(t, "ConfigMap", controllertest.Admin(t).Kube.CoreV1().ConfigMaps(ns).Get, name)
-}
-
-func getService(t *testing.T, ns, name string) *corev1.Service {
-	t.Helper()
-	return get(t, "Service", controllertest.Admin(t).Kube.CoreV1().Services(ns).Get, name)
-}
-
-func getNetworkPolicy(t *testing.T, ns, name string) *networkingv1.NetworkPolicy {
-	t.Helper()
-	return get(t, "NetworkPolicy", controllertest.Admin(t).Kube.NetworkingV1().NetworkPolicies(ns).Get, name)
+	return consoles.Create(t, c)
 }
 
 func sha(s string) string {
@@ -138,14 +61,14 @@ func TestChildrenAndReady(t *testing.T) {
 		c.Spec.PodAnnotations = map[string]string{"example.com/scrape": "true"}
 		c.Spec.PodLabels = map[string]string{"example.com/team": "ui"}
 	})
-	id := waitResourceID(t, ns, "c")
+	id := consoles.WaitResourceID(t, ns, "c")
 	if !regexp.MustCompile(`^[a-z0-9]{10}$`).MatchString(id) {
 		t.Fatalf("generated resourceId %q is not 10 characters of [a-z0-9]", id)
 	}
 	name := "mz" + id + "-console"
 	want := children.Labels(id, "console", name)
 
-	cm := getConfigMap(t, ns, name)
+	cm := controllertest.WaitConfigMap(t, ns, name)
 	controllertest.CheckLabels(t, "ConfigMap", cm.Labels, want)
 	controllertest.CheckOwner(t, "ConfigMap", cm, "Console", "c", c.UID)
 	var config struct {
@@ -161,7 +84,7 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("app-config.json %s, want a version and auth.mode Password", cm.Data["app-config.json"])
 	}
 
-	d := getDeployment(t, ns, name)
+	d := controllertest.WaitDeployment(t, ns, name)
 	controllertest.CheckLabels(t, "Deployment", d.Labels, want)
 	controllertest.CheckOwner(t, "Deployment", d, "Console", "c", c.UID)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
@@ -212,7 +135,7 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("tmp volume %+v, want an emptyDir", v)
 	}
 
-	s := getService(t, ns, name)
+	s := controllertest.WaitService(t, ns, name)
 	controllertest.CheckLabels(t, "Service", s.Labels, want)
 	controllertest.CheckOwner(t, "Service", s, "Console", "c", c.UID)
 	if s.Spec.Type != corev1.ServiceTypeClusterIP || len(s.Spec.Selector) != 1 || s.Spec.Selector[children.NameLabel] != name ||
@@ -220,7 +143,7 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("service spec %+v", s.Spec)
 	}
 
-	np := getNetworkPolicy(t, ns, name)
+	np := controllertest.WaitNetworkPolicy(t, ns, name)
 	controllertest.CheckLabels(t, "NetworkPolicy", np.Labels, want)
 	controllertest.CheckOwner(t, "NetworkPolicy", np, "Console", "c", c.UID)
 	if got := np.Spec.PodSelector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
@@ -231,14 +154,14 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("network policy spec %+v, want ingress from anywhere to 8080", np.Spec)
 	}
 
-	notReady := waitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
+	notReady := consoles.WaitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	ready := waitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	ready := consoles.WaitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
 		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
 	}
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionUnknown, "Probing")
-	waitReady(t, ns, "c", metav1.ConditionUnknown, "Probing")
+	consoles.WaitReady(t, ns, "c", metav1.ConditionUnknown, "Probing")
 
 	controllertest.WaitQuiet(t, ctrl.UserAgent)
 	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
@@ -261,17 +184,17 @@ func TestResourceIDOverrides(t *testing.T) {
 
 	for _, id := range []string{"fromstatus", "fromspec2"} {
 		name := "mz" + id + "-console"
-		getConfigMap(t, ns, name)
-		getDeployment(t, ns, name)
-		getService(t, ns, name)
-		getNetworkPolicy(t, ns, name)
+		controllertest.WaitConfigMap(t, ns, name)
+		controllertest.WaitDeployment(t, ns, name)
+		controllertest.WaitService(t, ns, name)
+		controllertest.WaitNetworkPolicy(t, ns, name)
 	}
-	if id := waitResourceID(t, ns, "from-spec"); id != "fromspec2" {
+	if id := consoles.WaitResourceID(t, ns, "from-spec"); id != "fromspec2" {
 		t.Errorf("status.resourceId %q, want spec.resourceId fromspec2", id)
 	}
-	waitReady(t, ns, "from-status", metav1.ConditionFalse, component.ReasonReconciling)
+	consoles.WaitReady(t, ns, "from-status", metav1.ConditionFalse, component.ReasonReconciling)
 	controllertest.WaitQuiet(t, ctrl.UserAgent)
-	if id := getConsole(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
+	if id := consoles.Get(t, ns, "from-status").Status.ResourceID; id != "fromstatus" {
 		t.Errorf("status.resourceId changed to %q", id)
 	}
 	if _, err := controllertest.Admin(t).Kube.AppsV1().Deployments(ns).Get(context.Background(), "mzfromspec-console", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -286,15 +209,15 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	startController(t)
 	ns := controllertest.NewNamespace(t)
 	newConsole(t, ns, "c", nil)
-	id := waitResourceID(t, ns, "c")
+	id := consoles.WaitResourceID(t, ns, "c")
 	name := "mz" + id + "-console"
-	oldHash := getDeployment(t, ns, name).Spec.Template.Annotations[AppConfigHashAnnotation]
-	waitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
+	oldHash := controllertest.WaitDeployment(t, ns, name).Spec.Template.Annotations[AppConfigHashAnnotation]
+	consoles.WaitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
 
 	// A spec change is applied; a configuration change rolls the pods.
 	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		c := getConsole(t, ns, "c")
+		c := consoles.Get(t, ns, "c")
 		c.Spec.Replicas = controllertest.Int32Ptr(3)
 		c.Spec.ConsoleImageRef = "materialize/console:v2"
 		c.Spec.AuthenticatorKind = v1alpha1.AuthenticatorOidc
@@ -321,7 +244,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		}
 		return nil
 	})
-	if c := waitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling); c.ObservedGeneration != 2 {
+	if c := consoles.WaitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling); c.ObservedGeneration != 2 {
 		t.Errorf("observedGeneration %d, want 2", c.ObservedGeneration)
 	}
 
@@ -366,8 +289,8 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 
 	// Deleted children come back.
 	old := map[string]metav1.Object{
-		"ConfigMap": getConfigMap(t, ns, name), "Deployment": getDeployment(t, ns, name),
-		"Service": getService(t, ns, name), "NetworkPolicy": getNetworkPolicy(t, ns, name),
+		"ConfigMap": controllertest.WaitConfigMap(t, ns, name), "Deployment": controllertest.WaitDeployment(t, ns, name),
+		"Service": controllertest.WaitService(t, ns, name), "NetworkPolicy": controllertest.WaitNetworkPolicy(t, ns, name),
 	}
 	kube := controllertest.Admin(t).Kube
 	ctx := context.Background()
@@ -414,14 +337,14 @@ func TestNoWritesOnResync(t *testing.T) {
 		}
 		c.Spec.PodAnnotations = map[string]string{"example.com/a": "b"}
 	})
-	id := waitResourceID(t, ns, "c")
+	id := consoles.WaitResourceID(t, ns, "c")
 	name := "mz" + id + "-console"
-	getConfigMap(t, ns, name)
-	getDeployment(t, ns, name)
-	getService(t, ns, name)
-	getNetworkPolicy(t, ns, name)
+	controllertest.WaitConfigMap(t, ns, name)
+	controllertest.WaitDeployment(t, ns, name)
+	controllertest.WaitService(t, ns, name)
+	controllertest.WaitNetworkPolicy(t, ns, name)
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	waitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	consoles.WaitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	controllertest.WaitQuiet(t, first.UserAgent)
 
 	// Changes outside the controller's fields make it reconcile, and write nothing.

@@ -1,0 +1,210 @@
+package component
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+)
+
+// Object is a component custom resource (*v1alpha1.Balancer,
+// *v1alpha1.Console): it has metadata and Events can be recorded about it.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// StatusApplyConfiguration is what the status writes set on a component's
+// apply configuration; the generated types of every kind have these methods.
+type StatusApplyConfiguration[AC any] interface {
+	WithResourceVersion(string) AC
+	WithStatus(*mzac.ComponentStatusApplyConfiguration) AC
+}
+
+// StatusClient is the part of a kind's typed client that the status writes
+// use; the generated clients (Balancers(ns), Consoles(ns)) satisfy it.
+type StatusClient[T Object, AC any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	ApplyStatus(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+}
+
+// Kind describes one kind of component custom resource. The kinds share the
+// status type (v1alpha1.ComponentStatus) but not their Go types, so the
+// status code reaches them through these functions.
+type Kind[T Object, AC StatusApplyConfiguration[AC]] struct {
+	// Status returns the object's status.
+	Status func(T) v1alpha1.ComponentStatus
+	// SpecResourceID returns the object's spec.resourceId.
+	SpecResourceID func(T) string
+	// ApplyConfiguration starts an apply configuration of the named object
+	// (mzac.Balancer, mzac.Console).
+	ApplyConfiguration func(name, namespace string) AC
+	// Client is the kind's typed client in a namespace.
+	Client func(namespace string) StatusClient[T, AC]
+}
+
+// Owner is a reconciler's access to the component custom resource that owns
+// the children: loading it, and writing its status (resource id and Ready
+// condition).
+type Owner[T Object, AC StatusApplyConfiguration[AC]] struct {
+	Kind     Kind[T, AC]
+	Recent   *RecentWrites
+	Recorder record.EventRecorder
+}
+
+// NewOwner returns an Owner without the caller spelling out the type
+// arguments. A nil recorder (tests that do not look at Events) drops them.
+func NewOwner[T Object, AC StatusApplyConfiguration[AC]](kind Kind[T, AC], recent *RecentWrites, recorder record.EventRecorder) Owner[T, AC] {
+	if recorder == nil {
+		recorder = &record.FakeRecorder{}
+	}
+	return Owner[T, AC]{Kind: kind, Recent: recent, Recorder: recorder}
+}
+
+// Load returns the newest known state of the object with key (see
+// Current), read first from cached (the informer's lister). found is false
+// when there is nothing to reconcile: the key is malformed, which retrying
+// cannot fix, or the object is gone, whose children garbage collection
+// removes through their owner references.
+func (o Owner[T, AC]) Load(ctx context.Context, key string, cached func(namespace, name string) (T, error)) (cr T, found bool, err error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return cr, false, nil
+	}
+	cr, err = cached(ns, name)
+	if apierrors.IsNotFound(err) {
+		o.Recent.Forget(key)
+		return cr, false, nil
+	}
+	if err != nil {
+		return cr, false, err
+	}
+	cr, _, _ = Current(ctx, o.Recent, key, "", cr, true, nil)
+	return cr, true, nil
+}
+
+// ResourceID returns the id in the children's names: status.resourceId,
+// else spec.resourceId, else a random one, written to status before any
+// child is created. The assignment reads the object from the API server and
+// applies with its resourceVersion, so a stale cache cannot assign twice.
+func (o Owner[T, AC]) ResourceID(ctx context.Context, key string, cr T) (T, string, error) {
+	var zero T
+	if id := o.Kind.Status(cr).ResourceID; id != "" {
+		return cr, id, nil
+	}
+	client := o.Kind.Client(cr.GetNamespace())
+	live, err := client.Get(ctx, cr.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return zero, "", err
+	}
+	liveStatus := o.Kind.Status(live)
+	if liveStatus.ResourceID != "" {
+		return live, liveStatus.ResourceID, nil
+	}
+	id := o.Kind.SpecResourceID(live)
+	if id == "" {
+		id = children.NewResourceID()
+	}
+	st := mzac.ComponentStatus().WithResourceID(id)
+	if c := meta.FindStatusCondition(liveStatus.Conditions, ReadyCondition); c != nil {
+		st.WithConditions(ConditionApplyConfiguration(*c)) // keep the condition this manager owns
+	}
+	desired := o.Kind.ApplyConfiguration(live.GetName(), live.GetNamespace()).WithResourceVersion(live.GetResourceVersion()).WithStatus(st)
+	out, _, err := o.apply(ctx, client, live, desired)
+	if err != nil {
+		return zero, "", fmt.Errorf("writing status.resourceId: %w", err)
+	}
+	o.Recent.Put(key, "", out)
+	o.Recorder.Eventf(out, corev1.EventTypeNormal, "ResourceIDAssigned", "Child objects are named mz%s-…", id)
+	return out, id, nil
+}
+
+// WriteReady writes the Ready condition mirrored from dep, when it changed,
+// and emits an Event when its status changed.
+func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id string, dep *appsv1.Deployment) error {
+	status := o.Kind.Status(cr)
+	prev := meta.FindStatusCondition(status.Conditions, ReadyCondition)
+	conds := append([]metav1.Condition(nil), status.Conditions...)
+	meta.SetStatusCondition(&conds, ReadyFromDeployment(dep, cr.GetGeneration())) // keeps lastTransitionTime unless the status changes
+	ready := *meta.FindStatusCondition(conds, ReadyCondition)
+
+	desired := o.Kind.ApplyConfiguration(cr.GetName(), cr.GetNamespace()).
+		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(ConditionApplyConfiguration(ready)))
+	out, wrote, err := o.apply(ctx, o.Kind.Client(cr.GetNamespace()), cr, desired)
+	if err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	if !wrote {
+		return nil
+	}
+	o.Recent.Put(key, "", out)
+	if prev == nil || prev.Status != ready.Status {
+		eventType, reason := TransitionEvent(prev, ready)
+		o.Recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
+	}
+	return nil
+}
+
+// apply applies desired to the status subresource unless live already
+// holds it, and returns the object the write returned.
+func (o Owner[T, AC]) apply(ctx context.Context, client StatusClient[T, AC], live T, desired AC) (out T, wrote bool, err error) {
+	wrote, err = apply.Object(ctx, live, true, desired, o.ownedStatus, func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error) {
+		var err error
+		out, err = client.ApplyStatus(ctx, ac, opts)
+		return out, err
+	})
+	return out, wrote, err
+}
+
+// ownedStatus is the part of the live status this controller writes: the
+// resource id and the Ready condition. Comparing it with the desired status
+// (rather than the whole object) ignores fields of other writers and the
+// object's empty TypeMeta in informer caches.
+func (o Owner[T, AC]) ownedStatus(live T, _ string) (AC, error) {
+	status := o.Kind.Status(live)
+	st := mzac.ComponentStatus()
+	if status.ResourceID != "" {
+		st.WithResourceID(status.ResourceID)
+	}
+	if c := meta.FindStatusCondition(status.Conditions, ReadyCondition); c != nil {
+		st.WithConditions(ConditionApplyConfiguration(*c))
+	}
+	return o.Kind.ApplyConfiguration(live.GetName(), live.GetNamespace()).WithStatus(st), nil
+}
+
+// ListKeys returns the namespace/name keys of every object list returns
+// (a lister's List), for the controller's resync.
+func ListKeys[T metav1.Object](list func(labels.Selector) ([]T, error)) func() []string {
+	return func() []string {
+		all, err := list(labels.Everything())
+		if err != nil {
+			return nil
+		}
+		keys := make([]string, 0, len(all))
+		for _, obj := range all {
+			keys = append(keys, obj.GetNamespace()+"/"+obj.GetName())
+		}
+		return keys
+	}
+}
+
+// MustAddEventHandler adds h to inf. Adding only fails once the informer
+// has stopped, which a controller's constructor never sees.
+func MustAddEventHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) {
+	if _, err := inf.AddEventHandler(h); err != nil {
+		panic(fmt.Sprintf("adding event handler: %v", err))
+	}
+}
