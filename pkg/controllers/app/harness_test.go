@@ -24,12 +24,13 @@ import (
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
-// Short leases keep the failover tests quick; the ratios are those of the
-// defaults (15s/10s/2s).
+// Short leases keep the failover tests quick (the defaults are 15s/10s/2s);
+// the retry period leaves a second of slack for a loaded CI machine, since
+// takeover goes through the Lease watch and does not wait for a retry.
 const (
 	leaseDuration = 3 * time.Second
 	renewDeadline = 2 * time.Second
-	retryPeriod   = 500 * time.Millisecond
+	retryPeriod   = time.Second
 )
 
 var (
