@@ -43,7 +43,15 @@ test: kube-binaries ## Run unit and integration tests (real etcd + kube-apiserve
 	$(GO) test $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: run
-run: ## Run webhook, controllers and a sample Materialize against a local etcd + kube-apiserver.
+run: ## As root: start a real local cluster, install the chart and a sample Materialize (stand-in environmentd).
+	hack/cluster/run.sh
+
+.PHONY: down
+down: ## Stop the local cluster and leave the machine as found.
+	hack/cluster/cluster.sh down
+
+.PHONY: run-local
+run-local: ## No root, no kubelet: both programs and a sample against a local etcd + kube-apiserver.
 	$(GO) run ./hack/dev
 
 .PHONY: bench
@@ -60,3 +68,8 @@ fuzz: ## Fuzz each conversion target for FUZZTIME (default 5m).
 .PHONY: clean
 clean: ## Remove build output (the cached Kubernetes binaries stay).
 	rm -rf $(BIN)
+
+.PHONY: images
+images: ## Build the OCI image tarballs (bin/images/) of the binaries, the stand-ins and CoreDNS.
+	hack/images/images.sh
+

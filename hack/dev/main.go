@@ -7,7 +7,7 @@
 // exercised), waits until it is UpToDate, prints how to look around, and
 // runs until interrupted.
 //
-//	make run      (go run ./hack/dev)
+//	make run-local      (go run ./hack/dev)
 package main
 
 import (

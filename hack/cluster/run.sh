@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# `make run`: the operator on a real local cluster, end to end.
+#
+#   hack/cluster/run.sh
+#
+# 1. builds the images (hack/images/images.sh) and Helm (hack/kube-binaries.sh);
+# 2. starts the cluster (hack/cluster/cluster.sh up) and loads the images;
+# 3. deploys cluster DNS (hack/cluster/dns: CoreDNS for cluster.local only);
+# 4. installs charts/orchestratord as release "orchestratord" in namespace
+#    orchestratord, using the local images (pullPolicy Never);
+# 5. applies a sample Materialize (apiVersion v1: the webhook converts it) in
+#    namespace materialize-sample whose environmentd is the TEST STAND-IN
+#    (cmd/standin-environmentd; balancerd and console are stand-ins too). It
+#    is NOT Materialize: it only answers the operator's leader API and probes;
+# 6. waits until the sample is UpToDate and prints how to look around.
+#
+# `hack/cluster/cluster.sh down` stops the cluster. Runs as root (as
+# cluster.sh). Settings: those of cluster.sh, and RUN_TIMEOUT (seconds for
+# each wait, default 300).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cluster=$root/hack/cluster/cluster.sh
+timeout=${RUN_TIMEOUT:-300}
+release=orchestratord
+ns=orchestratord
+sample_ns=materialize-sample
+service_cidr=${ORCHESTRATORD_CLUSTER_SERVICE_CIDR:-10.96.0.0/16}
+dns_ip=${service_cidr%.*/*}.10   # as cluster.sh: the kubelet's clusterDNS
+t0=$SECONDS
+
+log() { echo "run: [$((SECONDS - t0))s] $*" >&2; }
+
+log "building images and helm"
+mapfile -t tars < <("$root/hack/images/images.sh")
+helm="$("$root/hack/kube-binaries.sh" helm kubectl)/helm"
+
+log "starting the cluster"
+"$cluster" up >&2
+export KUBECONFIG
+KUBECONFIG=$("$cluster" kubeconfig)
+kubectl="$("$root/hack/kube-binaries.sh" kubectl)/kubectl"
+k() { "$kubectl" "$@"; }
+
+log "loading ${#tars[@]} images"
+"$cluster" load "${tars[@]}" >&2
+
+log "deploying cluster DNS at $dns_ip"
+sed "s/__DNS_IP__/$dns_ip/" "$root/hack/cluster/dns/coredns.yaml" | k apply -f - >&2
+k -n kube-system rollout status deploy/coredns --timeout "${timeout}s" >&2
+
+log "installing the chart"
+"$helm" upgrade --install "$release" "$root/charts/orchestratord" \
+  --namespace "$ns" --create-namespace \
+  --set webhook.image.repository=localhost/orchestratord/webhook,webhook.image.tag=dev,webhook.image.pullPolicy=Never \
+  --set controllers.image.repository=localhost/orchestratord/controllers,controllers.image.tag=dev,controllers.image.pullPolicy=Never \
+  --set webhook.replicas=2 \
+  --set controllers.balancerdImage=localhost/orchestratord/standin-balancerd:dev \
+  --set controllers.consoleImage=localhost/orchestratord/standin-console:dev \
+  --wait --timeout "${timeout}s" >&2
+
+log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
+k create namespace "$sample_ns" --dry-run=client -o yaml | k apply -f - >&2
+# The stand-in reads nothing from these; environmentd would.
+k -n "$sample_ns" create secret generic sample-backend \
+  --from-literal=metadata_backend_url=postgres://stand-in.invalid/metadata \
+  --from-literal=persist_backend_url=s3://stand-in.invalid/persist \
+  --dry-run=client -o yaml | k apply -f - >&2
+manifest=$(cat <<EOM
+apiVersion: materialize.cloud/v1
+kind: Materialize
+metadata:
+  name: sample
+  namespace: $sample_ns
+  annotations:
+    orchestratord.local/note: "environmentd is a TEST STAND-IN (cmd/standin-environmentd), not Materialize"
+spec:
+  environmentdImageRef: localhost/orchestratord/standin-environmentd:dev
+  backendSecretName: sample-backend
+EOM
+)
+# retry COMMAND...: the webhook may still be writing its CA into the CRD, or
+# (after a restart) its pods may show Ready before they serve again.
+retry() {
+  local deadline=$((SECONDS + timeout))
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || { log "gave up: $*"; return 1; }
+    sleep 2
+  done
+}
+apply_sample() { echo "$manifest" | k apply -f - >&2; }
+if k -n "$sample_ns" get mzs/sample >/dev/null 2>&1; then
+  # A sample from an earlier run: its status predates this start. Force a
+  # new generation so that UpToDate below is earned on this cluster.
+  log "the sample exists: forcing a rollout"
+  retry apply_sample
+  patch='{"spec":{"forceRollout":"'$(cat /proc/sys/kernel/random/uuid)'"}}'
+  retry k -n "$sample_ns" patch mzs/sample --type merge -p "$patch" >&2
+else
+  retry apply_sample
+fi
+
+log "waiting for the sample to be UpToDate"
+# UpToDate=True for the current spec (observedGeneration = generation).
+uptodate() {
+  local s
+  s=$(k -n "$sample_ns" get mzs/sample -o jsonpath='{.metadata.generation} {.status.conditions[?(@.type=="UpToDate")].observedGeneration} {.status.conditions[?(@.type=="UpToDate")].status}' 2>/dev/null) || return 1
+  set -- $s
+  [ "${3:-}" = True ] && [ "$1" = "$2" ]
+}
+deadline=$((SECONDS + timeout))
+until uptodate; do
+  if [ $SECONDS -ge $deadline ]; then
+    k -n "$sample_ns" get mzs/sample -o yaml >&2 || true
+    k -n "$sample_ns" get all >&2 || true
+    log "the sample did not become UpToDate; see: $kubectl -n $ns logs deploy/$release-controllers"
+    exit 1
+  fi
+  sleep 1
+done
+k -n "$sample_ns" get mzs,statefulsets,pods >&2
+log "done"
+cat <<EOM
+
+The sample Materialize is UpToDate ($((SECONDS - t0))s). Its environmentd,
+balancerd and console are TEST STAND-INs (cmd/standin-environmentd), not
+Materialize.
+
+  export KUBECONFIG=$KUBECONFIG
+  alias kubectl=$kubectl
+  kubectl get mzs -A                                  # served at v1 through the conversion webhook
+  kubectl -n $sample_ns get mzs sample -o yaml
+  kubectl -n $sample_ns get mzs,statefulsets,services,pods,balancers,consoles
+  kubectl -n $ns get pods,leases        # webhook and controllers; one Lease per reconciler
+  kubectl -n $ns logs deploy/$release-controllers
+  kubectl -n $sample_ns patch mzs sample --type merge -p '{"spec":{"forceRollout":"'\$(cat /proc/sys/kernel/random/uuid)'"}}'   # a new generation
+
+  hack/cluster/cluster.sh status
+  hack/cluster/cluster.sh down                        # stop everything
+EOM
