@@ -50,6 +50,11 @@ run: ## As root: start a real local cluster, install the chart and a sample Mate
 down: ## Stop the local cluster and leave the machine as found.
 	hack/cluster/cluster.sh down
 
+.PHONY: e2e
+e2e: ## As root: the end-to-end suite on the local cluster (started by make run if needed).
+	hack/cluster/run.sh
+	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) test -tags e2e -count=1 -v -timeout 30m ./test/e2e
+
 .PHONY: run-local
 run-local: ## No root, no kubelet: both programs and a sample against a local etcd + kube-apiserver.
 	$(GO) run ./hack/dev
