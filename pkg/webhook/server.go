@@ -60,16 +60,19 @@ func TLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, erro
 // error at once if a listener cannot be opened or a server fails.
 func (s *Server) Run(ctx context.Context) error {
 	mux := http.NewServeMux()
-	mux.Handle("/convert", s.Convert)
+	mux.Handle("/convert", s.closeWhileDraining(s.Convert))
 	secure := &http.Server{
 		Handler:           mux,
 		TLSConfig:         TLSConfig(s.GetCertificate),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(s.Log.Named("https")),
+		// Longer than the clients' idle timeout (Go's default is 90s), so the
+		// client, not the server, closes an idle connection: a POST sent on
+		// a connection the server is closing fails and is not retried.
+		IdleTimeout:    5 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       zap.NewStdLog(s.Log.Named("https")),
 	}
 
 	health := http.NewServeMux()
@@ -131,6 +134,21 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.Log.Info("webhook stopped")
 	return errors.Join(shutdownErrs...)
+}
+
+// closeWhileDraining closes each connection after its response once the
+// server is draining, so that clients, which keep sending to this pod over
+// connections they already hold, hand them back one by one instead of
+// having idle ones closed under them at Shutdown (such a POST fails with
+// EOF or a broken pipe and the API server does not retry it). Closing idle
+// connections actively (SetKeepAlivesEnabled(false)) has the same race.
+func (s *Server) closeWhileDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

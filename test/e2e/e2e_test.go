@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -219,4 +222,123 @@ func webhookReplicas(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return int(*d.Spec.Replicas)
+}
+
+// Deleting the pod that holds the materialize Lease: a new holder within the
+// lease duration (the pod's SIGTERM releases it), and a fresh rollout
+// completes.
+func TestDeleteMaterializeLeaseHolder(t *testing.T) {
+	ctx := context.Background()
+	l, err := kube.CoordinationV1().Leases(operatorNS).Get(ctx, leaderelection.LeaseMaterialize, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		t.Fatalf("lease: %v", err)
+	}
+	old := *l.Spec.HolderIdentity
+	deleted := time.Now()
+	if err := kube.CoreV1().Pods(operatorNS).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var took time.Duration
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := kube.CoordinationV1().Leases(operatorNS).Get(ctx, leaderelection.LeaseMaterialize, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == old || *l.Spec.HolderIdentity == "" {
+			return false, nil
+		}
+		took = l.Spec.AcquireTime.Sub(deleted)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal("no new holder")
+	}
+	t.Logf("new materialize lease holder %v after the holder's pod was deleted", took)
+	if took > 15*time.Second { // the chart's default lease duration
+		t.Errorf("takeover took %v, more than the lease duration", took)
+	}
+	requestRolloutAndWait(t)
+}
+
+func requestRolloutAndWait(t *testing.T) {
+	t.Helper()
+	obj, err := mz.MaterializeV1alpha1().Materializes(sampleNS).Get(context.Background(), "sample", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "E2E", Value: time.Now().Format("150405.000000")}}
+	obj.Spec.RequestRollout = ""
+	if _, err := mz.MaterializeV1alpha1().Materializes(sampleNS).Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, false, func(ctx context.Context) (bool, error) {
+		got, err := mz.MaterializeV1alpha1().Materializes(sampleNS).Get(ctx, "sample", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, "UpToDate")
+		return got.Spec.RequestRollout != "" && got.Status.LastCompletedRolloutRequest == got.Spec.RequestRollout &&
+			c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == got.Generation, nil
+	})
+	if err != nil {
+		t.Fatalf("the rollout did not complete: %v", err)
+	}
+}
+
+// Evicting every webhook pod through the Eviction API: the PDB refuses the
+// evictions that would leave none ready.
+func TestEvictionKeepsAWebhookReady(t *testing.T) {
+	ctx := context.Background()
+	pods, err := kube.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evicted, refused := 0, 0
+	for _, p := range pods.Items {
+		err := kube.PolicyV1().Evictions(operatorNS).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: operatorNS}})
+		switch {
+		case err == nil:
+			evicted++
+		case apierrors.IsTooManyRequests(err):
+			refused++
+		default:
+			t.Fatalf("evicting %s: %v", p.Name, err)
+		}
+	}
+	t.Logf("%d webhook pods: %d evicted, %d refused by the PDB", len(pods.Items), evicted, refused)
+	if refused == 0 {
+		t.Errorf("the PDB let every webhook pod be evicted")
+	}
+	d, err := kube.AppsV1().Deployments(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.ReadyReplicas < 1 {
+		t.Errorf("no webhook replica ready after the evictions")
+	}
+	waitRolledOut(t, webhook, 3*time.Minute)
+}
+
+// helm upgrade changing only the webhook's replica count scales it and
+// touches nothing of the controllers.
+func TestHelmUpgradeScalesOnlyTheWebhook(t *testing.T) {
+	helm := os.Getenv("HELM")
+	if helm == "" {
+		t.Fatal("HELM (the helm binary) is not set; make e2e sets it")
+	}
+	controllersBefore := podsOf(t, controllersName)
+	d, err := kube.AppsV1().Deployments(operatorNS).Get(context.Background(), webhook, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *d.Spec.Replicas + 1
+	out, err := exec.Command(helm, "upgrade", "orchestratord", os.Getenv("CHART"), "-n", operatorNS, "--reuse-values",
+		"--set", fmt.Sprintf("webhook.replicas=%d", want), "--wait", "--timeout", "5m").CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm upgrade: %v\n%s", err, out)
+	}
+	waitRolledOut(t, webhook, 3*time.Minute)
+	if d, _ := kube.AppsV1().Deployments(operatorNS).Get(context.Background(), webhook, metav1.GetOptions{}); *d.Spec.Replicas != want {
+		t.Errorf("webhook replicas %d, want %d", *d.Spec.Replicas, want)
+	}
+	if after := podsOf(t, controllersName); fmt.Sprint(sorted(after)) != fmt.Sprint(sorted(controllersBefore)) {
+		t.Errorf("scaling the webhook touched the controllers: before %v, after %v", controllersBefore, after)
+	}
 }
