@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,6 +33,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 const namespace = "orchestratord"
@@ -48,12 +48,11 @@ func main() {
 }
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := program.FreeAddr()
 	if err != nil {
-		panic(err)
+		panic(err) // no loopback port at all: nothing here can work
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func run(ctx context.Context) error {
@@ -63,9 +62,7 @@ func run(ctx context.Context) error {
 	}
 	bin := filepath.Join(root, "bin")
 	fmt.Println("building bin/webhook, bin/controllers, bin/standin-environmentd ...")
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/webhook", "./cmd/controllers", "./cmd/standin-environmentd")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := program.Build(bin, "cmd/webhook", "cmd/controllers", "cmd/standin-environmentd"); err != nil {
 		return err
 	}
 	fmt.Println("starting etcd and kube-apiserver (built once into the cache) ...")

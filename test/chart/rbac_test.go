@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/crds"
+	"github.com/materializeinc/orchestratord/test/program"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -44,13 +44,11 @@ func writeKubeconfig(t *testing.T, token string) string {
 
 func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "github.com/materializeinc/orchestratord/"+pkg)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("building %s: %v", pkg, err)
+	dir := t.TempDir()
+	if err := program.Build(dir, pkg); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return filepath.Join(dir, filepath.Base(pkg))
 }
 
 func startProcess(t *testing.T, bin string, args ...string) {
@@ -77,12 +75,11 @@ func startProcess(t *testing.T, bin string, args ...string) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := program.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // The chart's own ServiceAccounts, with the chart's RBAC and nothing else,

@@ -179,28 +179,7 @@ func TestControllersRolloutRestart(t *testing.T) {
 	waitRolledOut(t, controllersName, 5*time.Minute)
 	TestLeasesHeldByRunningControllerPods(t)
 
-	value := time.Now().Format("150405.000")
-	obj, err := mz.MaterializeV1alpha1().Materializes(sampleNS).Get(context.Background(), "sample", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "E2E", Value: value}}
-	obj.Spec.RequestRollout = ""
-	if _, err := mz.MaterializeV1alpha1().Materializes(sampleNS).Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, false, func(ctx context.Context) (bool, error) {
-		got, err := mz.MaterializeV1alpha1().Materializes(sampleNS).Get(ctx, "sample", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, "UpToDate")
-		return got.Spec.RequestRollout != "" && got.Status.LastCompletedRolloutRequest == got.Spec.RequestRollout &&
-			c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == got.Generation, nil
-	})
-	if err != nil {
-		t.Fatalf("the new controllers did not complete a rollout: %v", err)
-	}
+	requestRolloutAndWait(t) // by the new controllers
 	if after := podsOf(t, webhook); fmt.Sprint(sorted(after)) != fmt.Sprint(sorted(webhookBefore)) {
 		t.Errorf("the controllers rollout touched the webhook: before %v, after %v", webhookBefore, after)
 	}

@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/program"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -53,10 +53,8 @@ func run(n, workers, qps int) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "controllers")
-	build := exec.Command("go", "build", "-o", bin, "github.com/materializeinc/orchestratord/cmd/controllers")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building: %w", err)
+	if err := program.Build(dir, "cmd/controllers"); err != nil {
+		return err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{})
 	if err != nil {
@@ -106,7 +104,7 @@ func run(n, workers, qps int) error {
 
 	_ = proc.Process.Signal(syscall.SIGTERM)
 	_ = proc.Wait()
-	metrics, err := freeAddr()
+	metrics, err := program.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -210,15 +208,6 @@ func reconciles(metrics, controller string) (int, error) {
 		}
 	}
 	return total, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func memory(pid int) (rss, hwm int64) {

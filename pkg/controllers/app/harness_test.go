@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/program"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -49,10 +49,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	controllersBin = filepath.Join(dir, "controllers")
-	build := exec.Command("go", "build", "-o", controllersBin, "github.com/materializeinc/orchestratord/cmd/controllers")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the controllers:", err)
+	if err := program.Build(dir, "cmd/controllers"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	if cp, err = controlplane.Start(context.Background(), controlplane.Options{Audit: true}); err != nil {
@@ -83,12 +81,11 @@ type replica struct {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := program.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func newNamespace(t *testing.T, prefix string) string {

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 var (
@@ -48,11 +48,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	webhookBin = filepath.Join(dir, "webhook")
-	// The real program, as it runs in a pod.
-	build := exec.Command("go", "build", "-o", webhookBin, "github.com/materializeinc/orchestratord/cmd/webhook")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the webhook:", err)
+	if err := program.Build(dir, "cmd/webhook"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
@@ -75,12 +72,11 @@ type webhookProcess struct {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := program.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func newNamespace(t *testing.T) string {
