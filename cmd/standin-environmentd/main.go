@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,7 +22,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
@@ -66,7 +64,7 @@ func main() {
 	h := withRoot(s)
 	errc := make(chan error, len(addrs))
 	for _, a := range addrs {
-		go func() { errc <- serve(ctx, a, h) }()
+		go func() { errc <- standin.ListenAndServe(ctx, a, h) }()
 	}
 	for range addrs {
 		if err := <-errc; err != nil {
@@ -87,27 +85,6 @@ func withRoot(s *standin.Server) http.Handler {
 		}
 		s.ServeHTTP(w, r)
 	})
-}
-
-// serve serves h on addr until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, addr string, h http.Handler) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return err
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // knownArgs splits args into those naming a flag of fs (with the value that

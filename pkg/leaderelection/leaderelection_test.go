@@ -31,17 +31,7 @@ import (
 var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	var err error
-	cp, err = controlplane.Start(context.Background(), controlplane.Options{SkipCRDs: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-	}
-	os.Exit(code)
+	controlplane.Main(m, controlplane.Options{SkipCRDs: true}, func(c *controlplane.ControlPlane) { cp = c })
 }
 
 // failureBound bounds every wait; it is a hang guard, not a performance

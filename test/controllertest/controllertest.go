@@ -9,7 +9,6 @@ package controllertest
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,17 +40,7 @@ var cp *controlplane.ControlPlane
 // Main is a test package's TestMain: it starts the control plane with an
 // audit log, runs the tests, stops the control plane and exits.
 func Main(m *testing.M) {
-	var err error
-	cp, err = controlplane.Start(context.Background(), controlplane.Options{Audit: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := cp.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-	}
-	os.Exit(code)
+	controlplane.Main(m, controlplane.Options{Audit: true}, func(c *controlplane.ControlPlane) { cp = c })
 }
 
 // FailureBound bounds every wait; it is a hang guard, not a performance

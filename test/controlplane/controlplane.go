@@ -447,3 +447,19 @@ func (p *process) tail(n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Main is a test package's TestMain: it starts a control plane, hands it to
+// started, runs the tests, stops it and exits with the tests' code.
+func Main(m *testing.M, opts Options, started func(*ControlPlane)) {
+	cp, err := Start(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting control plane:", err)
+		os.Exit(1)
+	}
+	started(cp)
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
+	}
+	os.Exit(code)
+}

@@ -63,7 +63,7 @@ type running struct {
 	stop func()
 }
 
-func startController(t *testing.T) *running {
+func startController(t *testing.T, tune ...func(*materialize.Options)) *running {
 	t.Helper()
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.UserAgent = userAgent
@@ -80,11 +80,15 @@ func startController(t *testing.T) *running {
 		Log:         zap.NewNop(),
 		Workers:     2,
 	}
-	c := materialize.New(deps, materialize.Options{
+	opts := materialize.Options{
 		EnvironmentdURL: func(m *v1alpha1.Materialize, id string, gen uint64) string { return env.BaseURL(prefix(id, gen)) },
 		PollInterval:    100 * time.Millisecond,
 		CreateBalancers: true, CreateConsoles: true,
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	c := materialize.New(deps, opts)
 	deps.KubeInformers.Start(ctx.Done())
 	deps.MZInformers.Start(ctx.Done())
 	done := make(chan struct{})

@@ -241,3 +241,26 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 		t.Errorf("a resync of a converged Materialize wrote %d times: %v", len(writes), writes)
 	}
 }
+
+// With --create-balancers=false and --create-consoles=false the
+// environment's Balancer and Console are deleted.
+func TestDisabledComponentsAreDeleted(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	first := startController(t)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mz", 1)
+	components := func() (bool, bool) {
+		_, errB := mzClient().MaterializeV1alpha1().Balancers(ns).Get(ctx, "mz", metav1.GetOptions{})
+		_, errC := mzClient().MaterializeV1alpha1().Consoles(ns).Get(ctx, "mz", metav1.GetOptions{})
+		return errB == nil, errC == nil
+	}
+	waitFor(t, "balancer and console", func() (bool, error) { b, c := components(); return b && c, nil })
+	first.stop()
+
+	startController(t, func(o *materialize.Options) { o.CreateBalancers, o.CreateConsoles = false, false })
+	waitFor(t, "balancer and console deleted", func() (bool, error) { b, c := components(); return !b && !c, nil })
+}

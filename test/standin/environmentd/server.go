@@ -301,10 +301,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ListenAndServe serves s on addr until ctx is done, then shuts down
-// gracefully (waiting up to 5s for in-flight requests).
-func ListenAndServe(ctx context.Context, addr string, s *Server) error {
-	srv := &http.Server{Addr: addr, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+// ListenAndServe serves h (a Server, or a handler wrapping one) on addr
+// until ctx is done, then shuts down gracefully (waiting up to 5s for
+// in-flight requests).
+func ListenAndServe(ctx context.Context, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {
