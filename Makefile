@@ -66,6 +66,11 @@ bench: kube-binaries ## Run the benchmarks of docs/benchmarks.md.
 	$(GO) run ./hack/bench/webhook -duration 10s
 	$(GO) run ./hack/bench/controllers -n 1000
 
+.PHONY: bench-cluster
+bench-cluster: ## As root: failover and webhook-rollout figures on the local cluster (docs/benchmarks.md).
+	hack/cluster/run.sh
+	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) run ./hack/bench/failover
+
 .PHONY: fuzz
 fuzz: ## Fuzz each conversion target for FUZZTIME (default 5m).
 	for f in FuzzV1alpha1RoundTrip FuzzV1RoundTrip FuzzConvertAnyInput; do \

@@ -1,0 +1,168 @@
+// Command failover-bench measures, on the local cluster that
+// hack/cluster/run.sh sets up (`make bench-cluster` runs both), how long the
+// materialize controller is without a leader and whether conversions fail
+// while the operator's pods come and go:
+//
+//   - graceful handover: delete the pod holding the materialize Lease (its
+//     SIGTERM releases the Lease); time from the delete to the new holder's
+//     acquireTime;
+//   - crash failover: SIGKILL the holder's process and remove its pod at
+//     once (cluster.CrashHolder); nobody releases the Lease, a standby claims
+//     it once it expires; time from the kill to the new holder's
+//     acquireTime, and from the holder's last renewal, which is what the
+//     lease duration bounds;
+//   - webhook rollout: `rollout restart` of the webhook while readers GET the
+//     sample at v1 (every read converts); failed reads per rollout.
+//
+// Lease times come from the Lease itself (acquireTime is written by the new
+// holder's clock, which on a single-node cluster is this machine's clock).
+// The crash mode runs as root on the node.
+//
+//	KUBECONFIG=... go run ./hack/bench/failover -runs 20 -rollouts 5
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/test/cluster"
+)
+
+func main() {
+	runs := flag.Int("runs", 20, "handovers and crashes to measure, each")
+	rollouts := flag.Int("rollouts", 5, "webhook rollouts to measure")
+	readers := flag.Int("readers", 8, "concurrent readers during a webhook rollout")
+	flag.Parse()
+	c, err := cluster.Connect()
+	if err == nil {
+		err = run(context.Background(), c, *runs, *rollouts, *readers)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "failover-bench:", err)
+		os.Exit(1)
+	}
+}
+
+const lease = leaderelection.LeaseMaterialize
+
+func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) error {
+	if err := c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute); err != nil {
+		return err
+	}
+	l, err := c.Lease(ctx, lease)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("lease %s: duration %ds\n\n", lease, *l.Spec.LeaseDurationSeconds)
+
+	var graceful, crash, sinceRenew []time.Duration
+	for i := range runs {
+		d, err := handover(ctx, c)
+		if err != nil {
+			return fmt.Errorf("graceful handover %d: %w", i+1, err)
+		}
+		graceful = append(graceful, d)
+		fmt.Fprintf(os.Stderr, "graceful handover %d/%d: %v\n", i+1, runs, d)
+	}
+	for i := range runs {
+		d, r, err := crashOver(ctx, c)
+		if err != nil {
+			return fmt.Errorf("crash failover %d: %w", i+1, err)
+		}
+		crash, sinceRenew = append(crash, d), append(sinceRenew, r)
+		fmt.Fprintf(os.Stderr, "crash failover %d/%d: %v after the kill, %v after the last renewal\n", i+1, runs, d, r)
+	}
+	fmt.Println("| materialize Lease | runs | p50 | p99 | max |")
+	fmt.Println("|---|---|---|---|---|")
+	row("graceful handover (pod deleted -> new holder)", graceful)
+	row("crash failover (SIGKILL -> new holder)", crash)
+	row("crash failover (last renewal -> new holder)", sinceRenew)
+
+	fmt.Println("\n| webhook rollout | readers | reads | failed | rollout took |")
+	fmt.Println("|---|---|---|---|---|")
+	var failed int64
+	for i := range rollouts {
+		got, took, err := c.WebhookRolloutUnderReads(ctx, readers, 0, 5*time.Minute)
+		if err != nil {
+			return fmt.Errorf("webhook rollout %d: %w", i+1, err)
+		}
+		failed += got.Failed
+		fmt.Printf("| %d | %d | %d | %d | %v |\n", i+1, readers, got.Total(), got.Failed, took.Round(100*time.Millisecond))
+		for _, f := range got.Failures {
+			fmt.Fprintln(os.Stderr, "  failed read:", f)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d reads failed during webhook rollouts", failed)
+	}
+	return nil
+}
+
+func row(name string, ds []time.Duration) {
+	slices.Sort(ds)
+	fmt.Printf("| %s | %d | %v | %v | %v |\n", name, len(ds), pct(ds, 0.50), pct(ds, 0.99), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// pct is the nearest-rank percentile of sorted ds.
+func pct(ds []time.Duration, p float64) time.Duration {
+	i := int(float64(len(ds))*p+0.5) - 1
+	return ds[max(0, min(i, len(ds)-1))].Round(time.Millisecond)
+}
+
+// holderReady waits until the controllers are fully rolled out (so a standby
+// is ready to take over) and returns the current holder of the lease.
+func holderReady(ctx context.Context, c *cluster.Clients) (string, error) {
+	if err := c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute); err != nil {
+		return "", err
+	}
+	l, err := c.Lease(ctx, lease)
+	if err != nil {
+		return "", err
+	}
+	running, err := c.Pods(ctx, cluster.ControllersDeployment)
+	if err != nil {
+		return "", err
+	}
+	if running[cluster.Holder(l)] == "" {
+		return "", fmt.Errorf("lease held by %q, not a running controllers pod", cluster.Holder(l))
+	}
+	return cluster.Holder(l), nil
+}
+
+func handover(ctx context.Context, c *cluster.Clients) (time.Duration, error) {
+	holder, err := holderReady(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := c.Kube.CoreV1().Pods(cluster.OperatorNamespace).Delete(ctx, holder, metav1.DeleteOptions{}); err != nil {
+		return 0, err
+	}
+	l, err := c.WaitNewHolder(ctx, lease, holder, time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	return l.Spec.AcquireTime.Sub(start), nil
+}
+
+func crashOver(ctx context.Context, c *cluster.Clients) (afterKill, afterRenewal time.Duration, err error) {
+	if _, err := holderReady(ctx, c); err != nil {
+		return 0, 0, err
+	}
+	crash, err := c.CrashHolder(ctx, lease)
+	if err != nil {
+		return 0, 0, err
+	}
+	l, err := c.WaitNewHolder(ctx, lease, crash.Holder, time.Minute)
+	if err != nil {
+		return 0, 0, err
+	}
+	return l.Spec.AcquireTime.Sub(crash.Killed), l.Spec.AcquireTime.Sub(crash.LastRenewal), nil
+}

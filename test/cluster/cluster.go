@@ -1,0 +1,186 @@
+// Package cluster drives the operator as installed on a real cluster by
+// hack/cluster/run.sh (release "orchestratord", a sample Materialize): the
+// end-to-end tests (test/e2e) and the failover benchmark (hack/bench/failover)
+// share it, so both measure the same operations.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+)
+
+// What hack/cluster/run.sh installs.
+const (
+	OperatorNamespace     = "orchestratord"
+	SampleNamespace       = "materialize-sample"
+	Sample                = "sample"
+	WebhookDeployment     = "orchestratord-webhook"
+	ControllersDeployment = "orchestratord-controllers"
+)
+
+// Clients talk to the cluster named by $KUBECONFIG.
+type Clients struct {
+	Kube        kubernetes.Interface
+	Materialize versioned.Interface
+}
+
+// Connect builds clients from $KUBECONFIG with a client-side rate limit high
+// enough that load generators measure the server, not the limiter.
+func Connect() (*Clients, error) {
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		return nil, fmt.Errorf("KUBECONFIG is not set: point it at a cluster set up by hack/cluster/run.sh")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mz, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Kube: kube, Materialize: mz}, nil
+}
+
+// Pods returns the pods of one of the operator's Deployments as
+// name -> "uid/restarts", so that two snapshots compare equal only when no
+// pod was replaced or restarted in between.
+func (c *Clients) Pods(ctx context.Context, deployment string) (map[string]string, error) {
+	pods, err := c.Kube.CoreV1().Pods(OperatorNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/component=" + strings.TrimPrefix(deployment, "orchestratord-"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		restarts := int32(0)
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		out[p.Name] = fmt.Sprintf("%s/%d", p.UID, restarts)
+	}
+	return out, nil
+}
+
+// Describe prints a Pods snapshot in a stable order, for comparisons and
+// messages.
+func Describe(pods map[string]string) string {
+	var out []string
+	for k, v := range pods {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// RolloutRestart does what `kubectl rollout restart` does.
+func (c *Clients) RolloutRestart(ctx context.Context, deployment string) error {
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	_, err := c.Kube.AppsV1().Deployments(OperatorNamespace).Patch(ctx, deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// RolledOut reports whether every replica of d runs its current template and
+// is available.
+func RolledOut(d *appsv1.Deployment) bool {
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+		d.Status.Replicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas
+}
+
+// WaitRolledOut waits until the Deployment is RolledOut and no pod of an old
+// ReplicaSet is left (terminating pods still serve, and still hold leases).
+func (c *Clients) WaitRolledOut(ctx context.Context, deployment string, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Kube.AppsV1().Deployments(OperatorNamespace).Get(ctx, deployment, metav1.GetOptions{})
+		if err != nil || !RolledOut(d) {
+			return false, nil
+		}
+		pods, err := c.Pods(ctx, deployment)
+		return err == nil && len(pods) == int(*d.Spec.Replicas), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not roll out within %v: %w", deployment, timeout, err)
+	}
+	return nil
+}
+
+// Lease returns one of the controllers' Leases.
+func (c *Clients) Lease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	return c.Kube.CoordinationV1().Leases(OperatorNamespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Holder returns the lease's holder identity, "" when released.
+func Holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// WaitNewHolder waits until the lease is held by someone other than old and
+// returns it.
+func (c *Clients) WaitNewHolder(ctx context.Context, name, old string, timeout time.Duration) (*coordinationv1.Lease, error) {
+	var got *coordinationv1.Lease
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Lease(ctx, name)
+		if err != nil || Holder(l) == "" || Holder(l) == old || l.Spec.AcquireTime == nil {
+			return false, nil
+		}
+		got = l
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: no holder other than %q within %v", name, old, timeout)
+	}
+	return got, nil
+}
+
+// RequestRolloutAndWait changes the sample's environmentdExtraEnv (which
+// requests a new generation) and waits until the rollout completes and the
+// sample is UpToDate.
+func (c *Clients) RequestRolloutAndWait(ctx context.Context, timeout time.Duration) error {
+	obj, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	obj.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "E2E", Value: time.Now().Format("150405.000000")}}
+	obj.Spec.RequestRollout = ""
+	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, false, func(ctx context.Context) (bool, error) {
+		got, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, "UpToDate")
+		return got.Spec.RequestRollout != "" && got.Status.LastCompletedRolloutRequest == got.Spec.RequestRollout &&
+			cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == got.Generation, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the rollout did not complete within %v: %w", timeout, err)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Readers GET the sample at v1 in a loop. It is stored as v1alpha1 and a GET
+// reads etcd, so every read converts through the webhook Service. (A LIST
+// would not do: the API server's watch cache of the v1 storage holds objects
+// converted when they were watched.)
+type Readers struct {
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	ok, failed atomic.Int64
+
+	mu       sync.Mutex
+	failures []string
+}
+
+// ReadResult counts the reads of a Readers run.
+type ReadResult struct {
+	OK, Failed int64
+	// Failures holds the first few errors, for the report.
+	Failures []string
+}
+
+// Total is the number of reads that ran.
+func (r ReadResult) Total() int64 { return r.OK + r.Failed }
+
+// StartReaders starts n readers; Stop ends them.
+func (c *Clients) StartReaders(n int) *Readers {
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Readers{stop: stop}
+	for range n {
+		r.wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := c.Materialize.MaterializeV1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
+				switch {
+				case err == nil:
+					r.ok.Add(1)
+				case ctx.Err() == nil: // not an error of our own cancellation
+					r.failed.Add(1)
+					r.mu.Lock()
+					if len(r.failures) < 5 {
+						r.failures = append(r.failures, err.Error())
+					}
+					r.mu.Unlock()
+				}
+			}
+		})
+	}
+	return r
+}
+
+// Total is the number of reads so far.
+func (r *Readers) Total() int64 { return r.ok.Load() + r.failed.Load() }
+
+// Stop ends the readers and returns what they saw.
+func (r *Readers) Stop() ReadResult {
+	r.stop()
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return ReadResult{OK: r.ok.Load(), Failed: r.failed.Load(), Failures: append([]string(nil), r.failures...)}
+}
+
+// WebhookRolloutUnderReads runs `rollout restart` of the webhook while
+// readers GET the sample, from two seconds before the restart until the
+// rollout is complete (old pods gone) and at least minReads ran. It returns
+// what the readers saw and how long the rollout took.
+func (c *Clients) WebhookRolloutUnderReads(ctx context.Context, readers int, minReads int64, timeout time.Duration) (ReadResult, time.Duration, error) {
+	r := c.StartReaders(readers)
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	if err := c.RolloutRestart(ctx, WebhookDeployment); err != nil {
+		return r.Stop(), 0, err
+	}
+	if err := c.WaitRolledOut(ctx, WebhookDeployment, timeout); err != nil {
+		return r.Stop(), 0, err
+	}
+	took := time.Since(start)
+	for r.Total() < minReads && time.Since(start) < timeout {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return r.Stop(), took, nil
+}
