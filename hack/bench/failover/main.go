@@ -25,10 +25,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
@@ -62,14 +64,14 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 	}
 	fmt.Printf("lease %s: duration %ds\n\n", lease, *l.Spec.LeaseDurationSeconds)
 
-	var graceful, crash, sinceRenew []time.Duration
+	var toRelease, toAcquire, handovers, crash, sinceRenew []time.Duration
 	for i := range runs {
-		d, err := handover(ctx, c)
+		r, a, err := handover(ctx, c)
 		if err != nil {
 			return fmt.Errorf("graceful handover %d: %w", i+1, err)
 		}
-		graceful = append(graceful, d)
-		fmt.Fprintf(os.Stderr, "graceful handover %d/%d: %v\n", i+1, runs, d)
+		toRelease, toAcquire, handovers = append(toRelease, r), append(toAcquire, a), append(handovers, r+a)
+		fmt.Fprintf(os.Stderr, "graceful handover %d/%d: released %v after the delete, acquired %v later\n", i+1, runs, r, a)
 	}
 	for i := range runs {
 		d, r, err := crashOver(ctx, c)
@@ -81,9 +83,11 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 	}
 	fmt.Println("| materialize Lease | runs | p50 | p99 | max |")
 	fmt.Println("|---|---|---|---|---|")
-	row("graceful handover (pod deleted -> new holder)", graceful)
-	row("crash failover (SIGKILL -> new holder)", crash)
-	row("crash failover (last renewal -> new holder)", sinceRenew)
+	row("graceful handover: pod deleted -> new holder", handovers)
+	row("  of which pod deleted -> lease released (kubelet's SIGTERM, reconcilers stop)", toRelease)
+	row("  of which lease released -> new holder", toAcquire)
+	row("crash failover: SIGKILL -> new holder", crash)
+	row("crash failover: holder's last renewal -> new holder", sinceRenew)
 
 	fmt.Println("\n| webhook rollout | readers | reads | failed | rollout took |")
 	fmt.Println("|---|---|---|---|---|")
@@ -117,45 +121,76 @@ func pct(ds []time.Duration, p float64) time.Duration {
 }
 
 // holderReady waits until the controllers are fully rolled out (so a standby
-// is ready to take over) and returns the current holder of the lease.
-func holderReady(ctx context.Context, c *cluster.Clients) (string, error) {
+// is ready to take over) and returns the lease, held by one of them.
+func holderReady(ctx context.Context, c *cluster.Clients) (*coordinationv1.Lease, error) {
 	if err := c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute); err != nil {
-		return "", err
+		return nil, err
 	}
 	l, err := c.Lease(ctx, lease)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	running, err := c.Pods(ctx, cluster.ControllersDeployment)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if running[cluster.Holder(l)] == "" {
-		return "", fmt.Errorf("lease held by %q, not a running controllers pod", cluster.Holder(l))
+		return nil, fmt.Errorf("lease held by %q, not a running controllers pod", cluster.Holder(l))
 	}
-	return cluster.Holder(l), nil
+	return l, nil
 }
 
-func handover(ctx context.Context, c *cluster.Clients) (time.Duration, error) {
-	holder, err := holderReady(ctx, c)
+// handover deletes the holder's pod and returns the times from the delete to
+// the release (stamped by the releasing holder as the released lease's
+// renewTime: this part is the kubelet delivering SIGTERM and the reconcilers
+// stopping) and from the release to the new holder's acquireTime.
+func handover(ctx context.Context, c *cluster.Clients) (toRelease, toAcquire time.Duration, err error) {
+	held, err := holderReady(ctx, c)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	holder := cluster.Holder(held)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// Watch from the state just read: every later version of the lease is
+	// seen, the short-lived released one included.
+	w, err := c.Kube.CoordinationV1().Leases(cluster.OperatorNamespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + lease, ResourceVersion: held.ResourceVersion,
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer w.Stop()
 	start := time.Now()
 	if err := c.Kube.CoreV1().Pods(cluster.OperatorNamespace).Delete(ctx, holder, metav1.DeleteOptions{}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	l, err := c.WaitNewHolder(ctx, lease, holder, time.Minute)
-	if err != nil {
-		return 0, err
+	var released time.Time
+	for ev := range w.ResultChan() {
+		l, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok {
+			return 0, 0, fmt.Errorf("watching lease: %v", ev.Object)
+		}
+		switch h := cluster.Holder(l); {
+		case h == "" && released.IsZero() && l.Spec.RenewTime != nil:
+			released = l.Spec.RenewTime.Time
+		case h != "" && h != holder && l.Spec.AcquireTime != nil:
+			if released.IsZero() {
+				return 0, 0, fmt.Errorf("lease moved from %s to %s without a release", holder, h)
+			}
+			return released.Sub(start), l.Spec.AcquireTime.Sub(released), nil
+		}
 	}
-	return l.Spec.AcquireTime.Sub(start), nil
+	return 0, 0, fmt.Errorf("no new holder of %s within a minute of deleting %s", lease, holder)
 }
 
 func crashOver(ctx context.Context, c *cluster.Clients) (afterKill, afterRenewal time.Duration, err error) {
 	if _, err := holderReady(ctx, c); err != nil {
 		return 0, 0, err
 	}
+	// The holder renews every retry period; without this pause every kill
+	// would land just after the renewal that made it the holder.
+	time.Sleep(rand.N(5 * time.Second))
 	crash, err := c.CrashHolder(ctx, lease)
 	if err != nil {
 		return 0, 0, err
