@@ -23,8 +23,9 @@
 # no default route, and an iptables chain (ORCHD-CLUSTER-EGRESS) drops any pod
 # packet for another address; the service CIDR is routed into a device that
 # discards packets, so a ClusterIP without a kube-proxy rule goes nowhere.
-# Pods resolve through the cluster DNS IP (inside the service CIDR, with no
-# server behind it) and never see the host's resolv.conf.
+# The API server refuses hostNetwork pods, whose traffic would not pass the
+# bridge. Pods resolve through the cluster DNS IP (inside the service CIDR,
+# with no server behind it) and never see the host's resolv.conf.
 #
 # Settings (environment):
 #   ORCHESTRATORD_CLUSTER_DIR           state directory
@@ -612,6 +613,7 @@ cmd_up() {
     --audit-log-maxsize 100 --audit-log-maxbackup 1 \
     --profiling=false
   wait_for kube-apiserver 90 "$bins/kubectl" --kubeconfig "$admin_kubeconfig" get --raw /readyz
+  refuse_host_network "$bins/kubectl"
 
   start kube-controller-manager "$bins/kube-controller-manager" \
     --kubeconfig "$work/controller-manager.kubeconfig" \
@@ -655,6 +657,38 @@ Cluster up: node $node_name ($node_ip), pods $pod_cidr, services $service_cidr, 
   hack/cluster/cluster.sh load IMAGE.tar   # import an image; pods use imagePullPolicy: Never or IfNotPresent
   sandbox image: $pause_ref
 EOF
+}
+
+# refuse_host_network KUBECTL: a pod in the host's network namespace would
+# bypass the bridge and the egress DROP chain, so the API server refuses such
+# pods (a ValidatingAdmissionPolicy; namespace labels cannot lift it).
+refuse_host_network() {
+  "$1" --kubeconfig "$admin_kubeconfig" apply --server-side --field-manager orchestratord-cluster -f - >>"$logs/kubectl.log" 2>&1 <<'EOF' ||
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: orchestratord-cluster-no-host-network
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [pods]
+  validations:
+  - expression: "!has(object.spec.hostNetwork) || !object.spec.hostNetwork"
+    message: "this local cluster refuses hostNetwork pods: their traffic would bypass its egress rule"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: orchestratord-cluster-no-host-network
+spec:
+  policyName: orchestratord-cluster-no-host-network
+  validationActions: [Deny]
+EOF
+    die "installing the hostNetwork policy failed: see $logs/kubectl.log"
 }
 
 # --------------------------------------------------------------------- down

@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/test/cluster"
@@ -227,5 +230,30 @@ func TestHelmUpgradeScalesOnlyTheWebhook(t *testing.T) {
 	}
 	if after := pods(t, controllers); after != controllersBefore {
 		t.Errorf("scaling the webhook touched the controllers: before %v, after %v", controllersBefore, after)
+	}
+}
+
+// The local cluster's network rule holds only for pods on its bridge: a pod
+// in the host's network namespace is refused (hack/cluster/cluster.sh).
+func TestClusterRefusesHostNetworkPods(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "host-network", Namespace: cluster.SampleNamespace},
+		Spec: corev1.PodSpec{
+			HostNetwork: true,
+			Containers:  []corev1.Container{{Name: "c", Image: "localhost/orchestratord/webhook:dev"}},
+		},
+	}
+	// The policy takes a moment to load after the API server starts.
+	var refusal error
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, refusal = c.Kube.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(refusal), nil
+	})
+	if !apierrors.IsInvalid(refusal) || !strings.Contains(refusal.Error(), "hostNetwork") {
+		t.Fatalf("want the policy's refusal naming hostNetwork, got %v", refusal)
+	}
+	pod.Spec.HostNetwork = false
+	if _, err := c.Kube.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the same pod without hostNetwork: %v", err)
 	}
 }
