@@ -25,6 +25,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -42,6 +43,10 @@ func main() {
 	rollouts := flag.Int("rollouts", 5, "webhook rollouts to measure")
 	readers := flag.Int("readers", 8, "concurrent readers during a webhook rollout")
 	flag.Parse()
+	if *runs < 1 || *rollouts < 0 || *readers < 1 {
+		fmt.Fprintln(os.Stderr, "failover-bench: -runs and -readers must be at least 1, -rollouts at least 0")
+		os.Exit(2)
+	}
 	c, err := cluster.Connect()
 	if err == nil {
 		err = run(context.Background(), c, *runs, *rollouts, *readers)
@@ -116,8 +121,8 @@ func row(name string, ds []time.Duration) {
 
 // pct is the nearest-rank percentile of sorted ds.
 func pct(ds []time.Duration, p float64) time.Duration {
-	i := int(float64(len(ds))*p+0.5) - 1
-	return ds[max(0, min(i, len(ds)-1))].Round(time.Millisecond)
+	i := int(math.Ceil(float64(len(ds))*p)) - 1
+	return ds[max(0, i)].Round(time.Millisecond)
 }
 
 // holderReady waits until the controllers are fully rolled out (so a standby
