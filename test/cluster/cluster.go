@@ -13,7 +13,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,37 +123,6 @@ func (c *Clients) WaitRolledOut(ctx context.Context, deployment string, timeout 
 		return fmt.Errorf("%s did not roll out within %v: %w", deployment, timeout, err)
 	}
 	return nil
-}
-
-// Lease returns one of the controllers' Leases.
-func (c *Clients) Lease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	return c.Kube.CoordinationV1().Leases(OperatorNamespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-// Holder returns the lease's holder identity, "" when released.
-func Holder(l *coordinationv1.Lease) string {
-	if l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
-// WaitNewHolder waits until the lease is held by someone other than old and
-// returns it.
-func (c *Clients) WaitNewHolder(ctx context.Context, name, old string, timeout time.Duration) (*coordinationv1.Lease, error) {
-	var got *coordinationv1.Lease
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		l, err := c.Lease(ctx, name)
-		if err != nil || Holder(l) == "" || Holder(l) == old || l.Spec.AcquireTime == nil {
-			return false, nil
-		}
-		got = l
-		return true, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lease %s: no holder other than %q within %v", name, old, timeout)
-	}
-	return got, nil
 }
 
 // RequestRolloutAndWait changes the sample's environmentdExtraEnv (which

@@ -3,8 +3,9 @@
 // materialize controller is without a leader and whether conversions fail
 // while the operator's pods come and go:
 //
-//   - graceful handover: delete the pod holding the materialize Lease (its
-//     SIGTERM releases the Lease); time from the delete to the new holder's
+//   - graceful handover: delete the pod holding the materialize Lease
+//     (cluster.DeleteHolder: its SIGTERM releases the Lease); time from the
+//     delete to the release, and from the release to the new holder's
 //     acquireTime;
 //   - crash failover: SIGKILL the holder's process and remove its pod at
 //     once (cluster.CrashHolder); nobody releases the Lease, a standby claims
@@ -12,10 +13,12 @@
 //     acquireTime, and from the holder's last renewal, which is what the
 //     lease duration bounds;
 //   - webhook rollout: `rollout restart` of the webhook while readers GET the
-//     sample at v1 (every read converts); failed reads per rollout.
+//     sample at v1 (every read converts), from two seconds before the
+//     restart until it completes; failed reads per rollout.
 //
-// Lease times come from the Lease itself (acquireTime is written by the new
-// holder's clock, which on a single-node cluster is this machine's clock).
+// Lease times come from the Lease itself (renewTime and acquireTime are
+// stamped by the holders' clocks, which on a single-node cluster are this
+// machine's clock).
 // The crash mode runs as root on the node.
 //
 //	KUBECONFIG=... go run ./hack/bench/failover -runs 20 -rollouts 5
@@ -30,9 +33,6 @@ import (
 	"os"
 	"slices"
 	"time"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/test/cluster"
@@ -60,14 +60,16 @@ func main() {
 const lease = leaderelection.LeaseMaterialize
 
 func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) error {
-	if err := c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute); err != nil {
+	if err := standbyReady(ctx, c); err != nil {
 		return err
 	}
-	l, err := c.Lease(ctx, lease)
+	l, err := c.HeldByRunningPod(ctx, lease)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("lease %s: duration %ds\n\n", lease, *l.Spec.LeaseDurationSeconds)
+	if l.Spec.LeaseDurationSeconds != nil {
+		fmt.Printf("lease %s: duration %ds\n\n", lease, *l.Spec.LeaseDurationSeconds)
+	}
 
 	var toRelease, toAcquire, handovers, crash, sinceRenew []time.Duration
 	for i := range runs {
@@ -125,72 +127,28 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return ds[max(0, i)].Round(time.Millisecond)
 }
 
-// holderReady waits until the controllers are fully rolled out (so a standby
-// is ready to take over) and returns the lease, held by one of them.
-func holderReady(ctx context.Context, c *cluster.Clients) (*coordinationv1.Lease, error) {
-	if err := c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute); err != nil {
-		return nil, err
-	}
-	l, err := c.Lease(ctx, lease)
-	if err != nil {
-		return nil, err
-	}
-	running, err := c.Pods(ctx, cluster.ControllersDeployment)
-	if err != nil {
-		return nil, err
-	}
-	if running[cluster.Holder(l)] == "" {
-		return nil, fmt.Errorf("lease held by %q, not a running controllers pod", cluster.Holder(l))
-	}
-	return l, nil
+// standbyReady waits until the controllers are fully rolled out, so that a
+// standby is ready to take over.
+func standbyReady(ctx context.Context, c *cluster.Clients) error {
+	return c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute)
 }
 
 // handover deletes the holder's pod and returns the times from the delete to
-// the release (stamped by the releasing holder as the released lease's
-// renewTime: this part is the kubelet delivering SIGTERM and the reconcilers
-// stopping) and from the release to the new holder's acquireTime.
+// the release (the kubelet delivering SIGTERM, the reconcilers stopping) and
+// from the release to the new holder's acquireTime.
 func handover(ctx context.Context, c *cluster.Clients) (toRelease, toAcquire time.Duration, err error) {
-	held, err := holderReady(ctx, c)
+	if err := standbyReady(ctx, c); err != nil {
+		return 0, 0, err
+	}
+	h, err := c.DeleteHolder(ctx, lease, time.Minute)
 	if err != nil {
 		return 0, 0, err
 	}
-	holder := cluster.Holder(held)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	// Watch from the state just read: every later version of the lease is
-	// seen, the short-lived released one included.
-	w, err := c.Kube.CoordinationV1().Leases(cluster.OperatorNamespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector: "metadata.name=" + lease, ResourceVersion: held.ResourceVersion,
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer w.Stop()
-	start := time.Now()
-	if err := c.Kube.CoreV1().Pods(cluster.OperatorNamespace).Delete(ctx, holder, metav1.DeleteOptions{}); err != nil {
-		return 0, 0, err
-	}
-	var released time.Time
-	for ev := range w.ResultChan() {
-		l, ok := ev.Object.(*coordinationv1.Lease)
-		if !ok {
-			return 0, 0, fmt.Errorf("watching lease: %v", ev.Object)
-		}
-		switch h := cluster.Holder(l); {
-		case h == "" && released.IsZero() && l.Spec.RenewTime != nil:
-			released = l.Spec.RenewTime.Time
-		case h != "" && h != holder && l.Spec.AcquireTime != nil:
-			if released.IsZero() {
-				return 0, 0, fmt.Errorf("lease moved from %s to %s without a release", holder, h)
-			}
-			return released.Sub(start), l.Spec.AcquireTime.Sub(released), nil
-		}
-	}
-	return 0, 0, fmt.Errorf("no new holder of %s within a minute of deleting %s", lease, holder)
+	return h.Released.Sub(h.Deleted), h.Acquired.Sub(h.Released), nil
 }
 
 func crashOver(ctx context.Context, c *cluster.Clients) (afterKill, afterRenewal time.Duration, err error) {
-	if _, err := holderReady(ctx, c); err != nil {
+	if err := standbyReady(ctx, c); err != nil {
 		return 0, 0, err
 	}
 	// The holder renews every retry period; without this pause every kill
@@ -200,7 +158,7 @@ func crashOver(ctx context.Context, c *cluster.Clients) (afterKill, afterRenewal
 	if err != nil {
 		return 0, 0, err
 	}
-	l, err := c.WaitNewHolder(ctx, lease, crash.Holder, time.Minute)
+	l, err := c.WaitClaimed(ctx, lease, &crash, time.Minute)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Lease returns one of the controllers' Leases.
+func (c *Clients) Lease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	return c.Kube.CoordinationV1().Leases(OperatorNamespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Holder returns the lease's holder identity, "" when released.
+func Holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// HeldByRunningPod returns the lease if a running controllers pod holds it.
+func (c *Clients) HeldByRunningPod(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	l, err := c.Lease(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	running, err := c.Pods(ctx, ControllersDeployment)
+	if err != nil {
+		return nil, err
+	}
+	if running[Holder(l)] == "" {
+		return nil, fmt.Errorf("lease %s held by %q, not a running controllers pod (%s)", name, Holder(l), Describe(running))
+	}
+	return l, nil
+}
+
+// watchLease calls each with every version of the lease after
+// resourceVersion until each is done or fails, or ctx ends.
+func (c *Clients) watchLease(ctx context.Context, name, resourceVersion string, each func(*coordinationv1.Lease) (done bool, err error)) error {
+	w, err := c.Kube.CoordinationV1().Leases(OperatorNamespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + name, ResourceVersion: resourceVersion,
+	})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		l, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok {
+			return fmt.Errorf("watching lease %s: %v", name, ev.Object)
+		}
+		if done, err := each(l); done || err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("the watch of lease %s ended", name)
+}
+
+// Handover is what DeleteHolder saw. Released is stamped by the releasing
+// holder (a released lease's renewTime), Acquired by the new holder.
+type Handover struct {
+	Holder, NewHolder           string
+	Deleted, Released, Acquired time.Time
+}
+
+// DeleteHolder deletes the pod holding a controllers Lease (the kubelet sends
+// SIGTERM, the holder stops its reconcilers and releases the lease) and
+// waits until another replica acquires it. A handover without a release is
+// an error: that would be a standby claiming an expired lease.
+func (c *Clients) DeleteHolder(ctx context.Context, lease string, timeout time.Duration) (Handover, error) {
+	held, err := c.HeldByRunningPod(ctx, lease)
+	if err != nil {
+		return Handover{}, err
+	}
+	h := Handover{Holder: Holder(held)}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h.Deleted = time.Now()
+	if err := c.Kube.CoreV1().Pods(OperatorNamespace).Delete(ctx, h.Holder, metav1.DeleteOptions{}); err != nil {
+		return h, err
+	}
+	// Watching from the version read before the delete replays every later
+	// one, the short-lived released version included.
+	err = c.watchLease(ctx, lease, held.ResourceVersion, func(l *coordinationv1.Lease) (bool, error) {
+		switch holder := Holder(l); {
+		case holder == "" && h.Released.IsZero() && l.Spec.RenewTime != nil:
+			h.Released = l.Spec.RenewTime.Time
+		case holder != "" && holder != h.Holder && l.Spec.AcquireTime != nil:
+			if h.Released.IsZero() {
+				return false, fmt.Errorf("lease %s moved from %s to %s without a release", lease, h.Holder, holder)
+			}
+			h.NewHolder, h.Acquired = holder, l.Spec.AcquireTime.Time
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return h, fmt.Errorf("deleting %s, the holder of %s: %w", h.Holder, lease, err)
+	}
+	return h, nil
+}
+
+// Crash is what CrashHolder did.
+type Crash struct {
+	Holder string
+	// Killed is when the holder's process got SIGKILL; LastRenewal is the
+	// last renewal it made, which is what the lease duration counts from.
+	Killed, LastRenewal time.Time
+	// resourceVersion of the lease read after the kill.
+	resourceVersion string
+}
+
+// CrashHolder kills the process holding a controllers Lease with SIGKILL, so
+// nothing is released, and deletes its pod with grace 0 at once, so that the
+// kubelet does not restart it under the same identity (which would resume
+// the lease): a standby has to claim the lease once it expires. The process
+// is found through /proc, so this runs as root on the node.
+func (c *Clients) CrashHolder(ctx context.Context, lease string) (Crash, error) {
+	l, err := c.HeldByRunningPod(ctx, lease)
+	if err != nil {
+		return Crash{}, err
+	}
+	holder := Holder(l)
+	pid, err := processOf(holder)
+	if err != nil {
+		return Crash{}, err
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return Crash{}, fmt.Errorf("killing %s (pid %d): %w", holder, pid, err)
+	}
+	zero := int64(0)
+	if err := c.Kube.CoreV1().Pods(OperatorNamespace).Delete(ctx, holder, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return Crash{}, err
+	}
+	if l, err = c.Lease(ctx, lease); err != nil {
+		return Crash{}, err
+	}
+	if Holder(l) != holder || l.Spec.RenewTime == nil {
+		return Crash{}, fmt.Errorf("lease %s moved to %q before %s was killed", lease, Holder(l), holder)
+	}
+	return Crash{Holder: holder, Killed: killed, LastRenewal: l.Spec.RenewTime.Time, resourceVersion: l.ResourceVersion}, nil
+}
+
+// WaitClaimed waits until another replica holds the lease after a
+// CrashHolder. A renewal by the killed holder stamped before the kill was
+// in flight when the lease was read, and becomes the last renewal. A write
+// stamped after the kill as the killed identity, or a release, means its
+// pod came back under the same identity: an error.
+func (c *Clients) WaitClaimed(ctx context.Context, lease string, crash *Crash, timeout time.Duration) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var claimed *coordinationv1.Lease
+	err := c.watchLease(ctx, lease, crash.resourceVersion, func(l *coordinationv1.Lease) (bool, error) {
+		switch holder := Holder(l); {
+		case (holder == crash.Holder || holder == "") && l.Spec.RenewTime != nil && l.Spec.RenewTime.Time.After(crash.LastRenewal):
+			if !l.Spec.RenewTime.Time.Before(crash.Killed) {
+				return false, fmt.Errorf("lease %s written by %q at %v, after %s was killed at %v", lease, holder, l.Spec.RenewTime.Time, crash.Holder, crash.Killed)
+			}
+			crash.LastRenewal = l.Spec.RenewTime.Time
+		case holder != "" && holder != crash.Holder && l.Spec.AcquireTime != nil:
+			claimed = l
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("after the crash of %s: %w", crash.Holder, err)
+	}
+	return claimed, nil
+}
+
+// processOf finds the controllers process of a pod on this node by the
+// POD_NAME the chart puts in its environment.
+func processOf(pod string) (int, error) {
+	want := []byte("\x00POD_NAME=" + pod + "\x00")
+	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, path := range environs {
+		env, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Dir(path)
+		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+		if string(bytes.TrimSpace(comm)) == "controllers" && bytes.Contains(append([]byte{0}, env...), want) {
+			return strconv.Atoi(filepath.Base(dir))
+		}
+	}
+	if os.Geteuid() != 0 {
+		return 0, errors.New("no process found for " + pod + ": finding it reads /proc/*/environ, which needs root on the node")
+	}
+	return 0, errors.New("no controllers process with POD_NAME=" + pod + " on this node")
+}
