@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -203,4 +204,35 @@ func processOf(pod string) (int, error) {
 		return 0, errors.New("no process found for " + pod + ": finding it reads /proc/*/environ, which needs root on the node")
 	}
 	return 0, errors.New("no controllers process with POD_NAME=" + pod + " on this node")
+}
+
+// LeaderElectionTimings reads the lease duration and retry period the
+// installed controllers run with, from their Deployment's arguments (the
+// chart always sets both), so that bounds follow the installed values.
+func (c *Clients) LeaderElectionTimings(ctx context.Context) (leaseDuration, retryPeriod time.Duration, err error) {
+	d, err := c.Kube.AppsV1().Deployments(OperatorNamespace).Get(ctx, ControllersDeployment, metav1.GetOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, container := range d.Spec.Template.Spec.Containers {
+		for _, arg := range container.Args {
+			name, value, _ := strings.Cut(arg, "=")
+			var into *time.Duration
+			switch name {
+			case "--leader-election-lease-duration":
+				into = &leaseDuration
+			case "--leader-election-retry-period":
+				into = &retryPeriod
+			default:
+				continue
+			}
+			if *into, err = time.ParseDuration(value); err != nil {
+				return 0, 0, fmt.Errorf("%s: %w", arg, err)
+			}
+		}
+	}
+	if leaseDuration == 0 || retryPeriod == 0 {
+		return 0, 0, fmt.Errorf("deployment %s sets no --leader-election-lease-duration or --leader-election-retry-period", ControllersDeployment)
+	}
+	return leaseDuration, retryPeriod, nil
 }

@@ -28,16 +28,20 @@ const (
 	operatorNS  = cluster.OperatorNamespace
 	webhook     = cluster.WebhookDeployment
 	controllers = cluster.ControllersDeployment
-	// The chart's default leaderElection.leaseDuration and retryPeriod.
-	leaseDuration = 15 * time.Second
-	retryPeriod   = 2 * time.Second
 )
 
-var c *cluster.Clients
+var (
+	c *cluster.Clients
+	// What the installed controllers run with.
+	leaseDuration, retryPeriod time.Duration
+)
 
 func TestMain(m *testing.M) {
 	var err error
-	if c, err = cluster.Connect(); err != nil {
+	if c, err = cluster.Connect(); err == nil {
+		leaseDuration, retryPeriod, err = c.LeaderElectionTimings(context.Background())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
