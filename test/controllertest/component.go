@@ -3,6 +3,7 @@ package controllertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,6 +92,29 @@ func (k Kind[T]) WaitReady(t *testing.T, namespace, name string, status metav1.C
 		return nil
 	})
 	return got
+}
+
+// ReadyFollowsDeployment checks that the CR's Ready condition mirrors its
+// Deployment's Available condition (which the test sets: there is no
+// kube-controller-manager): Reconciling first, then Available=True, then
+// the given unavailable status and reason; lastTransitionTime never goes back
+// and each transition is one event.
+func (k Kind[T]) ReadyFollowsDeployment(t *testing.T, ctrl *Running, namespace, name, deployment string, unavailable corev1.ConditionStatus, unavailableReason string) {
+	t.Helper()
+	notReady := k.WaitReady(t, namespace, name, metav1.ConditionFalse, component.ReasonReconciling)
+	SetAvailable(t, namespace, deployment, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	ready := k.WaitReady(t, namespace, name, metav1.ConditionTrue, "MinimumReplicasAvailable")
+	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
+		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
+	}
+	SetAvailable(t, namespace, deployment, unavailable, unavailableReason)
+	k.WaitReady(t, namespace, name, metav1.ConditionStatus(unavailable), unavailableReason)
+
+	WaitQuiet(t, ctrl.UserAgent)
+	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
+	if got := ctrl.Events.Reasons(namespace, name); !slices.Equal(got, wantEvents) {
+		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
+	}
 }
 
 // WaitObject waits for fetch to find the named object and returns it.

@@ -129,21 +129,7 @@ func TestChildrenAndReady(t *testing.T) {
 		}
 	}
 
-	// No kube-controller-manager: the Deployment reports nothing until the test says so.
-	notReady := balancers.WaitReady(t, ns, "b", metav1.ConditionFalse, component.ReasonReconciling)
-	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	ready := balancers.WaitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
-	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
-		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
-	}
-	controllertest.SetAvailable(t, ns, name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
-	balancers.WaitReady(t, ns, "b", metav1.ConditionFalse, "MinimumReplicasUnavailable")
-
-	controllertest.WaitQuiet(t, ctrl.UserAgent)
-	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
-	if got := ctrl.Events.Reasons(ns, "b"); !slices.Equal(got, wantEvents) {
-		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
-	}
+	balancers.ReadyFollowsDeployment(t, ctrl, ns, "b", name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
 }
 
 func TestResourceIDOverrides(t *testing.T) {

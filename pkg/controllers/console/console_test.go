@@ -154,20 +154,7 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Errorf("network policy spec %+v, want ingress from anywhere to 8080", np.Spec)
 	}
 
-	notReady := consoles.WaitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
-	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	ready := consoles.WaitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
-	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
-		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
-	}
-	controllertest.SetAvailable(t, ns, name, corev1.ConditionUnknown, "Probing")
-	consoles.WaitReady(t, ns, "c", metav1.ConditionUnknown, "Probing")
-
-	controllertest.WaitQuiet(t, ctrl.UserAgent)
-	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
-	if got := ctrl.Events.Reasons(ns, "c"); !slices.Equal(got, wantEvents) {
-		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
-	}
+	consoles.ReadyFollowsDeployment(t, ctrl, ns, "c", name, corev1.ConditionUnknown, "Probing")
 }
 
 func TestResourceIDOverrides(t *testing.T) {

@@ -223,12 +223,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix string) {
-	s.mu.Lock()
-	st := s.stateLocked(prefix)
-	st.requests++
-	if r.Method != http.MethodGet {
-		s.mu.Unlock()
-		methodNotAllowed(w, http.MethodGet)
+	st, ok := s.lockRequest(w, r, prefix, http.MethodGet)
+	if !ok {
 		return
 	}
 	if s.AutoAdvance {
@@ -246,12 +242,8 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 }
 
 func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix string) {
-	s.mu.Lock()
-	st := s.stateLocked(prefix)
-	st.requests++
-	if r.Method != http.MethodPost {
-		s.mu.Unlock()
-		methodNotAllowed(w, http.MethodPost)
+	st, ok := s.lockRequest(w, r, prefix, http.MethodPost)
+	if !ok {
 		return
 	}
 	if st.status != mzenv.ReadyToPromote {
@@ -267,6 +259,20 @@ func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix str
 	st.promotions++
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"result": "Success"})
+}
+
+// lockRequest counts a request to prefix's leader API and, when it uses the
+// method, returns prefix's state with s.mu held; otherwise it answers 405.
+func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, prefix, method string) (*prefixState, bool) {
+	s.mu.Lock()
+	st := s.stateLocked(prefix)
+	st.requests++
+	if r.Method != method {
+		s.mu.Unlock()
+		methodNotAllowed(w, method)
+		return nil, false
+	}
+	return st, true
 }
 
 func (s *Server) stateLocked(prefix string) *prefixState {
