@@ -1,17 +1,22 @@
 // Package environmentd is a small HTTP client for environmentd's leader API,
 // which the materialize reconciler uses to roll out environmentd generations:
 // it polls GET /api/leader/status until a new generation is ReadyToPromote,
-// promotes it with POST /api/leader/promote and waits for IsLeader.
+// promotes it with POST /api/leader/promote (after POST
+// /api/leader/skip-catchup when the promotion is forced) and waits for
+// IsLeader. With Password or Sasl authentication the leader API sits behind
+// a login, as mz_system, on environmentd's external HTTP port.
 package environmentd
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +28,12 @@ const InternalHTTPPort = 6878
 
 // Paths of the leader API, relative to an environmentd base URL.
 const (
-	StatusPath  = "/api/leader/status"
-	PromotePath = "/api/leader/promote"
+	StatusPath      = "/api/leader/status"
+	PromotePath     = "/api/leader/promote"
+	SkipCatchupPath = "/api/leader/skip-catchup"
+	LoginPath       = "/api/login"
+	// SystemUser is the internal role the operator logs in as.
+	SystemUser = "mz_system"
 )
 
 // DefaultTimeout bounds each request made by a Client whose HTTP is nil.
@@ -59,9 +68,9 @@ func (s LeaderStatus) Valid() bool {
 }
 
 // URL returns the in-cluster base URL of a Service's port:
-// http://{serviceName}.{namespace}.svc.cluster.local:{port}.
-func URL(serviceName, namespace string, port int) string {
-	return "http://" + serviceName + "." + namespace + ".svc.cluster.local:" + strconv.Itoa(port)
+// {scheme}://{serviceName}.{namespace}.svc.cluster.local:{port}.
+func URL(scheme, serviceName, namespace string, port int) string {
+	return scheme + "://" + serviceName + "." + namespace + ".svc.cluster.local:" + strconv.Itoa(port)
 }
 
 // StatusError is returned when environmentd answers with a non-2xx status.
@@ -86,6 +95,35 @@ var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
 type Client struct {
 	// HTTP makes the requests; nil means a client with DefaultTimeout.
 	HTTP *http.Client
+	// Password, when set, is mz_system's: every call first logs in at
+	// LoginPath and sends the session cookie, as upstream does. Over https
+	// the certificate is then not verified either, as upstream does: it is
+	// issued for the environment's clients, not for the operator.
+	Password string
+}
+
+// WithPassword returns a copy of c that logs in as mz_system.
+func (c *Client) WithPassword(password string) *Client {
+	cp := *c
+	cp.Password = password
+	return &cp
+}
+
+// SkipCatchup tells the environmentd at baseURL to stop waiting for its
+// clusters to catch up (a forced promotion). environmentd answers 400 with
+// {"message": ...} when it cannot.
+func (c *Client) SkipCatchup(ctx context.Context, baseURL string) error {
+	_, err := c.do(ctx, http.MethodPost, baseURL, SkipCatchupPath)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusBadRequest {
+		var resp struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(se.Body), &resp) == nil && resp.Message != "" {
+			return fmt.Errorf("failed to skip catchup: %s", resp.Message)
+		}
+	}
+	return err
 }
 
 // Status returns the leader status reported by the environmentd at baseURL
@@ -127,6 +165,53 @@ func (c *Client) Promote(ctx context.Context, baseURL string) error {
 	return nil
 }
 
+// client is the HTTP client of one call: with a password, a copy with its
+// own cookie jar for the session.
+func (c *Client) client() *http.Client {
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTPClient
+	}
+	if c.Password == "" {
+		return hc
+	}
+	cp := *hc
+	cp.Jar, _ = cookiejar.New(nil) // never fails without options
+	base := cp.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if t, ok := base.(*http.Transport); ok {
+		t = t.Clone()
+		if t.TLSClientConfig == nil {
+			t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		t.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // upstream's behaviour; see Password
+		cp.Transport = t
+	}
+	return &cp
+}
+
+func (c *Client) login(ctx context.Context, hc *http.Client, baseURL string) error {
+	url := strings.TrimRight(baseURL, "/") + LoginPath
+	body, _ := json.Marshal(map[string]string{"username": SystemUser, "password": c.Password})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("environmentd login %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("environmentd login %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBodyBytes))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return &StatusError{Method: http.MethodPost, URL: url, Code: resp.StatusCode, Body: "login as " + SystemUser + " failed"}
+	}
+	return nil
+}
+
 func (c *Client) do(ctx context.Context, method, baseURL, path string) ([]byte, error) {
 	url := strings.TrimRight(baseURL, "/") + path
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
@@ -134,9 +219,11 @@ func (c *Client) do(ctx context.Context, method, baseURL, path string) ([]byte, 
 		return nil, fmt.Errorf("environmentd %s %s: %w", method, url, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTPClient
+	hc := c.client()
+	if c.Password != "" {
+		if err := c.login(ctx, hc, baseURL); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

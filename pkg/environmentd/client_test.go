@@ -2,6 +2,7 @@ package environmentd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -183,9 +184,68 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestURL(t *testing.T) {
-	got := URL("mzabc-environmentd-2", "materialize-env", InternalHTTPPort)
+	got := URL("http", "mzabc-environmentd-2", "materialize-env", InternalHTTPPort)
 	want := "http://mzabc-environmentd-2.materialize-env.svc.cluster.local:6878"
 	if got != want {
 		t.Errorf("URL = %q, want %q", got, want)
+	}
+}
+
+// A password makes every call log in as mz_system first and carry the
+// session cookie; a wrong password fails with the login's status.
+func TestPasswordLogsInAndSendsSession(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls = append(calls, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		switch r.URL.Path {
+		case LoginPath:
+			var creds struct{ Username, Password string }
+			if err := json.NewDecoder(r.Body).Decode(&creds); err != nil || creds.Username != SystemUser || creds.Password != "secret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: "session", Value: "s1", Path: "/"})
+		case StatusPath:
+			if c, err := r.Cookie("session"); err != nil || c.Value != "s1" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			io.WriteString(w, `{"status":"IsLeader"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	// The test server's certificate is self-signed: with a password the
+	// client does not verify it, as upstream does not.
+	s, err := (&Client{}).WithPassword("secret").Status(context.Background(), srv.URL)
+	if err != nil || s != IsLeader {
+		t.Fatalf("Status = %q, %v", s, err)
+	}
+	if want := []string{"POST " + LoginPath, "GET " + StatusPath}; fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("calls = %v, want %v", calls, want)
+	}
+	if _, err := (&Client{}).WithPassword("wrong").Status(context.Background(), srv.URL); !IsStatusError(err, http.StatusUnauthorized) {
+		t.Errorf("wrong password: err = %v, want a 401 StatusError", err)
+	}
+	// Without a password the certificate is verified.
+	if _, err := (&Client{}).Status(context.Background(), srv.URL); err == nil {
+		t.Error("an unverified certificate was accepted without a password")
+	}
+}
+
+func TestSkipCatchup(t *testing.T) {
+	srv, got := server(t, http.StatusOK, ``)
+	if err := (&Client{}).SkipCatchup(context.Background(), srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if got() != "POST "+SkipCatchupPath {
+		t.Errorf("request = %q", got())
+	}
+	bad, _ := server(t, http.StatusBadRequest, `{"message":"not catching up"}`)
+	err := (&Client{}).SkipCatchup(context.Background(), bad.URL)
+	if err == nil || err.Error() != "failed to skip catchup: not catching up" {
+		t.Errorf("err = %v", err)
 	}
 }

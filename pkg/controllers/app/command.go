@@ -65,6 +65,8 @@ type Options struct {
 	EnvironmentdPoll        time.Duration
 	KubeAPIQPS              float32
 	KubeAPIBurst            int
+	// Environment is how environmentd runs: upstream orchestratord's flags.
+	Environment materialize.Config
 }
 
 var knownControllers = []string{"materialize", "balancer", "console"}
@@ -97,6 +99,7 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.EnvironmentdPoll, "environmentd-poll-interval", 2*time.Second, "how often a rollout in progress asks environmentd for its leader status")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 50, "steady requests per second to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	o.Environment.AddFlags(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return Run(cmd.Context(), o)
 	}
@@ -125,7 +128,13 @@ func (o *Options) complete() error {
 	if o.LeaderElectionIdentity == "" {
 		o.LeaderElectionIdentity = leaderelection.DefaultIdentity()
 	}
-	return nil
+	if o.Environment.OperatorNamespace == "" {
+		o.Environment.OperatorNamespace = cli.PodNamespace()
+	}
+	if o.Environment.OperatorNamespace == "" {
+		o.Environment.OperatorNamespace = o.LeaderElectionNamespace
+	}
+	return o.Environment.Complete()
 }
 
 // environmentdURL turns --environmentd-url-template into the reconciler's hook.
@@ -216,6 +225,7 @@ func Run(ctx context.Context, o *Options) error {
 		switch name {
 		case "materialize":
 			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
+				Config:          o.Environment,
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
 				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,

@@ -3,7 +3,6 @@ package materialize
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,23 +11,17 @@ import (
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 )
 
-// siblingImage swaps the component name in an environmentd image reference,
-// keeping registry and tag: materialize/environmentd:v26 ->
-// materialize/balancerd:v26.
-func siblingImage(environmentdImage, component string) string {
-	ref, tagOrDigest := environmentdImage, ""
-	if i := strings.IndexAny(ref, "@"); i >= 0 {
-		ref, tagOrDigest = ref[:i], ref[i:]
-	} else if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		ref, tagOrDigest = ref[:i], ref[i:]
+// activeImage is the environmentd image of the last completed rollout (the
+// spec's until one completes): balancerd and console follow what runs, not
+// what is requested, as upstream's active_environmentd_image_ref.
+func activeImage(e env) string {
+	if ref := e.mz.Status.LastCompletedRolloutEnvironmentdImageRef; ref != "" {
+		return ref
 	}
-	if tagOrDigest != "" && tagOrDigest[0] == '@' {
-		tagOrDigest = "" // a digest names environmentd's image, not the sibling's
-	}
-	slash := strings.LastIndex(ref, "/")
-	return ref[:slash+1] + strings.Replace(ref[slash+1:], "environmentd", component, 1) + tagOrDigest
+	return e.mz.Spec.EnvironmentdImageRef
 }
 
 func certAC(c *v1alpha1.MaterializeCertSpec) *mzac.MaterializeCertSpecApplyConfiguration {
@@ -68,7 +61,7 @@ func (e env) balancer(image string) *mzac.BalancerApplyConfiguration {
 	if c := certAC(e.mz.Spec.InternalCertificateSpec); c != nil {
 		spec.WithInternalCertificateSpec(c)
 	}
-	return mzac.Balancer(e.mz.Name, e.ns()).WithLabels(e.labels(e.mz.Name)).WithOwnerReferences(e.owner()).WithSpec(spec)
+	return mzac.Balancer(e.mz.Name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).WithSpec(spec)
 }
 
 func (e env) console(image string) *mzac.ConsoleApplyConfiguration {
@@ -90,7 +83,7 @@ func (e env) console(image string) *mzac.ConsoleApplyConfiguration {
 	if c := certAC(e.mz.Spec.ConsoleExternalCertificateSpec); c != nil {
 		spec.WithExternalCertificateSpec(c)
 	}
-	return mzac.Console(e.mz.Name, e.ns()).WithLabels(e.labels(e.mz.Name)).WithOwnerReferences(e.owner()).WithSpec(spec)
+	return mzac.Console(e.mz.Name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).WithSpec(spec)
 }
 
 // applyComponents applies (or, when disabled, deletes) the environment's
@@ -107,7 +100,7 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) error {
 	case r.o.CreateBalancers:
 		image := r.o.BalancerdImage
 		if image == "" {
-			image = siblingImage(e.mz.Spec.EnvironmentdImageRef, "balancerd")
+			image = imageref.Sibling(activeImage(e), "balancerd", "")
 		}
 		if _, err := apply.Object(ctx, liveB, exists, e.balancer(image), nil, balancers.Apply); err != nil {
 			return fmt.Errorf("balancer: %w", err)
@@ -128,7 +121,7 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) error {
 	case r.o.CreateConsoles:
 		image := r.o.ConsoleImage
 		if image == "" {
-			image = siblingImage(e.mz.Spec.EnvironmentdImageRef, "console")
+			image = imageref.Sibling(activeImage(e), "console", "")
 		}
 		if _, err := apply.Object(ctx, liveC, exists, e.console(image), nil, consoles.Apply); err != nil {
 			return fmt.Errorf("console: %w", err)

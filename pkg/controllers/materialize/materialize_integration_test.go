@@ -26,6 +26,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/fixture"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -98,11 +99,17 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	return r
 }
 
+// newNamespace makes a namespace with the backend Secret newMaterialize
+// names.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Namespaces().Create(context.Background(),
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mz-"}}, metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(ns.Name).Create(context.Background(), fixture.BackendSecret(ns.Name, "backend"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return ns.Name

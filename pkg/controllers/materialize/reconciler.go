@@ -26,6 +26,8 @@ import (
 	ctrlcomponent "github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -45,14 +47,20 @@ const (
 	ReasonRolloutTimeout     = "RolloutTimeout"
 	defaultRolloutTimeout    = 24 * time.Hour
 	defaultPollInterval      = 2 * time.Second
-	nilUUID                  = "00000000-0000-0000-0000-000000000000"
-	controllerName           = "materialize"
+	// preflightRetry is how soon a rollout blocked by a missing Secret entry
+	// or ConfigMap looks again.
+	preflightRetry = 15 * time.Second
+	controllerName = "materialize"
 )
 
 // Options tune the reconciler.
 type Options struct {
+	// Config is how environments are run (the operator's environment
+	// flags); the zero value means DefaultConfig.
+	Config Config
 	// EnvironmentdURL is the base URL of a generation's environmentd leader
-	// API; nil means the generation Service's cluster DNS name.
+	// API; nil means the generation Service's cluster DNS name on the port
+	// upstream uses for the Materialize's authenticator.
 	EnvironmentdURL func(mz *v1alpha1.Materialize, resourceID string, generation uint64) string
 	// PollInterval is how often a rollout in progress asks environmentd.
 	PollInterval time.Duration
@@ -93,9 +101,13 @@ func New(d controller.Deps, o Options) *controller.Controller {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Config.CloudProvider == "" {
+		o.Config = DefaultConfig()
+	}
 	if o.EnvironmentdURL == nil {
+		cfg := o.Config
 		o.EnvironmentdURL = func(mz *v1alpha1.Materialize, id string, gen uint64) string {
-			return environmentd.URL(env{mz: mz, id: id}.generationName(gen), mz.Namespace, portInternalHTTP)
+			return env{mz: mz, id: id, cfg: &cfg}.leaderURL(gen)
 		}
 	}
 	mzInf := d.MZInformers.Materialize().V1alpha1()
@@ -167,7 +179,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
 		return controller.Result{}, err
 	}
-	e := env{mz: mz, id: mz.Status.ResourceID}
+	e := env{mz: mz, id: mz.Status.ResourceID, cfg: &r.o.Config}
 	if err := r.applyEnvironmentObjects(ctx, e); err != nil {
 		return controller.Result{}, err
 	}
@@ -221,10 +233,33 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 	if err := applyChild(ctx, liveBinding, err, binding, rbacacExtractRoleBinding, kube.RbacV1().RoleBindings(e.ns()).Apply); err != nil {
 		return fmt.Errorf("role binding: %w", err)
 	}
-	policy := e.networkPolicy()
-	livePolicy, err := r.policies.NetworkPolicies(e.ns()).Get(*policy.Name)
-	if err := applyChild(ctx, livePolicy, err, policy, networkingacExtractNetworkPolicy, kube.NetworkingV1().NetworkPolicies(e.ns()).Apply); err != nil {
-		return fmt.Errorf("network policy: %w", err)
+	return r.applyNetworkPolicies(ctx, e)
+}
+
+// applyNetworkPolicies applies the enabled policies and deletes this
+// Materialize's others (a switch turned off, or the single policy older
+// versions of this operator made).
+func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
+	kube := r.d.Kube
+	wanted := map[string]bool{}
+	for _, policy := range e.networkPolicies() {
+		wanted[*policy.Name] = true
+		live, err := r.policies.NetworkPolicies(e.ns()).Get(*policy.Name)
+		if err := applyChild(ctx, live, err, policy, networkingacExtractNetworkPolicy, kube.NetworkingV1().NetworkPolicies(e.ns()).Apply); err != nil {
+			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
+		}
+	}
+	existing, err := r.policies.NetworkPolicies(e.ns()).List(labels.SelectorFromSet(labels.Set{children.ResourceIDLabel: e.id}))
+	if err != nil {
+		return err
+	}
+	for _, p := range existing {
+		if wanted[p.Name] || !metav1.IsControlledBy(p, e.mz) {
+			continue
+		}
+		if err := kube.NetworkingV1().NetworkPolicies(e.ns()).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("network policy %s: %w", p.Name, err)
+		}
 	}
 	return nil
 }
@@ -293,6 +328,22 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 			prefix+fmt.Sprintf("generation %d did not become leader within %s", desired, timeout))
 	}
 
+	pre, err := r.preflight(ctx, e)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if pre.problem != "" {
+		// Nothing is created and the active generation keeps serving; the
+		// check runs again, since a Secret or ConfigMap is not watched.
+		return controller.Result{RequeueAfter: preflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy,
+			prefix+fmt.Sprintf("generation %d not started: %s", desired, pre.problem))
+	}
+	note := pre.note
+	leader := r.o.Leader
+	if pre.password != "" {
+		leader = leader.WithPassword(pre.password)
+	}
+
 	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime && st.ActiveGeneration > 0 {
 		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration); err != nil {
 			return controller.Result{}, err
@@ -308,24 +359,34 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 
 	poll := controller.Result{RequeueAfter: r.o.PollInterval}
 	url := r.o.EnvironmentdURL(mz, e.id, desired)
-	status, err := r.o.Leader.Status(ctx, url)
+	status, err := leader.Status(ctx, url)
 	if err != nil {
 		if ctx.Err() != nil {
 			return controller.Result{}, ctx.Err()
 		}
 		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
-			prefix+fmt.Sprintf("waiting for generation %d: %v", desired, err))
+			prefix+fmt.Sprintf("waiting for generation %d: %v", desired, err)+note)
 	}
+	forced := mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime ||
+		(mz.Spec.ForcePromote != "" && mz.Spec.ForcePromote == mz.Spec.RequestRollout)
 	switch status {
 	case environmentd.Initializing, environmentd.CatchingUp:
-		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
-			prefix+fmt.Sprintf("generation %d is %s", desired, status))
+		if !forced {
+			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
+				prefix+fmt.Sprintf("generation %d is %s", desired, status)+note)
+		}
+		// A forced promotion does not wait for the clusters to catch up.
+		if err := leader.SkipCatchup(ctx, url); err != nil {
+			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
+				prefix+fmt.Sprintf("generation %d is %s: %v", desired, status, err)+note)
+		}
+		fallthrough
 	case environmentd.ReadyToPromote:
-		if mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote && mz.Spec.ForcePromote != mz.Spec.RequestRollout {
+		if mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote && !forced {
 			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonWaitingForApproval,
 				prefix+fmt.Sprintf("generation %d is ready; set spec.forcePromote to %s to promote it", desired, mz.Spec.RequestRollout))
 		}
-		if err := r.o.Leader.Promote(ctx, url); err != nil {
+		if err := leader.Promote(ctx, url); err != nil {
 			return controller.Result{}, fmt.Errorf("promoting generation %d: %w", desired, err)
 		}
 		r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, ReasonPromoting, "promoting generation %d", desired)
@@ -359,15 +420,19 @@ func activeMessage(gen uint64) string {
 	return fmt.Sprintf("generation %d is active and runs the requested spec", gen)
 }
 
+// applyGeneration applies a generation's objects in upstream's order: the
+// StatefulSet last, so its pod finds its Services and listeners file.
 func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) error {
 	g := e.generation(gen)
 	kube := r.d.Kube
+	for _, svc := range []*corev1ac.ServiceApplyConfiguration{g.service, g.persistPubSub} {
+		live, err := r.services.Services(e.ns()).Get(*svc.Name)
+		if err := applyChild(ctx, live, err, svc, corev1acExtractService, kube.CoreV1().Services(e.ns()).Apply); err != nil {
+			return err
+		}
+	}
 	liveCM, err := r.configMaps.ConfigMaps(e.ns()).Get(*g.listeners.Name)
 	if err := applyChild(ctx, liveCM, err, g.listeners, corev1acExtractConfigMap, kube.CoreV1().ConfigMaps(e.ns()).Apply); err != nil {
-		return err
-	}
-	liveSvc, err := r.services.Services(e.ns()).Get(*g.service.Name)
-	if err := applyChild(ctx, liveSvc, err, g.service, corev1acExtractService, kube.CoreV1().Services(e.ns()).Apply); err != nil {
 		return err
 	}
 	liveSTS, err := r.statefulSets.StatefulSets(e.ns()).Get(*g.statefulSet.Name)
@@ -397,9 +462,11 @@ func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64) er
 	if err := del(err == nil, r.d.Kube.AppsV1().StatefulSets(ns).Delete, name); err != nil {
 		return err
 	}
-	_, err = r.services.Services(ns).Get(name)
-	if err := del(err == nil, r.d.Kube.CoreV1().Services(ns).Delete, name); err != nil {
-		return err
+	for _, svc := range []string{name, e.persistPubSubName(gen)} {
+		_, err = r.services.Services(ns).Get(svc)
+		if err := del(err == nil, r.d.Kube.CoreV1().Services(ns).Delete, svc); err != nil {
+			return err
+		}
 	}
 	_, err = r.configMaps.ConfigMaps(ns).Get(e.listenersName(gen))
 	return del(err == nil, r.d.Kube.CoreV1().ConfigMaps(ns).Delete, e.listenersName(gen))

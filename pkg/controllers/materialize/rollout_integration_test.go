@@ -58,7 +58,7 @@ func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned("StatefulSet", sts)
-	if c := sts.Spec.Template.Spec.Containers[0]; c.Image != mz.Spec.EnvironmentdImageRef || *c.SecurityContext.ReadOnlyRootFilesystem != true {
+	if c := sts.Spec.Template.Spec.Containers[0]; c.Image != mz.Spec.EnvironmentdImageRef {
 		t.Errorf("environmentd container: %+v", c)
 	}
 	public, err := kube.CoreV1().Services(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
@@ -74,13 +74,13 @@ func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
 			return kube.CoreV1().ServiceAccounts(ns).Get(ctx, "prod", metav1.GetOptions{})
 		},
 		"Role": func() (metav1.Object, error) {
-			return kube.RbacV1().Roles(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+			return kube.RbacV1().Roles(ns).Get(ctx, "prod", metav1.GetOptions{})
 		},
 		"RoleBinding": func() (metav1.Object, error) {
-			return kube.RbacV1().RoleBindings(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+			return kube.RbacV1().RoleBindings(ns).Get(ctx, "prod", metav1.GetOptions{})
 		},
-		"NetworkPolicy": func() (metav1.Object, error) {
-			return kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+		"persist pub-sub Service": func() (metav1.Object, error) {
+			return kube.CoreV1().Services(ns).Get(ctx, "mz"+id+"-persist-pubsub-1", metav1.GetOptions{})
 		},
 		"ConfigMap": func() (metav1.Object, error) {
 			return kube.CoreV1().ConfigMaps(ns).Get(ctx, "mz"+id+"-listeners-1", metav1.GetOptions{})

@@ -1,0 +1,217 @@
+package materialize
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+)
+
+// Upstream's label keys and values (src/cloud-resources/src/crd.rs and
+// crd/materialize.rs); the objects must carry them for a cluster to switch
+// operators without replacing anything.
+const (
+	OrganizationNameLabel      = "materialize.cloud/organization-name"
+	OrganizationNamespaceLabel = "materialize.cloud/organization-namespace"
+	AppLabel                   = "materialize.cloud/app"
+	managedByValue             = "materialize-operator"
+	environmentdApp            = "environmentd"
+	balancerdApp               = "balancerd"
+	// IAMRoleAnnotation is the ServiceAccount annotation EKS reads.
+	IAMRoleAnnotation = "eks.amazonaws.com/role-arn"
+)
+
+var gvk = v1alpha1.SchemeGroupVersion.WithKind("Materialize")
+
+// env is one Materialize with its resource id and the operator's settings,
+// from which every child is derived.
+type env struct {
+	mz  *v1alpha1.Materialize
+	id  string
+	cfg *Config
+}
+
+func (e env) ns() string { return e.mz.Namespace }
+
+func (e env) owner() *metav1ac.OwnerReferenceApplyConfiguration {
+	return children.OwnerReference(e.mz, gvk)
+}
+
+// defaultLabels are upstream's ManagedResource::default_labels.
+func (e env) defaultLabels() map[string]string {
+	return map[string]string{
+		OrganizationNameLabel:      e.mz.Name,
+		OrganizationNamespaceLabel: e.ns(),
+		children.ResourceIDLabel:   e.id,
+	}
+}
+
+// recommendedLabels are upstream's recommended_k8s_labels(app).
+func recommendedLabels(app string) map[string]string {
+	l := map[string]string{
+		"app.kubernetes.io/managed-by": managedByValue,
+		"app.kubernetes.io/part-of":    "materialize",
+	}
+	if app != "" {
+		l["app.kubernetes.io/name"] = app
+		l["app"] = app
+	}
+	return l
+}
+
+// labels are those of upstream's managed_resource_meta for a Materialize.
+func (e env) labels() map[string]string {
+	l := e.defaultLabels()
+	for k, v := range recommendedLabels(environmentdApp) {
+		l[k] = v
+	}
+	return l
+}
+
+func (e env) name(suffix string) string { return children.Name(e.id, suffix) }
+
+func (e env) serviceAccountName() string {
+	if e.mz.Spec.ServiceAccountName != "" {
+		return e.mz.Spec.ServiceAccountName
+	}
+	return e.mz.Name
+}
+
+// Role and RoleBinding are named after the Materialize, as upstream names them.
+func (e env) roleName() string { return e.mz.Name }
+
+func (e env) environmentdName() string { return e.name("environmentd") }
+
+// serviceAccount is created unless spec.serviceAccountName names one. On
+// AWS the (deprecated) IAM role ARN becomes the EKS annotation and wins over
+// an annotation of the same key, as upstream does.
+func (e env) serviceAccount() *corev1ac.ServiceAccountApplyConfiguration {
+	annotations := map[string]string{}
+	for k, v := range e.mz.Spec.ServiceAccountAnnotations {
+		annotations[k] = v
+	}
+	arn := e.mz.Spec.EnvironmentdIamRoleArn
+	if arn == "" {
+		arn = e.cfg.EnvironmentdIAMRoleARN
+	}
+	if e.cfg.CloudProvider == "aws" && arn != "" {
+		annotations[IAMRoleAnnotation] = arn
+	}
+	labels := e.defaultLabels()
+	for k, v := range e.mz.Spec.ServiceAccountLabels {
+		labels[k] = v
+	}
+	sa := corev1ac.ServiceAccount(e.serviceAccountName(), e.ns()).WithLabels(labels).WithOwnerReferences(e.owner())
+	if len(annotations) > 0 {
+		sa.WithAnnotations(annotations)
+	}
+	return sa
+}
+
+var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+
+// role lets environmentd orchestrate its clusters in its namespace
+// (upstream's create_role_object, rule for rule).
+func (e env) role() *rbacv1ac.RoleApplyConfiguration {
+	return rbacv1ac.Role(e.roleName(), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
+		WithRules(
+			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("statefulsets").WithVerbs(allVerbs...),
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("persistentvolumeclaims", "pods", "secrets", "services").WithVerbs(allVerbs...),
+			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").WithVerbs("get"),
+			rbacv1ac.PolicyRule().WithAPIGroups("materialize.cloud").WithResources("vpcendpoints").WithVerbs(allVerbs...),
+			rbacv1ac.PolicyRule().WithAPIGroups("metrics.k8s.io").WithResources("pods").WithVerbs("get", "list"),
+			rbacv1ac.PolicyRule().WithAPIGroups("custom.metrics.k8s.io").WithResources(
+				"persistentvolumeclaims/kubelet_volume_stats_used_bytes",
+				"persistentvolumeclaims/kubelet_volume_stats_capacity_bytes").WithVerbs("get"),
+		)
+}
+
+func (e env) roleBinding() *rbacv1ac.RoleBindingApplyConfiguration {
+	return rbacv1ac.RoleBinding(e.roleName(), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(e.roleName())).
+		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(e.serviceAccountName()).WithNamespace(e.ns()))
+}
+
+func tcpPolicyPort(p int32) *networkingv1ac.NetworkPolicyPortApplyConfiguration {
+	return networkingv1ac.NetworkPolicyPort().WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(p))
+}
+
+func cidrPeers(cidrs []string) []*networkingv1ac.NetworkPolicyPeerApplyConfiguration {
+	peers := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(cidrs))
+	for _, c := range cidrs {
+		peers = append(peers, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(c)))
+	}
+	return peers
+}
+
+// networkPolicies are upstream's opt-in policies. The internal ones always
+// come with "allow-orchestratord", so an enforcing CNI never cuts the
+// operator off from the leader API.
+func (e env) networkPolicies() []*networkingv1ac.NetworkPolicyApplyConfiguration {
+	c := e.cfg
+	policy := func(suffix string) *networkingv1ac.NetworkPolicyApplyConfiguration {
+		return networkingv1ac.NetworkPolicy(e.name(suffix), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner())
+	}
+	var out []*networkingv1ac.NetworkPolicyApplyConfiguration
+	if c.NetworkPoliciesInternalEnabled {
+		allPods := metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.ResourceIDLabel: e.id})
+		environmentd := e.defaultLabels()
+		environmentd[AppLabel] = environmentdApp
+		operator := map[string]string{}
+		for _, kv := range mustKeyValues(c.OperatorPodSelectorLabels) {
+			operator[kv.key] = kv.value
+		}
+		out = append(out,
+			policy("allow-all-within-environment").WithSpec(networkingv1ac.NetworkPolicySpec().
+				WithPodSelector(allPods).
+				WithPolicyTypes(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress).
+				WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(allPods))).
+				WithEgress(networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithPodSelector(allPods)))),
+			policy("allow-orchestratord").WithSpec(networkingv1ac.NetworkPolicySpec().
+				WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(environmentd)).
+				WithPolicyTypes(networkingv1.PolicyTypeIngress).
+				WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+					WithFrom(networkingv1ac.NetworkPolicyPeer().
+						WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{"kubernetes.io/metadata.name": c.OperatorNamespace})).
+						WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(operator))).
+					WithPorts(tcpPolicyPort(c.HTTPPort), tcpPolicyPort(c.InternalHTTPPort)))),
+		)
+	}
+	if c.NetworkPoliciesIngressEnabled {
+		balancerd := e.defaultLabels()
+		balancerd[AppLabel] = balancerdApp
+		out = append(out, policy("sql-and-http-ingress").WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(balancerd)).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress).
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+				WithFrom(cidrPeers(c.NetworkPoliciesIngressCIDRs)...).
+				WithPorts(tcpPolicyPort(c.HTTPPort), tcpPolicyPort(c.SQLPort)))))
+	}
+	if c.NetworkPoliciesEgressEnabled {
+		out = append(out, policy("sources-and-sinks-egress").WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(e.defaultLabels())).
+			WithPolicyTypes(networkingv1.PolicyTypeEgress).
+			WithEgress(networkingv1ac.NetworkPolicyEgressRule().WithTo(cidrPeers(c.NetworkPoliciesEgressCIDRs)...))))
+	}
+	return out
+}
+
+// sortedKeys returns m's keys in order: upstream's maps are BTreeMaps, and
+// the order of the arguments built from them must be theirs.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

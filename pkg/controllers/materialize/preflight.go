@@ -1,0 +1,100 @@
+package materialize
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
+)
+
+// preflightResult says whether a new generation can start.
+type preflightResult struct {
+	// problem, when set, is why environmentd would refuse to start or could
+	// not be reached: the generation is not created.
+	problem string
+	// note qualifies the rollout's condition messages (an image tag that is
+	// not a version).
+	note string
+	// password is mz_system's, for the leader API behind a login.
+	password string
+}
+
+// preflight checks what environmentd needs before it is started, so that
+// bad input shows as a condition instead of a pod that crash-loops.
+func (r *reconciler) preflight(ctx context.Context, e env) (preflightResult, error) {
+	var res preflightResult
+	ref := e.mz.Spec.EnvironmentdImageRef
+	v, tag, ok := imageref.EnvironmentdVersion(ref)
+	switch {
+	case ok && !v.AtLeast(MinimumEnvironmentdVersion):
+		res.problem = fmt.Sprintf("environmentd %s (image %s) is older than %s, the oldest version this operator runs",
+			v, ref, MinimumEnvironmentdVersion)
+		return res, nil
+	case !ok:
+		// Upstream runs such images (developer builds) as current ones.
+		if tag == "" {
+			res.note = fmt.Sprintf(" (image %s has no version tag, so it is run as the newest environmentd)", ref)
+		} else {
+			res.note = fmt.Sprintf(" (image tag %q is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd)", tag)
+		}
+	}
+
+	name := e.mz.Spec.BackendSecretName
+	secret, err := r.d.Kube.CoreV1().Secrets(e.ns()).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		res.problem = fmt.Sprintf("backend Secret %q (spec.backendSecretName) does not exist", name)
+		return res, nil
+	case err != nil:
+		return res, fmt.Errorf("reading backend Secret %q: %w", name, err)
+	}
+	need := []string{"metadata_backend_url", "persist_backend_url", LicenseKeyEntry}
+	if passwordLike(authenticatorKind(e.mz)) {
+		need = append(need, MzSystemPasswordEntry)
+	}
+	for _, key := range need {
+		if len(secret.Data[key]) == 0 {
+			res.problem = fmt.Sprintf("backend Secret %q has no %q entry", name, key)
+			switch key {
+			case LicenseKeyEntry:
+				res.problem += ": environmentd refuses to start in Kubernetes without a license key"
+			case MzSystemPasswordEntry:
+				res.problem += fmt.Sprintf(": authenticatorKind %s needs the password of %s", authenticatorKind(e.mz), environmentd.SystemUser)
+			}
+			return res, nil
+		}
+	}
+	if passwordLike(authenticatorKind(e.mz)) {
+		res.password = string(secret.Data[MzSystemPasswordEntry])
+	}
+
+	if cm := e.mz.Spec.SystemParameterConfigmapName; cm != "" {
+		_, err := r.d.Kube.CoreV1().ConfigMaps(e.ns()).Get(ctx, cm, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			res.problem = fmt.Sprintf("ConfigMap %q (spec.systemParameterConfigmapName) does not exist; environmentd syncs system parameters from its %q entry", cm, SystemParamsFile)
+			return res, nil
+		case err != nil:
+			return res, fmt.Errorf("reading ConfigMap %q: %w", cm, err)
+		}
+	}
+	return res, nil
+}
+
+// leaderURL is where upstream calls a generation's leader API: with
+// Password, Sasl or Oidc on the external HTTP port (https with an internal
+// certificate), else on the internal HTTP port without authentication.
+func (e env) leaderURL(gen uint64) string {
+	if passwordLike(authenticatorKind(e.mz)) {
+		scheme := "http"
+		if e.internalTLS() {
+			scheme = "https"
+		}
+		return environmentd.URL(scheme, e.generationName(gen), e.ns(), int(e.cfg.HTTPPort))
+	}
+	return environmentd.URL("http", e.generationName(gen), e.ns(), int(e.cfg.InternalHTTPPort))
+}
