@@ -132,7 +132,9 @@ func Args(spec v1alpha1.BalancerSpec) []string {
 			fmt.Sprintf("--static-resolver-addr=%s:%d", host, PgwirePort),
 			fmt.Sprintf("--https-resolver-template=%s:%d", host, HTTPPort))
 	}
-	return args
+	// External TLS comes with cert-manager certificates; until then balancerd
+	// serves plain TCP, said explicitly as upstream does.
+	return append(args, "--tls-mode=disable")
 }
 
 func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {

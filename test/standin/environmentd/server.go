@@ -215,6 +215,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStatus(w, r, normalise(strings.TrimSuffix(path, mzenv.StatusPath)))
 	case strings.HasSuffix(path, mzenv.PromotePath):
 		s.servePromote(w, r, normalise(strings.TrimSuffix(path, mzenv.PromotePath)))
+	case strings.HasSuffix(path, mzenv.SkipCatchupPath):
+		s.serveSkipCatchup(w, r, normalise(strings.TrimSuffix(path, mzenv.SkipCatchupPath)))
 	case strings.HasSuffix(path, ReadyzPath), strings.HasSuffix(path, LivezPath):
 		w.WriteHeader(http.StatusOK)
 	default:
@@ -239,6 +241,25 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 	status := st.status
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(status)})
+}
+
+// serveSkipCatchup ends catching up at once (a forced promotion), as
+// environmentd's /api/leader/skip-catchup: 204, or 400 with environmentd's
+// message outside the catching-up phase.
+func (s *Server) serveSkipCatchup(w http.ResponseWriter, r *http.Request, prefix string) {
+	st, ok := s.lockRequest(w, r, prefix, http.MethodPost)
+	if !ok {
+		return
+	}
+	if st.status != mzenv.CatchingUp {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusBadRequest, map[string]string{
+			"message": "cannot skip catchup in this phase of initialization; try again later"})
+		return
+	}
+	st.status = mzenv.ReadyToPromote
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix string) {

@@ -1,0 +1,122 @@
+// Package balancerd is a TEST STAND-IN for balancerd, not Materialize: it
+// parses balancerd's command line as the real program does (clap tables
+// generated from upstream, package test/standin/clap) and then serves the
+// probes the Balancer's Deployment uses, and accepts connections on its
+// pgwire and HTTPS ports.
+package balancerd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/materializeinc/orchestratord/test/standin/clap"
+)
+
+// ExitError ends the program as clap or balancerd would.
+type ExitError struct {
+	Code    int
+	Message string
+}
+
+func (e *ExitError) Error() string { return e.Message }
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// Check parses argv as balancerd does and returns the addresses to serve.
+func Check(argv []string, lookup func(string) (string, bool)) (pgwire, https, internal string, tlsConfig *tls.Config, err error) {
+	m, err := clap.Parse(clap.Balancerd, argv, lookup)
+	if err != nil {
+		var ce *clap.Error
+		if errors.As(err, &ce) {
+			return "", "", "", nil, &ExitError{Code: ce.ExitCode(), Message: ce.Error()}
+		}
+		return "", "", "", nil, &ExitError{Code: 2, Message: err.Error()}
+	}
+	svc := m.Subcommand
+	if svc == nil || svc.Command != "service" {
+		return "", "", "", nil, &ExitError{Code: 2, Message: "error: the stand-in plays only `balancerd service`"}
+	}
+	pgwire, _ = svc.Get("pgwire-listen-addr")
+	https, _ = svc.Get("https-listen-addr")
+	internal, _ = svc.Get("internal-http-listen-addr")
+	if mode, _ := svc.Get("tls-mode"); mode == "require" {
+		cert, _ := svc.Get("tls-cert")
+		key, _ := svc.Get("tls-key")
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return "", "", "", nil, &ExitError{Code: 101, Message: "balancerd: fatal: " + err.Error()}
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
+	return pgwire, https, internal, tlsConfig, nil
+}
+
+// Run checks argv and serves until ctx ends.
+func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(string) (string, bool)) error {
+	pgwire, https, internal, tlsConfig, err := Check(argv, lookup)
+	if err != nil {
+		return err
+	}
+	log.Info("TEST STAND-IN balancerd (not Materialize) accepted its command line",
+		"pgwire", pgwire, "https", https, "internal-http", internal, "tls", tlsConfig != nil)
+	probes := http.NewServeMux()
+	for _, p := range []string{"/api/readyz", "/api/livez"} {
+		probes.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	}
+	type port struct {
+		addr string
+		http http.Handler // nil: accept and close connections
+		tls  *tls.Config  // only the HTTPS port terminates TLS
+	}
+	var lns []net.Listener
+	errc := make(chan error, 3)
+	for _, p := range []port{{addr: pgwire}, {addr: https, tls: tlsConfig}, {addr: internal, http: probes}} {
+		if p.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", p.addr, err)
+		}
+		lns = append(lns, ln)
+		if p.tls != nil {
+			ln = tls.NewListener(ln, p.tls)
+		}
+		go func() {
+			if p.http != nil {
+				errc <- serve(ln, p.http)
+				return
+			}
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					errc <- nil
+					return
+				}
+				_ = c.Close() // the stand-in proxies nothing
+			}
+		}()
+	}
+	<-ctx.Done()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	for range lns {
+		if err := <-errc; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func serve(ln net.Listener, h http.Handler) error {
+	err := (&http.Server{Handler: h}).Serve(ln)
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,300 @@
+package environmentd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
+)
+
+// ExitError is how the real program would end: clap's usage errors exit 2
+// with "error: ...", environmentd's start-up failures panic (exit 101) with
+// "environmentd: fatal: ...".
+type ExitError struct {
+	Code    int
+	Message string
+}
+
+func (e *ExitError) Error() string { return e.Message }
+
+func fatal(format string, a ...any) *ExitError {
+	return &ExitError{Code: 101, Message: "environmentd: fatal: " + fmt.Sprintf(format, a...)}
+}
+
+// Plan is what a command line that environmentd accepts asks it to serve.
+type Plan struct {
+	Listeners *Listeners
+	// Password is mz_system's, for listeners that authenticate.
+	Password string
+	// TLS serves the listeners with enable_tls.
+	TLS *tls.Config
+	// Generation is --deploy-generation.
+	Generation string
+}
+
+// environmentIDPattern is EnvironmentId's FromStr (upstream
+// src/sql/src/catalog.rs) with CloudProvider's FromStr
+// (src/cloud-provider/src/lib.rs).
+var environmentIDPattern = regexp.MustCompile(`^([[:alnum:]]+)-([[:alnum:]\-]+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-(\d{1,8})$`)
+
+var cloudProviders = map[string]bool{"local": true, "docker": true, "mzcompose": true, "cloudtest": true,
+	"aws": true, "gcp": true, "azure": true, "generic": true}
+
+// Check parses argv and the environment as environmentd of the given
+// version does at start-up, in its order, and reads the files it reads with
+// readFile (os.ReadFile in a pod).
+func Check(version imageref.Version, argv []string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (*Plan, *ExitError) {
+	m, err := clap.Parse(clap.Environmentd, argv, lookup)
+	if err != nil {
+		var ce *clap.Error
+		if errors.As(err, &ce) {
+			return nil, &ExitError{Code: ce.ExitCode(), Message: ce.Error()}
+		}
+		return nil, &ExitError{Code: 2, Message: err.Error()}
+	}
+	// Value parsers clap runs for these types.
+	id, _ := m.Get("environment-id")
+	if g := environmentIDPattern.FindStringSubmatch(id); g == nil || !cloudProviders[strings.ToLower(g[1])] {
+		return nil, &ExitError{Code: 2, Message: fmt.Sprintf(
+			"error: invalid value '%s' for '--environment-id <<CLOUD>-<REGION>-<ORG-ID>-<ORDINAL>>': invalid environment ID", id)}
+	}
+	orchestrator, _ := m.Get("orchestrator")
+
+	// run(): the license key first.
+	if path, ok := m.Get("license-key"); ok {
+		raw, err := readFile(path)
+		if err != nil {
+			return nil, fatal("failed to open license key file: %v", err)
+		}
+		if strings.TrimSpace(string(raw)) == "" {
+			// Validating the key itself is out of scope; an empty one is not a key.
+			return nil, fatal("failed to validate license key file: empty license key")
+		}
+	} else if orchestrator == "kubernetes" {
+		return nil, fatal("--license-key is required when running in Kubernetes")
+	}
+
+	plan := &Plan{}
+	plan.Generation, _ = m.Get("deploy-generation")
+	if mode, _ := m.Get("tls-mode"); mode == "require" {
+		certPath, _ := m.Get("tls-cert")
+		keyPath, _ := m.Get("tls-key")
+		cert, err := readFile(certPath)
+		if err != nil {
+			return nil, fatal("%v", err)
+		}
+		key, err := readFile(keyPath)
+		if err != nil {
+			return nil, fatal("%v", err)
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fatal("%v", err)
+		}
+		plan.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
+
+	path, _ := m.Get("listeners-config-path")
+	raw, err := readFile(path)
+	if err != nil {
+		return nil, fatal("%v", err)
+	}
+	schema := Schema2632
+	if !version.AtLeast(imageref.MustParseVersion("26.32.0-dev.0")) {
+		schema = Schema147
+	}
+	plan.Listeners, err = ParseListeners(raw, schema)
+	if err != nil {
+		return nil, fatal("%v", err)
+	}
+	for _, l := range append(append([]Listener(nil), plan.Listeners.SQL...), plan.Listeners.HTTP...) {
+		if l.EnableTLS && plan.TLS == nil {
+			return nil, fatal("listener %q enables TLS but --tls-mode is not require", l.Name)
+		}
+	}
+
+	sizes, _ := m.Get("cluster-replica-sizes")
+	var sizeMap map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(sizes), &sizeMap); err != nil {
+		return nil, fatal("invalid cluster replica sizes: %v", err)
+	}
+	for _, l := range plan.Listeners.HTTP {
+		if l.AuthenticatorKind == "Password" || l.AuthenticatorKind == "Oidc" {
+			pw, ok := m.Get("external-login-password-mz-system")
+			if !ok || pw == "" {
+				return nil, fatal("listener %q authenticates with %s, but mz_system has no password (--external-login-password-mz-system)", l.Name, l.AuthenticatorKind)
+			}
+			plan.Password = pw
+		}
+	}
+	return plan, nil
+}
+
+// Serve serves plan's listeners until ctx ends: the leader API (from
+// leader) only where a listener's internal route group is enabled and only
+// to the roles it allows, logins where the listener authenticates, the
+// metrics group's probes, and SQL listeners that accept connections.
+func Serve(ctx context.Context, plan *Plan, leader *Server) error {
+	errc := make(chan error, len(plan.Listeners.SQL)+len(plan.Listeners.HTTP))
+	var lns []net.Listener
+	listen := func(l Listener) (net.Listener, error) {
+		ln, err := net.Listen("tcp", l.Addr.String())
+		if err != nil {
+			return nil, err
+		}
+		if l.EnableTLS {
+			ln = tls.NewListener(ln, plan.TLS)
+		}
+		lns = append(lns, ln)
+		return ln, nil
+	}
+	for _, l := range plan.Listeners.SQL {
+		ln, err := listen(l)
+		if err != nil {
+			return err
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					errc <- nil
+					return
+				}
+				_ = c.Close() // the stand-in speaks no pgwire
+			}
+		}()
+	}
+	for _, l := range plan.Listeners.HTTP {
+		ln, err := listen(l)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: ListenerHandler(l, plan.Password, leader)}
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+				return
+			}
+			errc <- nil
+		}()
+	}
+	<-ctx.Done()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	for range lns {
+		if err := <-errc; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]string // session id -> user
+}
+
+const sessionCookie = "mz_session"
+
+func (s *sessions) create(user string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	s.mu.Lock()
+	s.byID[id] = user
+	s.mu.Unlock()
+	return id
+}
+
+func (s *sessions) user(r *http.Request) (string, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.byID[c.Value]
+	return u, ok
+}
+
+var internalUsers = map[string]bool{mzenv.SystemUser: true, "mz_support": true}
+
+// ListenerHandler routes one HTTP listener's requests as environmentd's
+// route groups and authentication would.
+func ListenerHandler(l Listener, password string, leader *Server) http.Handler {
+	s := &sessions{byID: map[string]string{}}
+	authenticates := l.AuthenticatorKind == "Password" || l.AuthenticatorKind == "Oidc"
+	// user is who the request is from; ok is false when it must log in.
+	user := func(r *http.Request) (string, bool) {
+		if !authenticates {
+			if u := r.Header.Get("x-materialize-user"); u != "" {
+				return u, true
+			}
+			return "materialize", true // the default, normal user
+		}
+		if u, p, ok := r.BasicAuth(); ok {
+			return u, u == mzenv.SystemUser && p == password
+		}
+		return s.user(r)
+	}
+	mux := http.NewServeMux()
+	if authenticates {
+		mux.HandleFunc("POST "+mzenv.LoginPath, func(w http.ResponseWriter, r *http.Request) {
+			var creds struct {
+				Username string `json:"username"`
+				Password string `json:"password"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&creds); err != nil {
+				http.Error(w, "invalid login body", http.StatusUnprocessableEntity)
+				return
+			}
+			if creds.Username != mzenv.SystemUser || creds.Password != password {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.create(creds.Username), Path: "/", HttpOnly: true})
+		})
+	}
+	group := func(name string, h http.Handler) http.Handler {
+		rg := l.Routes[name]
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !rg.Enabled {
+				http.NotFound(w, r)
+				return
+			}
+			u, ok := user(r)
+			if !ok {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			if !Allows(rg.AllowedRoles, internalUsers[u]) {
+				http.Error(w, fmt.Sprintf("user %q is not allowed on this listener's %s routes", u, name), http.StatusForbidden)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("TEST STAND-IN, not Materialize\n")) })
+	for _, p := range []string{mzenv.StatusPath, mzenv.PromotePath, mzenv.SkipCatchupPath} {
+		mux.Handle(p, group("internal", leader))
+	}
+	for _, p := range []string{"/metrics", ReadyzPath, LivezPath} {
+		mux.Handle(p, group("metrics", ok))
+	}
+	mux.Handle("/", group("base", ok))
+	return mux
+}
