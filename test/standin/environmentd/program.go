@@ -288,7 +288,9 @@ func ListenerHandler(l Listener, password string, leader *Server) http.Handler {
 			h.ServeHTTP(w, r)
 		})
 	}
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("TEST STAND-IN, not Materialize\n")) })
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("TEST STAND-IN, not Materialize\n"))
+	})
 	for _, p := range []string{mzenv.StatusPath, mzenv.PromotePath, mzenv.SkipCatchupPath} {
 		mux.Handle(p, group("internal", leader))
 	}
