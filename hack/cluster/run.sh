@@ -10,8 +10,11 @@
 #    orchestratord, using the local images (pullPolicy Never);
 # 5. applies a sample Materialize (apiVersion v1: the webhook converts it) in
 #    namespace materialize-sample whose environmentd is the TEST STAND-IN
-#    (cmd/standin-environmentd; balancerd and console are stand-ins too). It
-#    is NOT Materialize: it only answers the operator's leader API and probes;
+#    localhost/standin/environmentd:v26.35.0 (cmd/standin-environmentd;
+#    balancerd and console are stand-ins too). It is NOT Materialize: it
+#    parses its command line, environment and listeners file as environmentd
+#    26.35 does and refuses what that refuses, then only answers the
+#    operator's leader API and probes;
 # 6. waits until the sample is UpToDate and prints how to look around.
 #
 # `hack/cluster/cluster.sh down` stops the cluster. Runs as root (as
@@ -55,16 +58,18 @@ log "installing the chart"
   --set webhook.image.repository=localhost/orchestratord/webhook,webhook.image.tag=dev,webhook.image.pullPolicy=Never \
   --set controllers.image.repository=localhost/orchestratord/controllers,controllers.image.tag=dev,controllers.image.pullPolicy=Never \
   --set webhook.replicas=2 \
-  --set controllers.balancerdImage=localhost/orchestratord/standin-balancerd:dev \
-  --set controllers.consoleImage=localhost/orchestratord/standin-console:dev \
+  --set environmentd.imagePullPolicy=Never \
   --wait --timeout "${timeout}s" >&2
 
 log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
 k create namespace "$sample_ns" --dry-run=client -o yaml | k apply -f - >&2
-# The stand-in reads nothing from these; environmentd would.
+# The stand-in checks the license key is there and that mz_system's password
+# matches; it connects to neither URL.
 k -n "$sample_ns" create secret generic sample-backend \
   --from-literal=metadata_backend_url=postgres://stand-in.invalid/metadata \
   --from-literal=persist_backend_url=s3://stand-in.invalid/persist \
+  --from-literal=license_key=TEST-STAND-IN-LICENSE-KEY \
+  --from-literal=external_login_password_mz_system=stand-in-mz-system-password \
   --dry-run=client -o yaml | k apply -f - >&2
 manifest=$(cat <<EOM
 apiVersion: materialize.cloud/v1
@@ -75,7 +80,7 @@ metadata:
   annotations:
     orchestratord.local/note: "environmentd is a TEST STAND-IN (cmd/standin-environmentd), not Materialize"
 spec:
-  environmentdImageRef: localhost/orchestratord/standin-environmentd:dev
+  environmentdImageRef: localhost/standin/environmentd:v26.35.0
   backendSecretName: sample-backend
 EOM
 )

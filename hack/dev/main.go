@@ -33,7 +33,9 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/fixture"
 	"github.com/materializeinc/orchestratord/test/program"
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
 const namespace = "orchestratord"
@@ -61,8 +63,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	bin := filepath.Join(root, "bin")
-	fmt.Println("building bin/webhook, bin/controllers, bin/standin-environmentd ...")
-	if err := program.Build(bin, "cmd/webhook", "cmd/controllers", "cmd/standin-environmentd"); err != nil {
+	fmt.Println("building bin/webhook, bin/controllers ...")
+	if err := program.Build(bin, "cmd/webhook", "cmd/controllers"); err != nil {
 		return err
 	}
 	fmt.Println("starting etcd and kube-apiserver (built once into the cache) ...")
@@ -104,10 +106,15 @@ func run(ctx context.Context) error {
 		return nil
 	}
 
-	standin := freeAddr()
-	if err := start("standin-environmentd", "--listen-address="+standin); err != nil {
+	// No pods run here: the leader API of every generation is answered
+	// in process by the stand-in's state machine.
+	leader := standin.New()
+	leader.AutoAdvance = true
+	standinURL, err := leader.Start(freeAddr())
+	if err != nil {
 		return err
 	}
+	defer leader.Close()
 	webhook := freeAddr()
 	if err := start("webhook", "--kubeconfig="+cp.KubeconfigPath, "--namespace="+namespace, "--tls-san=127.0.0.1",
 		"--listen-address="+webhook, "--health-address="+freeAddr(), "--metrics-address="+freeAddr(),
@@ -124,11 +131,14 @@ func run(ctx context.Context) error {
 	for i := range 2 {
 		if err := start("controllers", "--kubeconfig="+cp.KubeconfigPath, "--leader-election-namespace="+namespace,
 			fmt.Sprintf("--leader-election-identity=controllers-%d", i), "--health-address="+freeAddr(), "--metrics-address="+freeAddr(),
-			"--environmentd-url-template=http://"+standin+"/mz{{.ResourceID}}-environmentd-{{.Generation}}"); err != nil {
+			"--environmentd-url-template="+standinURL+"/mz{{.ResourceID}}-environmentd-{{.Generation}}"); err != nil {
 			return err
 		}
 	}
 
+	if _, err := kube.CoreV1().Secrets(namespace).Create(ctx, fixture.BackendSecret(namespace, "sample-backend"), metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
 	sample := &v1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: namespace},

@@ -5,21 +5,21 @@
 #
 #   hack/images/images.sh        build; prints the tarballs, one a line
 #
-# Images (all tagged :dev):
-#   localhost/orchestratord/webhook               cmd/webhook
-#   localhost/orchestratord/controllers           cmd/controllers
-#   localhost/orchestratord/standin-environmentd  cmd/standin-environmentd: a TEST
-#       STAND-IN for environmentd's leader API, NOT Materialize
-#   localhost/orchestratord/standin-balancerd     the same stand-in binary, for
-#       the Balancer (it honours --internal-http-listen-addr, port 8080)
-#   localhost/orchestratord/standin-console       the same stand-in binary on
-#       :8080, for the Console (GET / answers 200)
-#   localhost/orchestratord/coredns               CoreDNS pinned in
+# Images:
+#   localhost/orchestratord/webhook:dev           cmd/webhook
+#   localhost/orchestratord/controllers:dev       cmd/controllers
+#   localhost/orchestratord/coredns:dev           CoreDNS pinned in
 #       hack/tools/coredns, cluster DNS of the local cluster (hack/cluster/dns)
+#   localhost/standin/{environmentd,balancerd,console}:v26.35.0 and :v26.5.0
+#       cmd/standin-environmentd: TEST STAND-INs, NOT Materialize. They parse
+#       their command line as the real programs of that version do and refuse
+#       what those refuse (STANDIN_PLAYS and STANDIN_VERSION in the image's
+#       environment say which program and version).
 #
-# The operator derives the balancerd and console images from the environmentd
-# image by swapping "environmentd" in its name, so a Materialize using
-# standin-environmentd:dev gets standin-balancerd:dev and standin-console:dev.
+# Like upstream, the operator takes clusterd's, balancerd's and the console's
+# images from the environmentd image's repository path and tag, so a
+# Materialize on localhost/standin/environmentd:v26.35.0 gets
+# localhost/standin/balancerd:v26.35.0 and localhost/standin/console:v26.35.0.
 #
 # Settings (environment): ORCHESTRATORD_CACHE (as hack/kube-binaries.sh) holds
 # the CoreDNS binary, built once per version.
@@ -55,23 +55,29 @@ build_coredns() {
   echo "$dir/coredns"
 }
 
+standin_versions=(26.35.0 26.5.0)
+
 log "building webhook, controllers, standin-environmentd"
 (cd "$root" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" \
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
 coredns=$(build_coredns)
 
-# pack NAME BINARY [ENTRYPOINT]
+# pack REF TARBALL BINARY [IMAGE-OPTION...]
 pack() {
-  local name=$1 bin=$2 entry=${3:-} file
+  local ref=$1 tar=$2 bin=$3 file
+  shift 3
   file=/usr/local/bin/$(basename "$bin")
-  (cd "$root" && go run ./hack/cluster/image -ref "$prefix/$name:$tag" -file "$file=$bin" \
-    -entrypoint "${entry:-$file}" -user 65532:65532 -out "$out/$name.tar")
-  echo "$out/$name.tar"
+  (cd "$root" && go run ./hack/cluster/image -ref "$ref" -file "$file=$bin" \
+    -entrypoint "$file" -user 65532:65532 -out "$out/$tar.tar" "$@")
+  echo "$out/$tar.tar"
 }
 
-pack webhook "$build/webhook"
-pack controllers "$build/controllers"
-pack standin-environmentd "$build/standin-environmentd"
-pack standin-balancerd "$build/standin-environmentd"
-pack standin-console "$build/standin-environmentd" "/usr/local/bin/standin-environmentd --listen-address=:8080"
-pack coredns "$coredns"
+pack "$prefix/webhook:$tag" webhook "$build/webhook"
+pack "$prefix/controllers:$tag" controllers "$build/controllers"
+pack "$prefix/coredns:$tag" coredns "$coredns"
+for v in "${standin_versions[@]}"; do
+  for plays in environmentd balancerd console; do
+    pack "localhost/standin/$plays:v$v" "standin-$plays-$v" "$build/standin-environmentd" \
+      -env STANDIN_PLAYS=$plays -env STANDIN_VERSION=$v
+  done
+done

@@ -25,6 +25,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/test/program"
+	"github.com/materializeinc/orchestratord/test/fixture"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -132,6 +133,9 @@ func TestChartRBACIsEnough(t *testing.T) {
 
 	tenant := "tenant"
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(tenant).Create(ctx, fixture.BackendSecret(tenant, "backend"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)

@@ -26,11 +26,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/test/controlplane"
 	"github.com/materializeinc/orchestratord/test/program"
+	"github.com/materializeinc/orchestratord/test/fixture"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -87,7 +89,7 @@ func run(n, workers, qps int) error {
 		return err
 	}
 	began := time.Now()
-	if err := createAll(ctx, mz, n); err != nil {
+	if err := createAll(ctx, kubernetes.NewForConfigOrDie(cp.Config), mz, n); err != nil {
 		return err
 	}
 	created := time.Since(began)
@@ -126,7 +128,10 @@ func run(n, workers, qps int) error {
 	return nil
 }
 
-func createAll(ctx context.Context, mz versioned.Interface, n int) error {
+func createAll(ctx context.Context, kube kubernetes.Interface, mz versioned.Interface, n int) error {
+	if _, err := kube.CoreV1().Secrets("default").Create(ctx, fixture.BackendSecret("default", "backend"), metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 16)

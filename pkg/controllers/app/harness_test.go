@@ -21,6 +21,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
 	"github.com/materializeinc/orchestratord/test/program"
+	"github.com/materializeinc/orchestratord/test/fixture"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -90,9 +91,14 @@ func freeAddr(t *testing.T) string {
 
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	ns, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Namespaces().Create(context.Background(),
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The backend Secret the tests' Materializes name.
+	if _, err := kube.CoreV1().Secrets(ns.Name).Create(context.Background(), fixture.BackendSecret(ns.Name, "backend"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return ns.Name
