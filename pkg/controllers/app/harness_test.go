@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
-	"github.com/materializeinc/orchestratord/test/program"
 	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/program"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 

@@ -47,10 +47,8 @@ const (
 	ReasonRolloutTimeout     = "RolloutTimeout"
 	defaultRolloutTimeout    = 24 * time.Hour
 	defaultPollInterval      = 2 * time.Second
-	// preflightRetry is how soon a rollout blocked by a missing Secret entry
-	// or ConfigMap looks again.
-	preflightRetry = 15 * time.Second
-	controllerName = "materialize"
+	defaultPreflightRetry    = 15 * time.Second
+	controllerName           = "materialize"
 )
 
 // Options tune the reconciler.
@@ -64,6 +62,9 @@ type Options struct {
 	EnvironmentdURL func(mz *v1alpha1.Materialize, resourceID string, generation uint64) string
 	// PollInterval is how often a rollout in progress asks environmentd.
 	PollInterval time.Duration
+	// PreflightRetry is how soon a rollout blocked by a missing Secret entry
+	// or ConfigMap (which are not watched) looks again.
+	PreflightRetry time.Duration
 	// CreateBalancers and CreateConsoles apply the environment's Balancer and
 	// Console; when false, existing ones are deleted.
 	CreateBalancers, CreateConsoles bool
@@ -94,6 +95,9 @@ type reconciler struct {
 func New(d controller.Deps, o Options) *controller.Controller {
 	if o.PollInterval <= 0 {
 		o.PollInterval = defaultPollInterval
+	}
+	if o.PreflightRetry <= 0 {
+		o.PreflightRetry = defaultPreflightRetry
 	}
 	if o.Leader == nil {
 		o.Leader = &environmentd.Client{}
@@ -335,7 +339,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	if pre.problem != "" {
 		// Nothing is created and the active generation keeps serving; the
 		// check runs again, since a Secret or ConfigMap is not watched.
-		return controller.Result{RequeueAfter: preflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy,
+		return controller.Result{RequeueAfter: r.o.PreflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy,
 			prefix+fmt.Sprintf("generation %d not started: %s", desired, pre.problem))
 	}
 	note := pre.note

@@ -60,6 +60,9 @@ type Server struct {
 	// AutoAdvance enables the automatic transitions described above. Set it
 	// before serving; use SetAutoAdvance to change it while serving.
 	AutoAdvance bool
+	// Password, when set, is the only mz_system password POST /api/login
+	// accepts; any is accepted otherwise.
+	Password string
 
 	mu       sync.Mutex
 	prefixes map[string]*prefixState
@@ -215,6 +218,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStatus(w, r, normalise(strings.TrimSuffix(path, mzenv.StatusPath)))
 	case strings.HasSuffix(path, mzenv.PromotePath):
 		s.servePromote(w, r, normalise(strings.TrimSuffix(path, mzenv.PromotePath)))
+	case strings.HasSuffix(path, mzenv.LoginPath):
+		s.serveLogin(w, r)
 	case strings.HasSuffix(path, mzenv.SkipCatchupPath):
 		s.serveSkipCatchup(w, r, normalise(strings.TrimSuffix(path, mzenv.SkipCatchupPath)))
 	case strings.HasSuffix(path, ReadyzPath), strings.HasSuffix(path, LivezPath):
@@ -241,6 +246,26 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 	status := st.status
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(status)})
+}
+
+// serveLogin accepts mz_system's login (with Password, if set), so a
+// reconciler configured for password authentication can be pointed at the
+// in-process Server; the strict per-listener checks are ListenerHandler's.
+func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
+	var creds struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, http.MethodPost)
+		return
+	}
+	if err := json.NewDecoder(r.Body).Decode(&creds); err != nil || creds.Username != mzenv.SystemUser ||
+		(s.Password != "" && creds.Password != s.Password) {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // serveSkipCatchup ends catching up at once (a forced promotion), as

@@ -1,0 +1,165 @@
+package materialize_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/test/fixture"
+)
+
+func fastPreflight(o *materialize.Options) { o.PreflightRetry = 200 * time.Millisecond }
+
+// Bad input environmentd would refuse is a FailedDeploy condition naming the
+// problem; no generation is created, and fixing the input lets the rollout
+// finish.
+func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
+	env.SetAutoAdvance(true)
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, ns string, mz *v1alpha1.Materialize)
+		want  string
+		fix   func(t *testing.T, ns string, mz *v1alpha1.Materialize)
+	}{
+		{"no license key", func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+			patchSecret(t, ns, `{"data":{"license_key":null}}`)
+		}, `backend Secret "backend" has no "license_key" entry: environmentd refuses to start in Kubernetes without a license key`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				patchSecret(t, ns, `{"stringData":{"license_key":"`+fixture.License+`"}}`)
+			}},
+		{"no mz_system password with Password authentication", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.AuthenticatorKind = v1alpha1.AuthenticatorPassword
+			patchSecret(t, ns, `{"data":{"external_login_password_mz_system":null}}`)
+		}, `has no "external_login_password_mz_system" entry: authenticatorKind Password needs the password of mz_system`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				patchSecret(t, ns, `{"stringData":{"external_login_password_mz_system":"x"}}`)
+			}},
+		{"no backend Secret", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.BackendSecretName = "elsewhere"
+		}, `backend Secret "elsewhere" (spec.backendSecretName) does not exist`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				if _, err := kube.CoreV1().Secrets(ns).Create(ctx, fixture.BackendSecret(ns, "elsewhere"), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{"missing system parameter ConfigMap", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.SystemParameterConfigmapName = "params"
+		}, `ConfigMap "params" (spec.systemParameterConfigmapName) does not exist`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "params"}, Data: map[string]string{"system-params.json": "{}"}}
+				if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{"an environmentd older than 26.1", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v0.147.20"
+		}, "environmentd 0.147.20 (image materialize/environmentd:v0.147.20) is older than 26.1.0-dev.0, the oldest version this operator runs",
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.1.0" })
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			startController(t, fastPreflight)
+			mz := newMaterialize(ns, "mz")
+			c.setup(t, ns, mz)
+			if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got := waitReason(t, ns, "mz", materialize.ReasonFailedDeploy)
+			cond := upToDate(got)
+			if cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, c.want) {
+				t.Errorf("condition %s: %q, want a message containing %q", cond.Status, cond.Message, c.want)
+			}
+			if stsExists(t, ns, got.Status.ResourceID, 1) {
+				t.Error("a generation was created despite the problem")
+			}
+			c.fix(t, ns, got)
+			waitRolledOut(t, ns, "mz", 1)
+		})
+	}
+}
+
+// An image tag that is not a version runs as the newest environmentd, as
+// upstream does, and the rollout's condition says so.
+func TestUnversionedImageTagIsNamedInTheRollout(t *testing.T) {
+	env.SetAutoAdvance(false)
+	t.Cleanup(func() { env.SetAutoAdvance(true) })
+	ns := newNamespace(t)
+	startController(t)
+	mz := newMaterialize(ns, "mz")
+	mz.Spec.EnvironmentdImageRef = "materialize/environmentd:dev"
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReason(t, ns, "mz", materialize.ReasonApplying)
+	if msg := upToDate(got).Message; !strings.Contains(msg, `image tag "dev" is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd`) {
+		t.Errorf("Applying message %q does not explain the tag", msg)
+	}
+}
+
+func patchSecret(t *testing.T, ns, patch string) {
+	t.Helper()
+	_, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Secrets(ns).Patch(context.Background(), "backend", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stsExists(t *testing.T, ns, id string, gen int) bool {
+	t.Helper()
+	_, err := kubernetes.NewForConfigOrDie(cp.Config).AppsV1().StatefulSets(ns).Get(context.Background(), prefix(id, uint64(gen)), metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// Network policies follow the operator's switches: turned off, the ones it
+// made are deleted.
+func TestNetworkPoliciesFollowTheSwitches(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	enabled := func(o *materialize.Options) {
+		o.Config = materialize.DefaultConfig()
+		o.Config.NetworkPoliciesInternalEnabled = true
+		o.Config.OperatorNamespace = "orchestratord"
+		o.Config.OperatorPodSelectorLabels = []string{"app.kubernetes.io/component=controllers"}
+	}
+	first := startController(t, enabled)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mz := waitRolledOut(t, ns, "mz", 1)
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	names := func() []string {
+		list, err := kube.NetworkingV1().NetworkPolicies(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range list.Items {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	id := mz.Status.ResourceID
+	if got := strings.Join(names(), ","); got != "mz"+id+"-allow-all-within-environment,mz"+id+"-allow-orchestratord" {
+		t.Fatalf("policies with internal enabled: %s", got)
+	}
+	first.stop()
+	startController(t) // the switch off
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.PodLabels = map[string]string{"nudge": "1"} })
+	waitFor(t, "policies deleted", func() (bool, error) { return len(names()) == 0, nil })
+}
