@@ -57,7 +57,7 @@ func createMaterialize(t *testing.T, ns, image string, auth v1alpha1.Authenticat
 	t.Helper()
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
-		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: image, BackendSecretName: "backend", AuthenticatorKind: auth},
+		Spec:       v1alpha1.MaterializeSpec{EnvironmentdImageRef: image, BackendSecretName: "backend", AuthenticatorKind: auth},
 	}
 	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
