@@ -24,8 +24,8 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/crds"
-	"github.com/materializeinc/orchestratord/test/program"
 	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/program"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 

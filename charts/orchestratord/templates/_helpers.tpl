@@ -122,3 +122,176 @@ spec:
 
 {{- define "orchestratord.leaseNamespace" -}}{{ default .Release.Namespace .Values.controllers.leaderElection.namespace }}{{- end -}}
 {{- define "orchestratord.tlsSecretName" -}}{{ default (printf "%s-tls" (include "orchestratord.webhook.name" .)) .Values.tls.secretName }}{{- end -}}
+
+{{/*
+The cluster replica sizes as upstream's chart computes them
+(materialize.processClusterSizes): disk_limit "0" without a storage class or
+with swap, swap_enabled defaulted, the swap or scratch-fs node selector merged
+into the selectors, is_cc true. Renders YAML; the caller converts it to JSON.
+*/}}
+{{- define "orchestratord.clusterSizes" -}}
+{{- $result := dict -}}
+{{- range $size, $config := .Values.clusters.sizes -}}
+  {{- $newConfig := deepCopy $config -}}
+  {{- if or (not $.Values.storage.storageClass.name) $.Values.clusters.swap_enabled -}}
+    {{- $_ := set $newConfig "disk_limit" "0" -}}
+  {{- end -}}
+  {{- if not (hasKey $newConfig "swap_enabled") -}}
+    {{- $_ := set $newConfig "swap_enabled" $.Values.clusters.swap_enabled -}}
+  {{- end -}}
+  {{- if not (hasKey $newConfig "selectors") -}}
+    {{- $_ := set $newConfig "selectors" dict -}}
+  {{- end -}}
+  {{- if $newConfig.swap_enabled -}}
+    {{- if $.Values.clusterd.swapNodeSelector -}}
+      {{- $_ := merge $newConfig.selectors $.Values.clusterd.swapNodeSelector -}}
+    {{- end -}}
+  {{- else if $.Values.storage.storageClass.name -}}
+    {{- if $.Values.clusterd.scratchfsNodeSelector -}}
+      {{- $_ := merge $newConfig.selectors $.Values.clusterd.scratchfsNodeSelector -}}
+    {{- end -}}
+  {{- end -}}
+  {{- $_ := set $newConfig "is_cc" true -}}
+  {{- $_ := set $result $size $newConfig -}}
+{{- end -}}
+{{- $result | toYaml -}}
+{{- end -}}
+
+{{/*
+The controllers' flags for the environments they run: upstream orchestratord's
+flags, rendered from upstream's value names as upstream's chart renders them
+(JSON values single-quoted, one flag per toleration). A YAML list.
+*/}}
+{{- define "orchestratord.environmentArgs" -}}
+{{- $v := .Values -}}
+- "--helm-chart-version={{ .Chart.Version }}"
+- "--cloud-provider={{ $v.cloudProvider.type }}"
+- "--region={{ $v.cloudProvider.region }}"
+- "--secrets-controller={{ $v.secretsController }}"
+{{- if eq $v.cloudProvider.type "aws" }}
+{{- with $v.cloudProvider.providers.aws }}
+{{- if .accountID }}
+- "--aws-account-id={{ .accountID }}"
+{{- end }}
+{{- if .iam.roles.environment }}
+- "--environmentd-iam-role-arn={{ .iam.roles.environment }}"
+{{- end }}
+{{- if .iam.roles.connection }}
+- "--environmentd-connection-role-arn={{ .iam.roles.connection }}"
+{{- end }}
+{{- end }}
+{{- end }}
+- "--orchestratord-namespace={{ .Release.Namespace }}"
+{{- range $key, $value := include "orchestratord.selectorLabels" (list . "controllers") | fromYaml }}
+- "--orchestratord-pod-selector-labels={{ $key }}={{ $value }}"
+{{- end }}
+{{- with $v.environmentd.statementLogging }}
+{{- if .disableStatementLogging }}
+- "--disable-statement-logging"
+{{- end }}
+{{- if .enableInternalStatementLogging }}
+- "--enable-internal-statement-logging"
+{{- end }}
+{{- end }}
+- "--enable-security-context"
+- "--image-pull-policy={{ kebabcase $v.environmentd.imagePullPolicy }}"
+{{- with $v.clusters }}
+{{- if .sizes }}
+- '--environmentd-cluster-replica-sizes={{ include "orchestratord.clusterSizes" $ | fromYaml | toJson }}'
+{{- end }}
+{{- with .defaultSizes }}
+{{- if .default }}
+- "--bootstrap-default-cluster-replica-size={{ .default }}"
+{{- end }}
+{{- if .system }}
+- "--bootstrap-builtin-system-cluster-replica-size={{ .system }}"
+{{- end }}
+{{- if .probe }}
+- "--bootstrap-builtin-probe-cluster-replica-size={{ .probe }}"
+{{- end }}
+{{- if .support }}
+- "--bootstrap-builtin-support-cluster-replica-size={{ .support }}"
+{{- end }}
+{{- if .catalogServer }}
+- "--bootstrap-builtin-catalog-server-cluster-replica-size={{ .catalogServer }}"
+{{- end }}
+{{- if .analytics }}
+- "--bootstrap-builtin-analytics-cluster-replica-size={{ .analytics }}"
+{{- end }}
+{{- end }}
+{{- with .defaultReplicationFactor }}
+{{- if ne .system nil }}
+- "--bootstrap-builtin-system-cluster-replication-factor={{ .system }}"
+{{- end }}
+{{- if ne .probe nil }}
+- "--bootstrap-builtin-probe-cluster-replication-factor={{ .probe }}"
+{{- end }}
+{{- if ne .support nil }}
+- "--bootstrap-builtin-support-cluster-replication-factor={{ .support }}"
+{{- end }}
+{{- if ne .analytics nil }}
+- "--bootstrap-builtin-analytics-cluster-replication-factor={{ .analytics }}"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $v.environmentd }}
+{{- range $key, $value := .nodeSelector }}
+- "--environmentd-node-selector={{ $key }}={{ $value }}"
+{{- end }}
+{{- with .affinity }}
+- '--environmentd-affinity={{ toJson . }}'
+{{- end }}
+{{- range .tolerations }}
+- '--environmentd-toleration={{ toJson . }}'
+{{- end }}
+{{- with .defaultResources }}
+- '--environmentd-default-resources={{ toJson . }}'
+{{- end }}
+{{- end }}
+{{- with $v.clusterd }}
+{{- range $key, $value := .nodeSelector }}
+- "--clusterd-node-selector={{ $key }}={{ $value }}"
+{{- end }}
+{{- with .affinity }}
+- '--clusterd-affinity={{ toJson . }}'
+{{- end }}
+{{- range .tolerations }}
+- '--clusterd-toleration={{ toJson . }}'
+{{- end }}
+{{- end }}
+{{- with $v.storage.storageClass.name }}
+- "--ephemeral-volume-class={{ . }}"
+{{- end }}
+{{- with $v.networkPolicies }}
+{{- if .enabled }}
+{{- if .internal.enabled }}
+- "--network-policies-internal-enabled"
+{{- end }}
+{{- if .ingress.enabled }}
+- "--network-policies-ingress-enabled"
+{{- range .ingress.cidrs }}
+- "--network-policies-ingress-cidrs={{ . }}"
+{{- end }}
+{{- end }}
+{{- if .egress.enabled }}
+- "--network-policies-egress-enabled"
+{{- range .egress.cidrs }}
+- "--network-policies-egress-cidrs={{ . }}"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $v.observability }}
+{{- if .enabled }}
+{{- if .podMetrics.enabled }}
+- "--collect-pod-metrics"
+{{- end }}
+{{- if .prometheus.scrapeAnnotations.enabled }}
+- "--enable-prometheus-scrape-annotations"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $v.schedulerName }}
+- "--scheduler-name={{ . }}"
+{{- end }}
+{{- end -}}
