@@ -15,6 +15,7 @@ import (
 	"net/http"
 
 	"github.com/materializeinc/orchestratord/test/standin/clap"
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
 // ExitError ends the program as clap or balancerd would.
@@ -91,26 +92,11 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 				errc <- serve(ln, p.http)
 				return
 			}
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					errc <- nil
-					return
-				}
-				_ = c.Close() // the stand-in proxies nothing
-			}
+			standin.AcceptAndClose(ln) // the stand-in proxies nothing
+			errc <- nil
 		}()
 	}
-	<-ctx.Done()
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	for range lns {
-		if err := <-errc; err != nil {
-			return err
-		}
-	}
-	return nil
+	return standin.CloseAndWait(ctx, lns, errc)
 }
 
 func serve(ln net.Listener, h http.Handler) error {

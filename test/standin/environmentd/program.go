@@ -165,16 +165,7 @@ func Serve(ctx context.Context, plan *Plan, leader *Server) error {
 		if err != nil {
 			return err
 		}
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					errc <- nil
-					return
-				}
-				_ = c.Close() // the stand-in speaks no pgwire
-			}
-		}()
+		go func() { AcceptAndClose(ln); errc <- nil }() // the stand-in speaks no pgwire
 	}
 	for _, l := range plan.Listeners.HTTP {
 		ln, err := listen(l)
@@ -191,16 +182,7 @@ func Serve(ctx context.Context, plan *Plan, leader *Server) error {
 			errc <- nil
 		}()
 	}
-	<-ctx.Done()
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	for range lns {
-		if err := <-errc; err != nil {
-			return err
-		}
-	}
-	return nil
+	return CloseAndWait(ctx, lns, errc)
 }
 
 type sessions struct {
