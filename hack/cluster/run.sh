@@ -35,7 +35,9 @@ t0=$SECONDS
 log() { echo "run: [$((SECONDS - t0))s] $*" >&2; }
 
 log "building images and helm"
-mapfile -t tars < <("$root/hack/images/images.sh")
+# Not a process substitution: a failed build must stop the run here.
+images=$("$root/hack/images/images.sh")
+mapfile -t tars <<<"$images"
 helm="$("$root/hack/kube-binaries.sh" helm kubectl)/helm"
 
 log "starting the cluster"
