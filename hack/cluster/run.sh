@@ -7,7 +7,10 @@
 # 2. starts the cluster (hack/cluster/cluster.sh up) and loads the images;
 # 3. deploys cluster DNS (hack/cluster/dns: CoreDNS for cluster.local only);
 # 4. installs charts/orchestratord as release "orchestratord" in namespace
-#    orchestratord, using the local images (pullPolicy Never);
+#    orchestratord, using the local images (pullPolicy Never), with small
+#    environmentd resources: the stand-in needs little, and the chart's
+#    default (upstream's: 1 CPU each) would leave a 2-core node unable to
+#    run two generations during a rollout;
 # 5. applies a sample Materialize (apiVersion v1: the webhook converts it) in
 #    namespace materialize-sample whose environmentd is the TEST STAND-IN
 #    localhost/standin/environmentd:v26.35.0 (cmd/standin-environmentd;
@@ -61,6 +64,7 @@ log "installing the chart"
   --set controllers.image.repository=localhost/orchestratord/controllers,controllers.image.tag=dev,controllers.image.pullPolicy=Never \
   --set webhook.replicas=2 \
   --set environmentd.imagePullPolicy=Never \
+  --set-json 'environmentd.defaultResources={"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}}' \
   --wait --timeout "${timeout}s" >&2
 
 log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
