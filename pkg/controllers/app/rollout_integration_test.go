@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
@@ -71,6 +72,39 @@ func TestRolloutStrategiesThroughTheBinary(t *testing.T) {
 			t.Fatalf("%s: status %+v", step.strategy, mz.Status)
 		}
 	}
+
+	// Balancer and Console follow the image a rollout completes, so they
+	// converge just after it: wait for their Deployments before restarting.
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	last := steps[len(steps)-1].image
+	for _, name := range []string{"balancerd", "console"} {
+		want := strings.Replace(last, "environmentd", name, 1)
+		waitFor(t, 30*time.Second, name+" on "+want, func() bool {
+			list, err := kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, d := range list.Items {
+				if strings.HasSuffix(d.Name, "-"+name) && d.Spec.Template.Spec.Containers[0].Image == want {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	mzc := versioned.NewForConfigOrDie(cp.Config)
+	waitFor(t, 30*time.Second, "Balancer and Console status for their current spec", func() bool {
+		b, errB := mzc.MaterializeV1alpha1().Balancers(ns).Get(context.Background(), "mz", metav1.GetOptions{})
+		c, errC := mzc.MaterializeV1alpha1().Consoles(ns).Get(context.Background(), "mz", metav1.GetOptions{})
+		if errB != nil || errC != nil {
+			return false
+		}
+		current := func(conds []metav1.Condition, gen int64) bool {
+			cond := meta.FindStatusCondition(conds, "Ready")
+			return cond != nil && cond.ObservedGeneration == gen
+		}
+		return current(b.Status.Conditions, b.Generation) && current(c.Status.Conditions, c.Generation)
+	})
 
 	// Restart: a new process, a new term, every object listed again.
 	for _, r := range first {

@@ -417,7 +417,12 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	st.ResourcesHash = hash
 	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "RolloutComplete", "generation %d is active (%s)", desired, mz.Spec.EnvironmentdImageRef)
 	// The same message as the steady state: the next reconcile writes nothing.
-	return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, activeMessage(desired))
+	if err := r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, activeMessage(desired)); err != nil {
+		return controller.Result{}, err
+	}
+	// The Balancer and Console applied next follow the image just rolled out.
+	mz.Status = st
+	return controller.Result{}, nil
 }
 
 func activeMessage(gen uint64) string {
