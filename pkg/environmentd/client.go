@@ -95,6 +95,10 @@ var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
 type Client struct {
 	// HTTP makes the requests; nil means a client with DefaultTimeout.
 	HTTP *http.Client
+	// Wrap, when set, wraps every call's transport: the controllers pass
+	// the lease fence, so no promotion leaves after the lease could have
+	// expired.
+	Wrap func(http.RoundTripper) http.RoundTripper
 	// Password, when set, is mz_system's: every call first logs in at
 	// LoginPath and sends the session cookie, as upstream does. Over https
 	// the certificate is then not verified either, as upstream does: it is
@@ -166,29 +170,36 @@ func (c *Client) Promote(ctx context.Context, baseURL string) error {
 }
 
 // client is the HTTP client of one call: with a password, a copy with its
-// own cookie jar for the session.
+// own cookie jar for the session; wrapped by Wrap.
 func (c *Client) client() *http.Client {
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultHTTPClient
 	}
-	if c.Password == "" {
+	if c.Password == "" && c.Wrap == nil {
 		return hc
 	}
 	cp := *hc
-	cp.Jar, _ = cookiejar.New(nil) // never fails without options
 	base := cp.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if t, ok := base.(*http.Transport); ok {
-		t = t.Clone()
-		if t.TLSClientConfig == nil {
-			t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.Password != "" {
+		cp.Jar, _ = cookiejar.New(nil) // never fails without options
+		if t, ok := base.(*http.Transport); ok {
+			t = t.Clone()
+			if t.TLSClientConfig == nil {
+				t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			t.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // upstream's behaviour; see Password
+			t.DisableKeepAlives = true                  // a transport per call must not keep connections
+			base = t
 		}
-		t.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // upstream's behaviour; see Password
-		cp.Transport = t
 	}
+	if c.Wrap != nil {
+		base = c.Wrap(base)
+	}
+	cp.Transport = base
 	return &cp
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/console"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/logging"
 )
@@ -225,7 +226,9 @@ func Run(ctx context.Context, o *Options) error {
 		switch name {
 		case "materialize":
 			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
-				Config:          o.Environment,
+				Config: o.Environment,
+				// Promotions are writes: the lease fence bounds them too.
+				Leader:          &environmentd.Client{Wrap: leaderelection.FenceTransport},
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
 				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
