@@ -323,7 +323,18 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	if current != nil && current.Status == metav1.ConditionFalse && strings.HasPrefix(current.Message, prefix) {
 		started = current.LastTransitionTime.Time
 	}
-	if timeout := rolloutTimeout(mz); r.o.Now().Sub(started) > timeout {
+	pre, err := r.preflight(ctx, e)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	leader := r.o.Leader
+	if pre.password != "" {
+		leader = leader.WithPassword(pre.password)
+	}
+	url := r.o.EnvironmentdURL(mz, e.id, desired)
+	forced := mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime ||
+		(mz.Spec.ForcePromote != "" && mz.Spec.ForcePromote == mz.Spec.RequestRollout)
+	if timeout := rolloutTimeout(mz); r.o.Now().Sub(started) > timeout && r.cancellable(ctx, leader, url, forced, current) {
 		if err := r.deleteGeneration(ctx, e, desired); err != nil {
 			return controller.Result{}, err
 		}
@@ -332,10 +343,6 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 			prefix+fmt.Sprintf("generation %d did not become leader within %s", desired, timeout))
 	}
 
-	pre, err := r.preflight(ctx, e)
-	if err != nil {
-		return controller.Result{}, err
-	}
 	if pre.problem != "" {
 		// Nothing is created and the active generation keeps serving; the
 		// check runs again, since a Secret or ConfigMap is not watched.
@@ -343,10 +350,6 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 			prefix+fmt.Sprintf("generation %d not started: %s", desired, pre.problem))
 	}
 	note := pre.note
-	leader := r.o.Leader
-	if pre.password != "" {
-		leader = leader.WithPassword(pre.password)
-	}
 
 	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime && st.ActiveGeneration > 0 {
 		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration); err != nil {
@@ -356,13 +359,13 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	if err := r.applyGeneration(ctx, e, desired); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedDeploy, "generation %d: %v", desired, err)
-			return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionFalse, ReasonFailedDeploy, prefix+err.Error())
+			// Requeued, so the rollout's timeout still fires.
+			return controller.Result{RequeueAfter: r.o.PreflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy, prefix+err.Error())
 		}
 		return controller.Result{}, err
 	}
 
 	poll := controller.Result{RequeueAfter: r.o.PollInterval}
-	url := r.o.EnvironmentdURL(mz, e.id, desired)
 	status, err := leader.Status(ctx, url)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -371,8 +374,6 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
 			prefix+fmt.Sprintf("waiting for generation %d: %v", desired, err)+note)
 	}
-	forced := mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime ||
-		(mz.Spec.ForcePromote != "" && mz.Spec.ForcePromote == mz.Spec.RequestRollout)
 	switch status {
 	case environmentd.Initializing, environmentd.CatchingUp:
 		if !forced {
@@ -423,6 +424,18 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	// The Balancer and Console applied next follow the image just rolled out.
 	mz.Status = st
 	return controller.Result{}, nil
+}
+
+// cancellable says whether a rollout past its timeout may be cancelled:
+// never once promoted or forced, since the new generation may already have
+// fenced the old one out; environmentd is asked too, because a promotion
+// may have been sent without the Promoting condition being written.
+func (r *reconciler) cancellable(ctx context.Context, leader *environmentd.Client, url string, forced bool, current *metav1.Condition) bool {
+	if forced || (current != nil && current.Reason == ReasonPromoting) {
+		return false
+	}
+	status, err := leader.Status(ctx, url)
+	return err != nil || (status != environmentd.Promoting && status != environmentd.IsLeader)
 }
 
 func activeMessage(gen uint64) string {

@@ -264,3 +264,73 @@ func TestDisabledComponentsAreDeleted(t *testing.T) {
 	startController(t, func(o *materialize.Options) { o.CreateBalancers, o.CreateConsoles = false, false })
 	waitFor(t, "balancer and console deleted", func() (bool, error) { b, c := components(); return !b && !c, nil })
 }
+
+// A rollout past its timeout is cancelled only while nothing was promoted:
+// once environmentd is promoting, or the promotion is forced, the new
+// generation may already have fenced the old one out, and deleting it
+// would leave no environment (upstream never cancels these either).
+func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	env.SetAutoAdvance(true)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id := waitRolledOut(t, ns, "mz", 1).Status.ResourceID
+	env.SetAutoAdvance(false)
+	t.Cleanup(func() { env.SetAutoAdvance(true) })
+	stsExists := func(gen uint64) bool {
+		return exists(t, func() error {
+			_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, prefix(id, gen), metav1.GetOptions{})
+			return err
+		})
+	}
+	// outlives checks, for a while past the 2 s timeout, that the generation
+	// survives and the rollout is not cancelled.
+	outlives := func(t *testing.T, gen uint64) {
+		t.Helper()
+		deadline := time.Now().Add(4 * time.Second)
+		for time.Now().Before(deadline) {
+			if c := upToDate(get(t, ns, "mz")); c != nil && c.Reason == materialize.ReasonRolloutTimeout {
+				t.Fatalf("generation %d cancelled: %s", gen, c.Message)
+			}
+			if !stsExists(gen) {
+				t.Fatalf("generation %d deleted", gen)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	t.Run("promoting", func(t *testing.T) {
+		env.SetStatus(prefix(id, 2), mzenv.ReadyToPromote)
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.RolloutRequestTimeout = "2s"
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.2.0"
+			mz.Spec.RequestRollout = "55555555-5555-4555-8555-555555555555"
+		})
+		waitFor(t, "promotion", func() (bool, error) { return env.Promotions(prefix(id, 2)) == 1, nil })
+		// Promoting holds without AutoAdvance, past the timeout.
+		outlives(t, 2)
+		env.SetStatus(prefix(id, 2), mzenv.IsLeader)
+		waitRolledOut(t, ns, "mz", 2)
+	})
+
+	t.Run("forced", func(t *testing.T) {
+		// Initializing refuses skip-catchup: the forced rollout waits.
+		env.SetStatus(prefix(id, 3), mzenv.Initializing)
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.RolloutStrategy = v1alpha1.RolloutManuallyPromote
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.3.0"
+			mz.Spec.RequestRollout = "66666666-6666-4666-8666-666666666666"
+			mz.Spec.ForcePromote = "66666666-6666-4666-8666-666666666666"
+		})
+		waitFor(t, "generation 3 created", func() (bool, error) { return stsExists(3), nil })
+		outlives(t, 3)
+		env.SetStatus(prefix(id, 3), mzenv.ReadyToPromote)
+		waitFor(t, "promotion", func() (bool, error) { return env.Promotions(prefix(id, 3)) == 1, nil })
+		env.SetStatus(prefix(id, 3), mzenv.IsLeader)
+		waitRolledOut(t, ns, "mz", 3)
+	})
+}
