@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"reflect"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
 // FieldManager owns every field the controllers write.
@@ -100,4 +104,56 @@ func Subset(want, got any) bool {
 		}
 	}
 	return true
+}
+
+// ExtractDeduced returns the fields of live owned by manager (its main
+// resource, not a subresource) as an apply configuration, for objects
+// without a generated Extract function (this project's custom resources).
+// The schema is deduced from the object: maps are merged by key and lists
+// are atomic, which is how their CRDs declare them. newAC builds the empty
+// apply configuration with live's name and namespace, as the generated
+// Extract functions do.
+func ExtractDeduced[T runtime.Object, AC any](newAC func(name, namespace string) AC) func(T, string) (AC, error) {
+	return func(live T, manager string) (AC, error) {
+		var zero AC
+		accessor, err := meta.Accessor(live)
+		if err != nil {
+			return zero, err
+		}
+		// Extraction replaces the whole apply configuration: the type,
+		// name and namespace (not managed fields) are put back after it.
+		identity := newAC(accessor.GetName(), accessor.GetNamespace())
+		owned := newAC(accessor.GetName(), accessor.GetNamespace())
+		if err := managedfields.ExtractInto(live, typed.DeducedParseableType, manager, owned, ""); err != nil {
+			return zero, err
+		}
+		merged, err := asJSON(owned)
+		if err != nil {
+			return zero, err
+		}
+		id, err := asJSON(identity)
+		if err != nil {
+			return zero, err
+		}
+		m, ok := merged.(map[string]any)
+		if !ok {
+			m = map[string]any{}
+		}
+		idm := id.(map[string]any)
+		m["apiVersion"], m["kind"] = idm["apiVersion"], idm["kind"]
+		md, _ := m["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+		}
+		for k, v := range idm["metadata"].(map[string]any) {
+			md[k] = v
+		}
+		m["metadata"] = md
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return zero, err
+		}
+		out := newAC(accessor.GetName(), accessor.GetNamespace())
+		return out, json.Unmarshal(raw, out)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -332,5 +334,46 @@ func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
 		waitFor(t, "promotion", func() (bool, error) { return env.Promotions(prefix(id, 3)) == 1, nil })
 		env.SetStatus(prefix(id, 3), mzenv.IsLeader)
 		waitRolledOut(t, ns, "mz", 3)
+	})
+}
+
+// A field removed from the Materialize is removed from the Balancer and
+// Console it owns: the no-op check compares the operator's own fields, not
+// a subset of the live object.
+func TestRemovedFieldsLeaveTheBalancerAndConsole(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	startController(t)
+	ctx := context.Background()
+	mz := newMaterialize(ns, "mz")
+	limits := &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
+	mz.Spec.BalancerdResourceRequirements = limits
+	mz.Spec.ConsoleResourceRequirements = limits
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mz", 1)
+	memoryLimit := func() (string, string) {
+		b, errB := mzClient().MaterializeV1alpha1().Balancers(ns).Get(ctx, "mz", metav1.GetOptions{})
+		c, errC := mzClient().MaterializeV1alpha1().Consoles(ns).Get(ctx, "mz", metav1.GetOptions{})
+		if errB != nil || errC != nil || b.Spec.ResourceRequirements == nil || c.Spec.ResourceRequirements == nil {
+			return "?", "?"
+		}
+		return b.Spec.ResourceRequirements.Limits.Memory().String(), c.Spec.ResourceRequirements.Limits.Memory().String()
+	}
+	waitFor(t, "1Gi limits on the Balancer and Console", func() (bool, error) {
+		b, c := memoryLimit()
+		return b == "1Gi" && c == "1Gi", nil
+	})
+	// What remains is a subset of what the Balancer and Console hold.
+	requests := &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.BalancerdResourceRequirements = requests
+		mz.Spec.ConsoleResourceRequirements = requests
+	})
+	waitFor(t, "the limits removed from the Balancer and Console", func() (bool, error) {
+		b, c := memoryLimit()
+		return b == "0" && c == "0", nil
 	})
 }
