@@ -10,6 +10,7 @@
 package conversion
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -245,4 +246,35 @@ func isPromoting(status map[string]any) bool {
 		}
 	}
 	return false
+}
+
+// V1RolloutHash is the rollout hash v1 clients see for a v1alpha1
+// Materialize (status.requestedRolloutHash at v1), which they put in
+// spec.forcePromote to approve a ManuallyPromote rollout.
+func V1RolloutHash(mz *v1alpha1.Materialize) (string, error) {
+	obj, err := toMap(mz)
+	if err != nil {
+		return "", err
+	}
+	obj["apiVersion"], obj["kind"] = v1alpha1.SchemeGroupVersion.String(), "Materialize"
+	converted, err := Convert(obj, v1.SchemeGroupVersion.String())
+	if err != nil {
+		return "", err
+	}
+	hash, ok := rolloutHashOf(converted)
+	if !ok {
+		return "", fmt.Errorf("materialize %s/%s has no rollout hash: its spec lacks required fields", mz.Namespace, mz.Name)
+	}
+	return hash, nil
+}
+
+func toMap(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var out map[string]any
+	return out, d.Decode(&out)
 }

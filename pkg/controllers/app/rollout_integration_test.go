@@ -64,7 +64,7 @@ func TestRolloutStrategiesThroughTheBinary(t *testing.T) {
 			s.RolloutStrategy, s.EnvironmentdImageRef, s.RequestRollout = step.strategy, step.image, step.request
 		})
 		if step.strategy == v1alpha1.RolloutManuallyPromote {
-			waitFor(t, 30*time.Second, "WaitingForApproval", func() bool { return reason(t, ns, "mz") == "WaitingForApproval" })
+			waitFor(t, 30*time.Second, "ReadyToPromote", func() bool { return reason(t, ns, "mz") == "ReadyToPromote" })
 			setSpec(t, ns, "mz", func(s *v1alpha1.MaterializeSpec) { s.ForcePromote = s.RequestRollout })
 		}
 		mz := rolledOut(t, ns, "mz", 60*time.Second)

@@ -25,6 +25,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	ctrlcomponent "github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -308,11 +309,12 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 				return controller.Result{}, err
 			}
 		}
-		msg := activeMessage(st.ActiveGeneration)
-		if hash != st.ResourcesHash {
-			msg += "; spec changes take effect with the next spec.requestRollout"
+		if hash != st.ResourcesHash && st.ActiveGeneration > 0 {
+			// Upstream's "changes detected": they wait for a new request.
+			return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionFalse, ReasonWaitingForApproval,
+				fmt.Sprintf("changes detected, waiting for approval for generation %d (a new spec.requestRollout)", st.ActiveGeneration+1))
 		}
-		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, msg)
+		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, activeMessage(st.ActiveGeneration))
 	}
 
 	if current != nil && current.Reason == ReasonRolloutTimeout && strings.HasPrefix(current.Message, prefix) {
@@ -320,7 +322,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	}
 	desired := st.ActiveGeneration + 1
 	started := r.o.Now()
-	if current != nil && current.Status == metav1.ConditionFalse && strings.HasPrefix(current.Message, prefix) {
+	if current != nil && current.Status != metav1.ConditionTrue && strings.HasPrefix(current.Message, prefix) {
 		started = current.LastTransitionTime.Time
 	}
 	pre, err := r.preflight(ctx, e)
@@ -332,8 +334,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		leader = leader.WithPassword(pre.password)
 	}
 	url := r.o.EnvironmentdURL(mz, e.id, desired)
-	forced := mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime ||
-		(mz.Spec.ForcePromote != "" && mz.Spec.ForcePromote == mz.Spec.RequestRollout)
+	forced := forcePromote(mz)
 	if timeout := rolloutTimeout(mz); r.o.Now().Sub(started) > timeout && r.cancellable(ctx, leader, url, forced, current) {
 		if err := r.deleteGeneration(ctx, e, desired); err != nil {
 			return controller.Result{}, err
@@ -388,8 +389,9 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		fallthrough
 	case environmentd.ReadyToPromote:
 		if mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote && !forced {
-			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonWaitingForApproval,
-				prefix+fmt.Sprintf("generation %d is ready; set spec.forcePromote to %s to promote it", desired, mz.Spec.RequestRollout))
+			// Upstream's reason, which automation watches for.
+			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonReadyToPromote,
+				prefix+fmt.Sprintf("generation %d is ready to promote; set spec.forcePromote to %s (at v1: status.requestedRolloutHash) to promote it", desired, mz.Spec.RequestRollout))
 		}
 		if err := leader.Promote(ctx, url); err != nil {
 			return controller.Result{}, fmt.Errorf("promoting generation %d: %w", desired, err)
@@ -424,6 +426,23 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	// The Balancer and Console applied next follow the image just rolled out.
 	mz.Status = st
 	return controller.Result{}, nil
+}
+
+// forcePromote is upstream's should_force_promote: spec.forcePromote names
+// the request (v1alpha1) or the rollout hash (v1), or the strategy promotes
+// without waiting.
+func forcePromote(mz *v1alpha1.Materialize) bool {
+	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime {
+		return true
+	}
+	if mz.Spec.ForcePromote == "" {
+		return false
+	}
+	if mz.Spec.ForcePromote == mz.Spec.RequestRollout {
+		return true
+	}
+	hash, err := conversion.V1RolloutHash(mz)
+	return err == nil && mz.Spec.ForcePromote == hash
 }
 
 // cancellable says whether a rollout past its timeout may be cancelled:
@@ -498,9 +517,14 @@ func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64) er
 // lastTransitionTime marks when the rollout started (for the timeout).
 func (r *reconciler) setRolloutCondition(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus, started time.Time, reason, msg string) error {
 	st.Conditions = cloneConditions(st.Conditions)
-	cond := metav1.Condition{Type: ConditionUpToDate, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+	// In progress is Unknown, as upstream; a failed deploy is False.
+	status := metav1.ConditionUnknown
+	if reason == ReasonFailedDeploy {
+		status = metav1.ConditionFalse
+	}
+	cond := metav1.Condition{Type: ConditionUpToDate, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: mz.Generation, LastTransitionTime: metav1.NewTime(started.Truncate(time.Second))}
-	if existing := meta.FindStatusCondition(st.Conditions, ConditionUpToDate); existing != nil && existing.Status == metav1.ConditionFalse &&
+	if existing := meta.FindStatusCondition(st.Conditions, ConditionUpToDate); existing != nil && existing.Status != metav1.ConditionTrue &&
 		strings.HasPrefix(existing.Message, rolloutPrefix(mz.Spec.RequestRollout)) {
 		cond.LastTransitionTime = existing.LastTransitionTime
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/pkg/conversion"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 )
 
@@ -153,7 +154,9 @@ func TestRolloutStrategies(t *testing.T) {
 			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.3.0"
 			mz.Spec.RequestRollout = "22222222-2222-4222-8222-222222222222"
 		})
-		waitReason(t, ns, "mz", materialize.ReasonWaitingForApproval)
+		if c := upToDate(waitReason(t, ns, "mz", materialize.ReasonReadyToPromote)); c.Status != metav1.ConditionUnknown {
+			t.Errorf("a rollout waiting for approval is %s, want Unknown (upstream)", c.Status)
+		}
 		time.Sleep(500 * time.Millisecond) // several polls: still waiting, nothing promoted
 		if n := env.Promotions(prefix(id, 3)); n != 0 {
 			t.Fatalf("promoted without approval (%d)", n)
@@ -376,4 +379,37 @@ func TestRemovedFieldsLeaveTheBalancerAndConsole(t *testing.T) {
 		b, c := memoryLimit()
 		return b == "0" && c == "0", nil
 	})
+}
+
+// Upstream's condition semantics, which automation built on upstream reads:
+// a spec change without a new request is False/WaitingForApproval, and a
+// ManuallyPromote rollout driven at v1 is approved with the rollout hash.
+func TestUpstreamConditionSemantics(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	startController(t)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mz", 1)
+
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdExtraArgs = []string{"--startup-log-filter=debug"} })
+	if c := upToDate(waitReason(t, ns, "mz", materialize.ReasonWaitingForApproval)); c.Status != metav1.ConditionFalse {
+		t.Errorf("a change without a request is %s, want False", c.Status)
+	}
+
+	// At v1 the request is the rollout hash's UUIDv5 and the approval is the
+	// hash itself (what a v1 client reads as status.requestedRolloutHash).
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.RolloutStrategy = v1alpha1.RolloutManuallyPromote
+		mz.Spec.RequestRollout = "77777777-7777-4777-8777-777777777777"
+	})
+	waitReason(t, ns, "mz", materialize.ReasonReadyToPromote)
+	hash, err := conversion.V1RolloutHash(get(t, ns, "mz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.ForcePromote = hash })
+	waitRolledOut(t, ns, "mz", 2)
 }
