@@ -248,6 +248,8 @@ func TestAllOptionsEnvironmentArgs(t *testing.T) {
 		"ephemeral-volume-class":                              {"openebs-lvm-instance-store-ext4"},
 		"scheduler-name":                                      {"custom-scheduler"},
 		"network-policies-egress-cidrs":                       {"0.0.0.0/0"},
+		"console-image-tag-default":                           {"v26.38.1"},
+		"console-image-tag-map":                               {"v26.35.0=v26.35.0-console"},
 	} {
 		if got := flagValues(args, name); !reflect.DeepEqual(got, want) {
 			t.Errorf("--%s %q, want %q", name, got, want)

@@ -168,6 +168,12 @@ flags, rendered from upstream's value names as upstream's chart renders them
 - "--cloud-provider={{ $v.cloudProvider.type }}"
 - "--region={{ $v.cloudProvider.region }}"
 - "--secrets-controller={{ $v.secretsController }}"
+{{- with $v.console.imageTagDefault }}
+- "--console-image-tag-default={{ . }}"
+{{- end }}
+{{- range $key, $value := $v.console.imageTagMapOverride }}
+- "--console-image-tag-map={{ $key }}={{ $value }}"
+{{- end }}
 {{- if eq $v.cloudProvider.type "aws" }}
 {{- with $v.cloudProvider.providers.aws }}
 {{- if .accountID }}

@@ -31,6 +31,26 @@ func activeImage(e env) string {
 	return e.mz.Spec.EnvironmentdImageRef
 }
 
+// consoleImage is upstream's: the console from the active environmentd
+// image's repository path, tagged by --console-image-tag-map for the
+// environmentd tag (first match), else --console-image-tag-default, else
+// the environmentd tag itself.
+func (e env) consoleImage() string {
+	active := activeImage(e)
+	envTag, ok := imageref.Tag(active)
+	if !ok {
+		envTag = "latest"
+	}
+	tag := e.cfg.ConsoleImageTagDefault
+	for _, kv := range mustKeyValues(e.cfg.ConsoleImageTagMap) {
+		if kv.key == envTag {
+			tag = kv.value
+			break
+		}
+	}
+	return imageref.Sibling(active, "console", tag)
+}
+
 func certAC(c *v1alpha1.MaterializeCertSpec) *mzac.MaterializeCertSpecApplyConfiguration {
 	if c == nil {
 		return nil
@@ -128,7 +148,7 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) error {
 	case r.o.CreateConsoles:
 		image := r.o.ConsoleImage
 		if image == "" {
-			image = imageref.Sibling(activeImage(e), "console", "")
+			image = e.consoleImage()
 		}
 		if _, err := apply.Object(ctx, liveC, exists, e.console(image), extractConsole, consoles.Apply); err != nil {
 			return fmt.Errorf("console: %w", err)

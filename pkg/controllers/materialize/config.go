@@ -72,6 +72,11 @@ type Config struct {
 	AllowedOrigins          []string
 	InternalConsoleProxyURL string
 
+	// The console's image tag: the map's value for the active environmentd
+	// tag, else the default, else environmentd's own tag.
+	ConsoleImageTagDefault string
+	ConsoleImageTagMap     []string
+
 	SQLPort, HTTPPort, InternalSQLPort, InternalHTTPPort, PersistPubSubPort int32
 
 	// Parsed by Complete.
@@ -162,6 +167,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringArrayVar(&c.AllowedOrigins, "environmentd-allowed-origins", DefaultAllowedOrigins, "environmentd's --cors-allowed-origin values (repeatable)")
 	fs.StringVar(&c.InternalConsoleProxyURL, "internal-console-proxy-url", "https://console.materialize.com", "environmentd's --internal-console-redirect-url")
+	fs.StringVar(&c.ConsoleImageTagDefault, "console-image-tag-default", "", "console image tag when --console-image-tag-map has none for the environmentd tag; empty means the environmentd image's tag")
+	fs.StringArrayVar(&c.ConsoleImageTagMap, "console-image-tag-map", nil, "ENVIRONMENTD_TAG=CONSOLE_TAG: the console image tag for an environmentd image tag (repeatable)")
 	fs.Int32Var(&c.SQLPort, "environmentd-sql-port", 6875, "environmentd's SQL port")
 	fs.Int32Var(&c.HTTPPort, "environmentd-http-port", 6876, "environmentd's HTTP port")
 	fs.Int32Var(&c.InternalSQLPort, "environmentd-internal-sql-port", 6877, "environmentd's internal SQL port")
@@ -188,7 +195,8 @@ func (c *Config) Complete() error {
 		return fmt.Errorf("--image-pull-policy: %q is not one of always, if-not-present, never", c.ImagePullPolicy)
 	}
 	for flag, kvs := range map[string][]string{"--orchestratord-pod-selector-labels": c.OperatorPodSelectorLabels,
-		"--environmentd-node-selector": c.EnvironmentdNodeSelector, "--clusterd-node-selector": c.ClusterdNodeSelector} {
+		"--environmentd-node-selector": c.EnvironmentdNodeSelector, "--clusterd-node-selector": c.ClusterdNodeSelector,
+		"--console-image-tag-map": c.ConsoleImageTagMap} {
 		if _, err := keyValues(kvs); err != nil {
 			return fmt.Errorf("%s: %w", flag, err)
 		}

@@ -119,3 +119,24 @@ func TestNetworkPoliciesAreOptIn(t *testing.T) {
 		}
 	}
 }
+
+func TestConsoleImageTag(t *testing.T) {
+	mz := testMaterialize("registry.example/materialize/environmentd:v26.5.0", "")
+	mz.Status.LastCompletedRolloutEnvironmentdImageRef = "registry.example/materialize/environmentd:v26.4.0"
+	e := testEnv(mz)
+	for _, c := range []struct {
+		def  string
+		tags []string
+		want string
+	}{
+		// The active (last completed) image's tag, not the requested one.
+		{"", nil, "registry.example/materialize/console:v26.4.0"},
+		{"v26.38.1", nil, "registry.example/materialize/console:v26.38.1"},
+		{"v26.38.1", []string{"v26.5.0=25.1.0", "v26.4.0=25.0.9", "v26.4.0=ignored"}, "registry.example/materialize/console:25.0.9"},
+	} {
+		e.cfg.ConsoleImageTagDefault, e.cfg.ConsoleImageTagMap = c.def, c.tags
+		if got := e.consoleImage(); got != c.want {
+			t.Errorf("default %q, map %v: %s, want %s", c.def, c.tags, got, c.want)
+		}
+	}
+}
