@@ -112,8 +112,11 @@ func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
 	})
 }
 
-func TestRolloutStrategies(t *testing.T) {
-	ns := newNamespace(t)
+// firstGeneration starts a controller and rolls out a Materialize "mz" to
+// generation 1; stsExists tells whether a generation's StatefulSet exists.
+func firstGeneration(t *testing.T) (ns, id string, stsExists func(gen uint64) bool) {
+	t.Helper()
+	ns = newNamespace(t)
 	startController(t)
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
@@ -121,13 +124,19 @@ func TestRolloutStrategies(t *testing.T) {
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	id := waitRolledOut(t, ns, "mz", 1).Status.ResourceID
-	stsExists := func(gen uint64) bool {
+	id = waitRolledOut(t, ns, "mz", 1).Status.ResourceID
+	return ns, id, func(gen uint64) bool {
 		return exists(t, func() error {
 			_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, prefix(id, gen), metav1.GetOptions{})
 			return err
 		})
 	}
+}
+
+func TestRolloutStrategies(t *testing.T) {
+	ns, id, stsExists := firstGeneration(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	request := func(image, uuid string) {
 		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
 			mz.Spec.EnvironmentdImageRef = image
@@ -275,23 +284,9 @@ func TestDisabledComponentsAreDeleted(t *testing.T) {
 // generation may already have fenced the old one out, and deleting it
 // would leave no environment (upstream never cancels these either).
 func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
-	ns := newNamespace(t)
-	startController(t)
-	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	env.SetAutoAdvance(true)
-	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	id := waitRolledOut(t, ns, "mz", 1).Status.ResourceID
+	ns, id, stsExists := firstGeneration(t)
 	env.SetAutoAdvance(false)
 	t.Cleanup(func() { env.SetAutoAdvance(true) })
-	stsExists := func(gen uint64) bool {
-		return exists(t, func() error {
-			_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, prefix(id, gen), metav1.GetOptions{})
-			return err
-		})
-	}
 	// outlives checks, for a while past the 2 s timeout, that the generation
 	// survives and the rollout is not cancelled.
 	outlives := func(t *testing.T, gen uint64) {
