@@ -16,9 +16,6 @@ type preflightResult struct {
 	// problem, when set, is why environmentd would refuse to start or could
 	// not be reached: the generation is not created.
 	problem string
-	// note qualifies the rollout's condition messages (an image tag that is
-	// not a version).
-	note string
 	// password is mz_system's, for the leader API behind a login.
 	password string
 }
@@ -28,19 +25,10 @@ type preflightResult struct {
 func (r *reconciler) preflight(ctx context.Context, e env) (preflightResult, error) {
 	var res preflightResult
 	ref := e.mz.Spec.EnvironmentdImageRef
-	v, tag, ok := imageref.EnvironmentdVersion(ref)
-	switch {
-	case ok && !v.AtLeast(MinimumEnvironmentdVersion):
+	if v, _, ok := imageref.EnvironmentdVersion(ref); ok && !v.AtLeast(MinimumEnvironmentdVersion) {
 		res.problem = fmt.Sprintf("environmentd %s (image %s) is older than %s, the oldest version this operator runs",
 			v, ref, MinimumEnvironmentdVersion)
 		return res, nil
-	case !ok:
-		// Upstream runs such images (developer builds) as current ones.
-		if tag == "" {
-			res.note = fmt.Sprintf(" (image %s has no version tag, so it is run as the newest environmentd)", ref)
-		} else {
-			res.note = fmt.Sprintf(" (image tag %q is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd)", tag)
-		}
 	}
 
 	name := e.mz.Spec.BackendSecretName
@@ -97,4 +85,19 @@ func (e env) leaderURL(gen uint64) string {
 		return environmentd.URL(scheme, e.generationName(gen), e.ns(), int(e.cfg.HTTPPort))
 	}
 	return environmentd.URL("http", e.generationName(gen), e.ns(), int(e.cfg.InternalHTTPPort))
+}
+
+// unversionedNote qualifies a rollout's condition messages when the image
+// tag is not a version: upstream runs such images (developer builds) as
+// current ones, and so does the operator, saying so.
+func unversionedNote(ref string) string {
+	_, tag, ok := imageref.EnvironmentdVersion(ref)
+	switch {
+	case ok:
+		return ""
+	case tag == "":
+		return fmt.Sprintf(" (image %s has no version tag, so it is run as the newest environmentd)", ref)
+	default:
+		return fmt.Sprintf(" (image tag %q is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd)", tag)
+	}
 }

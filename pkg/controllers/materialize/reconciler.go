@@ -304,6 +304,11 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		if requested {
 			st.LastCompletedRolloutRequest = mz.Spec.RequestRollout // nothing to roll out
 		}
+		// A request withdrawn mid-rollout leaves a generation that would
+		// hold back compaction: it goes, as upstream tears it down.
+		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration+1); err != nil {
+			return controller.Result{}, err
+		}
 		if st.ActiveGeneration > 0 {
 			if err := r.applyPublicService(ctx, e, st.ActiveGeneration); err != nil {
 				return controller.Result{}, err
@@ -325,6 +330,9 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	if current != nil && current.Status != metav1.ConditionTrue && strings.HasPrefix(current.Message, prefix) {
 		started = current.LastTransitionTime.Time
 	}
+	// Once Promoting is recorded the rollout only promotes: the new
+	// generation may already have fenced the old one out.
+	promoting := current != nil && current.Reason == ReasonPromoting && strings.HasPrefix(current.Message, prefix)
 	pre, err := r.preflight(ctx, e)
 	if err != nil {
 		return controller.Result{}, err
@@ -335,7 +343,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	}
 	url := r.o.EnvironmentdURL(mz, e.id, desired)
 	forced := forcePromote(mz)
-	if timeout := rolloutTimeout(mz); r.o.Now().Sub(started) > timeout && r.cancellable(ctx, leader, url, forced, current) {
+	if timeout := rolloutTimeout(mz); !promoting && !forced && r.o.Now().Sub(started) > timeout && r.notPromoting(ctx, leader, url) {
 		if err := r.deleteGeneration(ctx, e, desired); err != nil {
 			return controller.Result{}, err
 		}
@@ -344,19 +352,24 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 			prefix+fmt.Sprintf("generation %d did not become leader within %s", desired, timeout))
 	}
 
+	if promoting {
+		return r.promote(ctx, e, st, started, leader, url, hash)
+	}
 	if pre.problem != "" {
 		// Nothing is created and the active generation keeps serving; the
 		// check runs again, since a Secret or ConfigMap is not watched.
 		return controller.Result{RequeueAfter: r.o.PreflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy,
 			prefix+fmt.Sprintf("generation %d not started: %s", desired, pre.problem))
 	}
-	note := pre.note
 
 	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime && st.ActiveGeneration > 0 {
 		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration); err != nil {
 			return controller.Result{}, err
 		}
 	}
+	// As upstream: the recorded hash no longer describes what runs, so a
+	// spec reverted mid-rollout is not taken as applied.
+	st.ResourcesHash = ""
 	if err := r.applyGeneration(ctx, e, desired); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedDeploy, "generation %d: %v", desired, err)
@@ -366,13 +379,31 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		return controller.Result{}, err
 	}
 
+	return r.promote(ctx, e, st, started, leader, url, hash)
+}
+
+// promote drives environmentd's leader API for the desired generation:
+// wait until it is ready (skipping catch-up when forced), record
+// Promoting, promote, and once it leads route to it, retire the old
+// generation and record the rollout as complete.
+func (r *reconciler) promote(ctx context.Context, e env, st v1alpha1.MaterializeStatus, started time.Time,
+	leader *environmentd.Client, url, hash string) (controller.Result, error) {
+	mz := e.mz
+	desired := st.ActiveGeneration + 1
+	prefix := rolloutPrefix(mz.Spec.RequestRollout)
+	forced := forcePromote(mz)
+	note := unversionedNote(mz.Spec.EnvironmentdImageRef)
 	poll := controller.Result{RequeueAfter: r.o.PollInterval}
 	status, err := leader.Status(ctx, url)
 	if err != nil {
 		if ctx.Err() != nil {
 			return controller.Result{}, ctx.Err()
 		}
-		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
+		reason := ReasonApplying
+		if current := meta.FindStatusCondition(mz.Status.Conditions, ConditionUpToDate); current != nil && current.Reason == ReasonPromoting {
+			reason = ReasonPromoting
+		}
+		return poll, r.setRolloutCondition(ctx, mz, st, started, reason,
 			prefix+fmt.Sprintf("waiting for generation %d: %v", desired, err)+note)
 	}
 	switch status {
@@ -393,11 +424,15 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonReadyToPromote,
 				prefix+fmt.Sprintf("generation %d is ready to promote; set spec.forcePromote to %s (at v1: status.requestedRolloutHash) to promote it", desired, mz.Spec.RequestRollout))
 		}
+		// Recorded before the call, as upstream: a promotion that was sent
+		// must never be cancelled, even if the call's answer is lost.
+		if err := r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired)); err != nil {
+			return controller.Result{}, err
+		}
 		if err := leader.Promote(ctx, url); err != nil {
 			return controller.Result{}, fmt.Errorf("promoting generation %d: %w", desired, err)
 		}
-		r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, ReasonPromoting, "promoting generation %d", desired)
-		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired))
+		return poll, nil
 	case environmentd.Promoting:
 		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired))
 	case environmentd.IsLeader:
@@ -445,14 +480,10 @@ func forcePromote(mz *v1alpha1.Materialize) bool {
 	return err == nil && mz.Spec.ForcePromote == hash
 }
 
-// cancellable says whether a rollout past its timeout may be cancelled:
-// never once promoted or forced, since the new generation may already have
-// fenced the old one out; environmentd is asked too, because a promotion
-// may have been sent without the Promoting condition being written.
-func (r *reconciler) cancellable(ctx context.Context, leader *environmentd.Client, url string, forced bool, current *metav1.Condition) bool {
-	if forced || (current != nil && current.Reason == ReasonPromoting) {
-		return false
-	}
+// notPromoting tells a timed-out rollout that environmentd is not
+// promoting: Promoting is recorded before every promotion, and this asks
+// environmentd as well in case that record was lost with a conflict.
+func (r *reconciler) notPromoting(ctx context.Context, leader *environmentd.Client, url string) bool {
 	status, err := leader.Status(ctx, url)
 	return err != nil || (status != environmentd.Promoting && status != environmentd.IsLeader)
 }

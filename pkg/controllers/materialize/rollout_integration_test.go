@@ -408,3 +408,27 @@ func TestUpstreamConditionSemantics(t *testing.T) {
 	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.ForcePromote = hash })
 	waitRolledOut(t, ns, "mz", 2)
 }
+
+// A request withdrawn mid-rollout tears the new generation down (it would
+// hold back compaction), and the environment is not reported as applied for
+// a spec its generations no longer run, as upstream.
+func TestWithdrawnRequestTearsDownTheNewGeneration(t *testing.T) {
+	ns, _, stsExists := firstGeneration(t)
+	env.SetAutoAdvance(false)
+	t.Cleanup(func() { env.SetAutoAdvance(true) })
+	before := get(t, ns, "mz").Spec
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.2.0"
+		mz.Spec.RequestRollout = "88888888-8888-4888-8888-888888888888"
+	})
+	waitFor(t, "generation 2 created", func() (bool, error) { return stsExists(2), nil })
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.EnvironmentdImageRef = before.EnvironmentdImageRef
+		mz.Spec.RequestRollout = before.RequestRollout
+	})
+	waitFor(t, "generation 2 removed", func() (bool, error) { return !stsExists(2), nil })
+	mz := waitReason(t, ns, "mz", materialize.ReasonWaitingForApproval)
+	if mz.Status.ActiveGeneration != 1 || !stsExists(1) {
+		t.Errorf("the active generation must stay: %+v", mz.Status)
+	}
+}
