@@ -55,10 +55,6 @@ func main() {
 	}
 }
 
-type exitError struct{ *standin.ExitError }
-
-func (e exitError) ExitCode() int { return e.Code }
-
 func environmentd(ctx context.Context, log *slog.Logger) error {
 	v := os.Getenv("STANDIN_VERSION")
 	if v == "" {
@@ -70,7 +66,7 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 	}
 	plan, exit := standin.Check(version, os.Args[1:], os.LookupEnv, os.ReadFile)
 	if exit != nil {
-		return exitError{exit}
+		return exit
 	}
 	leader := standin.New()
 	leader.AutoAdvance = true

@@ -3,7 +3,7 @@
 // it polls GET /api/leader/status until a new generation is ReadyToPromote,
 // promotes it with POST /api/leader/promote (after POST
 // /api/leader/skip-catchup when the promotion is forced) and waits for
-// IsLeader. With Password or Sasl authentication the leader API sits behind
+// IsLeader. With Password, Sasl or Oidc authentication the leader API sits behind
 // a login, as mz_system, on environmentd's external HTTP port.
 package environmentd
 
@@ -21,10 +21,6 @@ import (
 	"strings"
 	"time"
 )
-
-// InternalHTTPPort is environmentd's internal HTTP port, which serves the
-// leader API.
-const InternalHTTPPort = 6878
 
 // Paths of the leader API, relative to an environmentd base URL.
 const (
@@ -102,7 +98,9 @@ type Client struct {
 	// Password, when set, is mz_system's: every call first logs in at
 	// LoginPath and sends the session cookie, as upstream does. Over https
 	// the certificate is then not verified either, as upstream does: it is
-	// issued for the environment's clients, not for the operator.
+	// issued for the environment's clients, not for the operator. (Only
+	// when HTTP's transport is an *http.Transport, which it is unless a
+	// test sets another.)
 	Password string
 }
 
@@ -131,7 +129,7 @@ func (c *Client) SkipCatchup(ctx context.Context, baseURL string) error {
 }
 
 // Status returns the leader status reported by the environmentd at baseURL
-// (e.g. the result of URL(service, namespace, InternalHTTPPort)).
+// (e.g. the result of URL("http", service, namespace, 6878)).
 func (c *Client) Status(ctx context.Context, baseURL string) (LeaderStatus, error) {
 	body, err := c.do(ctx, http.MethodGet, baseURL, StatusPath)
 	if err != nil {

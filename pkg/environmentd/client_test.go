@@ -184,7 +184,7 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestURL(t *testing.T) {
-	got := URL("http", "mzabc-environmentd-2", "materialize-env", InternalHTTPPort)
+	got := URL("http", "mzabc-environmentd-2", "materialize-env", 6878)
 	want := "http://mzabc-environmentd-2.materialize-env.svc.cluster.local:6878"
 	if got != want {
 		t.Errorf("URL = %q, want %q", got, want)

@@ -129,8 +129,8 @@ func Args(spec v1alpha1.BalancerSpec) []string {
 	if sr := spec.StaticRouting; sr != nil {
 		host := fmt.Sprintf("%s.%s.svc.cluster.local", sr.EnvironmentdServiceName, sr.EnvironmentdNamespace)
 		args = append(args,
-			fmt.Sprintf("--static-resolver-addr=%s:%d", host, PgwirePort),
-			fmt.Sprintf("--https-resolver-template=%s:%d", host, HTTPPort))
+			fmt.Sprintf("--https-resolver-template=%s:%d", host, HTTPPort),
+			fmt.Sprintf("--static-resolver-addr=%s:%d", host, PgwirePort))
 	}
 	// External TLS comes with cert-manager certificates; until then balancerd
 	// serves plain TCP, said explicitly as upstream does.

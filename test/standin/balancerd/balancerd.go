@@ -18,28 +18,19 @@ import (
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
-// ExitError ends the program as clap or balancerd would.
-type ExitError struct {
-	Code    int
-	Message string
-}
-
-func (e *ExitError) Error() string { return e.Message }
-func (e *ExitError) ExitCode() int { return e.Code }
-
 // Check parses argv as balancerd does and returns the addresses to serve.
 func Check(argv []string, lookup func(string) (string, bool)) (pgwire, https, internal string, tlsConfig *tls.Config, err error) {
 	m, err := clap.Parse(clap.Balancerd, argv, lookup)
 	if err != nil {
 		var ce *clap.Error
 		if errors.As(err, &ce) {
-			return "", "", "", nil, &ExitError{Code: ce.ExitCode(), Message: ce.Error()}
+			return "", "", "", nil, &standin.ExitError{Code: ce.ExitCode(), Message: ce.Error()}
 		}
-		return "", "", "", nil, &ExitError{Code: 2, Message: err.Error()}
+		return "", "", "", nil, &standin.ExitError{Code: 2, Message: err.Error()}
 	}
 	svc := m.Subcommand
 	if svc == nil || svc.Command != "service" {
-		return "", "", "", nil, &ExitError{Code: 2, Message: "error: the stand-in plays only `balancerd service`"}
+		return "", "", "", nil, &standin.ExitError{Code: 2, Message: "error: the stand-in plays only `balancerd service`"}
 	}
 	pgwire, _ = svc.Get("pgwire-listen-addr")
 	https, _ = svc.Get("https-listen-addr")
@@ -49,7 +40,7 @@ func Check(argv []string, lookup func(string) (string, bool)) (pgwire, https, in
 		key, _ := svc.Get("tls-key")
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return "", "", "", nil, &ExitError{Code: 101, Message: "balancerd: fatal: " + err.Error()}
+			return "", "", "", nil, &standin.ExitError{Code: 101, Message: "balancerd: fatal: " + err.Error()}
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
@@ -81,6 +72,9 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 		}
 		ln, err := net.Listen("tcp", p.addr)
 		if err != nil {
+			closed, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = standin.CloseAndWait(closed, lns, errc)
 			return fmt.Errorf("listening on %s: %w", p.addr, err)
 		}
 		lns = append(lns, ln)
@@ -89,7 +83,7 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 		}
 		go func() {
 			if p.http != nil {
-				errc <- serve(ln, p.http)
+				errc <- standin.ServeHTTP(ln, p.http)
 				return
 			}
 			standin.AcceptAndClose(ln) // the stand-in proxies nothing
@@ -97,12 +91,4 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 		}()
 	}
 	return standin.CloseAndWait(ctx, lns, errc)
-}
-
-func serve(ln net.Listener, h http.Handler) error {
-	err := (&http.Server{Handler: h}).Serve(ln)
-	if errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
 }

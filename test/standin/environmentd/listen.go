@@ -2,8 +2,27 @@ package environmentd
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/http"
+
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 )
+
+// perRouteGroupRolesVersion is the first environmentd that parses the
+// 26.32.0 listeners schema (upstream's PER_ROUTE_GROUP_ROLES_VERSION). The
+// operator has the same constant; the stand-in keeps its own so that it
+// checks the operator instead of sharing its mistakes.
+var perRouteGroupRolesVersion = imageref.MustParseVersion("26.32.0-dev.0")
+
+// ServeHTTP serves h on ln until ln is closed, which is not an error.
+func ServeHTTP(ln net.Listener, h http.Handler) error {
+	err := (&http.Server{Handler: h}).Serve(ln)
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
 
 // AcceptAndClose accepts connections on ln and closes each at once, until
 // ln is closed: a port the stand-in must open (a probe connects to it) but

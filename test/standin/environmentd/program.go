@@ -21,13 +21,16 @@ import (
 
 // ExitError is how the real program would end: clap's usage errors exit 2
 // with "error: ...", environmentd's start-up failures panic (exit 101) with
-// "environmentd: fatal: ...".
+// "environmentd: fatal: ...". balancerd's stand-in uses it too.
 type ExitError struct {
 	Code    int
 	Message string
 }
 
 func (e *ExitError) Error() string { return e.Message }
+
+// ExitCode is the status the real program exits with.
+func (e *ExitError) ExitCode() int { return e.Code }
 
 func fatal(format string, a ...any) *ExitError {
 	return &ExitError{Code: 101, Message: "environmentd: fatal: " + fmt.Sprintf(format, a...)}
@@ -112,7 +115,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		return nil, fatal("%v", err)
 	}
 	schema := Schema2632
-	if !version.AtLeast(imageref.MustParseVersion("26.32.0-dev.0")) {
+	if !version.AtLeast(perRouteGroupRolesVersion) {
 		schema = Schema147
 	}
 	plan.Listeners, err = ParseListeners(raw, schema)
@@ -160,27 +163,27 @@ func Serve(ctx context.Context, plan *Plan, leader *Server) error {
 		lns = append(lns, ln)
 		return ln, nil
 	}
+	// abort closes what is already open when a later listener fails.
+	abort := func(err error) error {
+		closed, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = CloseAndWait(closed, lns, errc)
+		return err
+	}
 	for _, l := range plan.Listeners.SQL {
 		ln, err := listen(l)
 		if err != nil {
-			return err
+			return abort(err)
 		}
 		go func() { AcceptAndClose(ln); errc <- nil }() // the stand-in speaks no pgwire
 	}
 	for _, l := range plan.Listeners.HTTP {
 		ln, err := listen(l)
 		if err != nil {
-			return err
+			return abort(err)
 		}
-		srv := &http.Server{Handler: ListenerHandler(l, plan.Password, leader)}
-		go func() { <-ctx.Done(); _ = srv.Close() }()
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-				return
-			}
-			errc <- nil
-		}()
+		h := ListenerHandler(l, plan.Password, leader)
+		go func() { errc <- ServeHTTP(ln, h) }()
 	}
 	return CloseAndWait(ctx, lns, errc)
 }
