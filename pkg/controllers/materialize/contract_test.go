@@ -248,6 +248,14 @@ func TestStandInRefusesBrokenGenerations(t *testing.T) {
 			e := testEnv(testMaterialize("materialize/environmentd:v26.5.0", ""))
 			cms["mzabcdefghij-listeners-3"]["listeners.json"] = e.listenersJSON()
 		}, "environmentd: fatal: listeners file declares version \"0.147.0\", but this environmentd parses the 26.32.0 schema"},
+		{"a cluster size without workers", func(sts *appsv1.StatefulSet, _ map[string]map[string]string, _ map[string]*corev1.Secret) {
+			c := &sts.Spec.Template.Spec.Containers[0]
+			for i, a := range c.Args {
+				if strings.HasPrefix(a, "--cluster-replica-sizes=") {
+					c.Args[i] = `--cluster-replica-sizes={"25cc":{"scale":1,"credits_per_hour":"0.25"}}`
+				}
+			}
+		}, "size \"25cc\": missing field `workers`"},
 		{"listeners file without routes", func(_ *appsv1.StatefulSet, cms map[string]map[string]string, _ map[string]*corev1.Secret) {
 			cms["mzabcdefghij-listeners-3"]["listeners.json"] = `{"sql":{},"http":{"x":{"addr":"0.0.0.0:1","authenticator_kind":"None","enable_tls":false}}}`
 		}, "missing field `routes`"},

@@ -21,13 +21,10 @@ var (
 	networkingacExtractNetworkPolicy = networkingv1ac.ExtractNetworkPolicy
 )
 
+// mustJSON is v as decoded JSON, for comparing apply configurations.
 func mustJSON(v any) any {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
 	var out any
-	if err := json.Unmarshal(raw, &out); err != nil {
+	if err := json.Unmarshal([]byte(jsonString(v)), &out); err != nil {
 		panic(err)
 	}
 	return out

@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	env = standin.New()
+	env.Password = fixture.MzSystemPassword
 	if _, err := env.Start("127.0.0.1:0"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

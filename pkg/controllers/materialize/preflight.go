@@ -21,11 +21,18 @@ type preflightResult struct {
 }
 
 // preflight checks what environmentd needs before it is started, so that
-// bad input shows as a condition instead of a pod that crash-loops.
-func (r *reconciler) preflight(ctx context.Context, e env) (preflightResult, error) {
+// bad input shows as a condition instead of a pod that crash-loops. Once
+// the generation is created the checks are behind it: a rollout
+// polling environmentd reads only mz_system's password, when it needs one,
+// instead of the Secret and ConfigMap on every poll.
+func (r *reconciler) preflight(ctx context.Context, e env, created bool) (preflightResult, error) {
 	var res preflightResult
+	needPassword := passwordLike(authenticatorKind(e.mz))
+	if created && !needPassword {
+		return res, nil
+	}
 	ref := e.mz.Spec.EnvironmentdImageRef
-	if v, _, ok := imageref.EnvironmentdVersion(ref); ok && !v.AtLeast(MinimumEnvironmentdVersion) {
+	if v, _, ok := imageref.EnvironmentdVersion(ref); !created && ok && !v.AtLeast(MinimumEnvironmentdVersion) {
 		res.problem = fmt.Sprintf("environmentd %s (image %s) is older than %s, the oldest version this operator runs",
 			v, ref, MinimumEnvironmentdVersion)
 		return res, nil
@@ -41,7 +48,10 @@ func (r *reconciler) preflight(ctx context.Context, e env) (preflightResult, err
 		return res, fmt.Errorf("reading backend Secret %q: %w", name, err)
 	}
 	need := []string{"metadata_backend_url", "persist_backend_url", LicenseKeyEntry}
-	if passwordLike(authenticatorKind(e.mz)) {
+	if created {
+		need = nil
+	}
+	if needPassword {
 		need = append(need, MzSystemPasswordEntry)
 	}
 	for _, key := range need {
@@ -56,11 +66,11 @@ func (r *reconciler) preflight(ctx context.Context, e env) (preflightResult, err
 			return res, nil
 		}
 	}
-	if passwordLike(authenticatorKind(e.mz)) {
+	if needPassword {
 		res.password = string(secret.Data[MzSystemPasswordEntry])
 	}
 
-	if cm := e.mz.Spec.SystemParameterConfigmapName; cm != "" {
+	if cm := e.mz.Spec.SystemParameterConfigmapName; cm != "" && !created {
 		_, err := r.d.Kube.CoreV1().ConfigMaps(e.ns()).Get(ctx, cm, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

@@ -43,7 +43,7 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 			patchSecret(t, ns, `{"data":{"external_login_password_mz_system":null}}`)
 		}, `has no "external_login_password_mz_system" entry: authenticatorKind Password needs the password of mz_system`,
 			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
-				patchSecret(t, ns, `{"stringData":{"external_login_password_mz_system":"x"}}`)
+				patchSecret(t, ns, `{"stringData":{"external_login_password_mz_system":"`+fixture.MzSystemPassword+`"}}`)
 			}},
 		{"no backend Secret", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
 			mz.Spec.BackendSecretName = "elsewhere"

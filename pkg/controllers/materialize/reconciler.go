@@ -333,7 +333,8 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	// Once Promoting is recorded the rollout only promotes: the new
 	// generation may already have fenced the old one out.
 	promoting := current != nil && current.Reason == ReasonPromoting && strings.HasPrefix(current.Message, prefix)
-	pre, err := r.preflight(ctx, e)
+	_, getErr := r.statefulSets.StatefulSets(e.ns()).Get(e.generationName(desired))
+	pre, err := r.preflight(ctx, e, getErr == nil)
 	if err != nil {
 		return controller.Result{}, err
 	}
@@ -353,7 +354,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 	}
 
 	if promoting {
-		return r.promote(ctx, e, st, started, leader, url, hash)
+		return r.promote(ctx, e, st, started, leader, url, hash, forced)
 	}
 	if pre.problem != "" {
 		// Nothing is created and the active generation keeps serving; the
@@ -379,7 +380,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		return controller.Result{}, err
 	}
 
-	return r.promote(ctx, e, st, started, leader, url, hash)
+	return r.promote(ctx, e, st, started, leader, url, hash, forced)
 }
 
 // promote drives environmentd's leader API for the desired generation:
@@ -387,11 +388,10 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 // Promoting, promote, and once it leads route to it, retire the old
 // generation and record the rollout as complete.
 func (r *reconciler) promote(ctx context.Context, e env, st v1alpha1.MaterializeStatus, started time.Time,
-	leader *environmentd.Client, url, hash string) (controller.Result, error) {
+	leader *environmentd.Client, url, hash string, forced bool) (controller.Result, error) {
 	mz := e.mz
 	desired := st.ActiveGeneration + 1
 	prefix := rolloutPrefix(mz.Spec.RequestRollout)
-	forced := forcePromote(mz)
 	note := unversionedNote(mz.Spec.EnvironmentdImageRef)
 	poll := controller.Result{RequeueAfter: r.o.PollInterval}
 	status, err := leader.Status(ctx, url)

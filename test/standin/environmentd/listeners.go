@@ -237,7 +237,7 @@ func kindOf(raw json.RawMessage) string {
 	}
 }
 
-func sortedNames(m map[string]json.RawMessage) []string {
+func sortedNames[V any](m map[string]V) []string {
 	names := make([]string, 0, len(m))
 	for k := range m {
 		names = append(names, k)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -129,8 +130,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	}
 
 	sizes, _ := m.Get("cluster-replica-sizes")
-	var sizeMap map[string]map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(sizes), &sizeMap); err != nil {
+	if err := checkReplicaSizes(sizes); err != nil {
 		return nil, fatal("invalid cluster replica sizes: %v", err)
 	}
 	for _, l := range plan.Listeners.HTTP {
@@ -284,4 +284,40 @@ func ListenerHandler(l Listener, password string, leader *Server) http.Handler {
 	}
 	mux.Handle("/", group("base", ok))
 	return mux
+}
+
+// checkReplicaSizes parses --cluster-replica-sizes as environmentd's
+// ReplicaAllocation (upstream src/controller/src/clusters.rs) requires:
+// scale and workers non-zero integers, credits_per_hour a decimal string;
+// the other fields have defaults or are optional.
+func checkReplicaSizes(raw string) error {
+	var sizes map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
+		return err
+	}
+	for _, name := range sortedNames(sizes) {
+		size := sizes[name]
+		for _, field := range []string{"scale", "workers"} {
+			var n uint64
+			v, ok := size[field]
+			if !ok {
+				return fmt.Errorf("size %q: missing field `%s`", name, field)
+			}
+			if err := json.Unmarshal(v, &n); err != nil || n == 0 {
+				return fmt.Errorf("size %q: invalid value: %s, expected a nonzero integer for `%s`", name, v, field)
+			}
+		}
+		v, ok := size["credits_per_hour"]
+		if !ok {
+			return fmt.Errorf("size %q: missing field `credits_per_hour`", name)
+		}
+		var credits string
+		if err := json.Unmarshal(v, &credits); err != nil {
+			return fmt.Errorf("size %q: invalid type: %s, expected a string for `credits_per_hour`", name, kindOf(v))
+		}
+		if _, err := strconv.ParseFloat(credits, 64); err != nil {
+			return fmt.Errorf("size %q: invalid numeric %q for `credits_per_hour`", name, credits)
+		}
+	}
+	return nil
 }

@@ -60,8 +60,9 @@ type Server struct {
 	// AutoAdvance enables the automatic transitions described above. Set it
 	// before serving; use SetAutoAdvance to change it while serving.
 	AutoAdvance bool
-	// Password, when set, is the only mz_system password POST /api/login
-	// accepts; any is accepted otherwise.
+	// Password is mz_system's: POST /api/login accepts only it (and no
+	// login at all while it is empty, as environmentd without a password
+	// for mz_system).
 	Password string
 
 	mu       sync.Mutex
@@ -248,7 +249,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(status)})
 }
 
-// serveLogin accepts mz_system's login (with Password, if set), so a
+// serveLogin accepts mz_system's login with Password, so a
 // reconciler configured for password authentication can be pointed at the
 // in-process Server; the strict per-listener checks are ListenerHandler's.
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
@@ -261,7 +262,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := json.NewDecoder(r.Body).Decode(&creds); err != nil || creds.Username != mzenv.SystemUser ||
-		(s.Password != "" && creds.Password != s.Password) {
+		s.Password == "" || creds.Password != s.Password {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}

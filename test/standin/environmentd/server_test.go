@@ -309,3 +309,30 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// The in-process Server's login refuses what environmentd refuses: another
+// user, a wrong password, any login when mz_system has no password.
+func TestLoginNeedsMzSystemsPassword(t *testing.T) {
+	s, hs := start(t, true)
+	login := func(user, password string) int {
+		body, _ := json.Marshal(map[string]string{"username": user, "password": password})
+		resp, err := http.Post(hs.URL+mzenv.LoginPath, "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := login(mzenv.SystemUser, ""); code != http.StatusUnauthorized {
+		t.Errorf("login without a configured password: %d, want 401", code)
+	}
+	s.Password = "secret"
+	for _, c := range []struct {
+		user, password string
+		want           int
+	}{{mzenv.SystemUser, "secret", http.StatusOK}, {mzenv.SystemUser, "wrong", http.StatusUnauthorized}, {"materialize", "secret", http.StatusUnauthorized}} {
+		if code := login(c.user, c.password); code != c.want {
+			t.Errorf("login %s/%s: %d, want %d", c.user, c.password, code, c.want)
+		}
+	}
+}
