@@ -203,22 +203,11 @@ func (h *rolloutHash) of(obj map[string]any) (string, bool) {
 }
 
 // rolloutHashOf computes the rollout hash of a v1 object, and whether the
-// object is whole enough to have one (its spec decodes and has the required
-// fields).
+// object is whole enough to have one: a spec upstream's types can read
+// (RolloutHash), which a partial object sent by server-side apply is not.
 func rolloutHashOf(obj map[string]any) (string, bool) {
-	rawSpec, ok := obj["spec"].(map[string]any)
+	spec, ok := obj["spec"].(map[string]any)
 	if !ok {
-		return "", false
-	}
-	encoded, err := json.Marshal(rawSpec)
-	if err != nil {
-		return "", false
-	}
-	var spec v1.MaterializeSpec
-	if err := json.Unmarshal(encoded, &spec); err != nil {
-		return "", false
-	}
-	if spec.EnvironmentdImageRef == "" || spec.BackendSecretName == "" {
 		return "", false
 	}
 	annotations := map[string]string{}
@@ -229,7 +218,11 @@ func rolloutHashOf(obj map[string]any) (string, bool) {
 			}
 		}
 	}
-	return RolloutHash(spec, annotations), true
+	hash, err := RolloutHash(spec, annotations)
+	if err != nil {
+		return "", false
+	}
+	return hash, true
 }
 
 func isEmptyPromote(v any) bool {

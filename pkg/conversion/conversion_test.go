@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
 )
 
 func mustDecode(t *testing.T, s string) map[string]any {
@@ -207,19 +205,5 @@ func TestBadInputIsAnErrorNamingTheProblem(t *testing.T) {
 				t.Errorf("want an error containing %q, got %v", tc.want, err)
 			}
 		})
-	}
-}
-
-func TestRolloutHashIgnoresNonRolloutFields(t *testing.T) {
-	replicas := int32(5)
-	base := v1.MaterializeSpec{EnvironmentdImageRef: "mz", BackendSecretName: "b"}
-	changed := base
-	changed.BalancerdReplicas = &replicas
-	changed.ForcePromote = new(string)
-	if RolloutHash(base, nil) != RolloutHash(changed, nil) {
-		t.Error("replicas and forcePromote must not change the hash")
-	}
-	if RolloutHash(base, nil) == RolloutHash(base, map[string]string{ForceRolloutAnnotation: "1"}) {
-		t.Error("the force-rollout annotation must change the hash")
 	}
 }

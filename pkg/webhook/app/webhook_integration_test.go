@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -94,7 +95,15 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := conversion.RolloutRequest(conversion.RolloutHash(created.Spec, created.Annotations))
+		spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&created.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash, err := conversion.RolloutHash(spec, created.Annotations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := conversion.RolloutRequest(hash)
 		if alpha.Spec.RequestRollout != want {
 			t.Errorf("requestRollout = %q, want UUIDv5 of the rollout hash %q", alpha.Spec.RequestRollout, want)
 		}
