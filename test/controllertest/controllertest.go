@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -52,8 +53,9 @@ const AdminUserAgent = "orchestratord-test-admin"
 
 // Clients are the clients of one user agent.
 type Clients struct {
-	Kube kubernetes.Interface
-	MZ   versioned.Interface
+	Kube    kubernetes.Interface
+	MZ      versioned.Interface
+	Dynamic dynamic.Interface
 }
 
 // NewClients are clients that send userAgent.
@@ -69,7 +71,11 @@ func NewClients(t *testing.T, userAgent string) Clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Clients{Kube: kube, MZ: mz}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Clients{Kube: kube, MZ: mz, Dynamic: dyn}
 }
 
 // Admin are the clients of the test itself.
@@ -104,7 +110,7 @@ func StartController(t *testing.T, name string, newController func(controller.De
 	broadcaster.StartEventWatcher(events.add)
 	reg := prometheus.NewRegistry()
 	ctrl := newController(controller.Deps{
-		Kube: c.Kube, MZ: c.MZ, KubeInformers: kinf, MZInformers: mzinf,
+		Kube: c.Kube, MZ: c.MZ, Dynamic: c.Dynamic, KubeInformers: kinf, MZInformers: mzinf,
 		Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord-" + name}),
 		Log:      zaptest.NewLogger(t), Metrics: controller.NewMetrics(reg), Workers: 2,
 	})

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -187,6 +188,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -209,8 +214,9 @@ func Run(ctx context.Context, o *Options) error {
 	defer broadcaster.Shutdown()
 
 	deps := controller.Deps{
-		Kube: kube,
-		MZ:   mz,
+		Kube:    kube,
+		MZ:      mz,
+		Dynamic: dyn,
 		// Only the operator's children: memory does not grow with the cluster.
 		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = children.ResourceIDLabel
@@ -234,9 +240,19 @@ func Run(ctx context.Context, o *Options) error {
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
 			}))
 		case "balancer":
-			ctrls = append(ctrls, balancer.New(deps))
+			env := &o.Environment
+			ctrls = append(ctrls, balancer.New(deps, balancer.Config{
+				Pods: env.BalancerdPods(), Certificates: env.Certificates(),
+				SQLPort: env.BalancerdSQLPort, HTTPPort: env.BalancerdHTTPPort, InternalHTTPPort: env.BalancerdInternalHTTPPort,
+				EnvironmentdSQLPort: env.SQLPort, EnvironmentdHTTPPort: env.HTTPPort,
+			}))
 		case "console":
-			ctrls = append(ctrls, console.New(deps))
+			env := &o.Environment
+			ctrls = append(ctrls, console.New(deps, console.Config{
+				Pods: env.ConsolePods(), Certificates: env.Certificates(),
+				HTTPPort: env.ConsoleHTTPPort, BalancerdHTTPPort: env.BalancerdHTTPPort,
+				IngressNetworkPolicy: env.NetworkPoliciesIngressEnabled, IngressCIDRs: env.NetworkPoliciesIngressCIDRs,
+			}))
 		}
 	}
 	// Informers run for the whole process, leader or not, so a new leader

@@ -13,6 +13,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/test/fixture"
 )
 
 func setSpec(t *testing.T, ns, name string, change func(*v1alpha1.MaterializeSpec)) {
@@ -46,6 +47,9 @@ func reason(t *testing.T, ns, name string) string {
 // nothing once all is converged.
 func TestRolloutStrategiesThroughTheBinary(t *testing.T) {
 	ns := newNamespace(t, "strategies-")
+	// No nodes run balancerd: its Deployments report Available as one would,
+	// so the Balancer becomes Ready and the Console follows.
+	fixture.KeepDeploymentsAvailable(t, kubernetes.NewForConfigOrDie(cp.Config), ns, "-balancerd")
 	first := startReplicas(t, ns, 1)
 	createMaterialize(t, ns, "mz")
 	rolledOut(t, ns, "mz", 60*time.Second)

@@ -16,8 +16,11 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
-// FieldManager owns every field the controllers write.
-const FieldManager = "orchestratord"
+// FieldManager owns every field the controllers write. It is upstream
+// orchestratord's, so that after a switch from upstream this operator's
+// applies replace upstream's field sets instead of sharing them: a field
+// upstream set and this operator does not is removed, not left behind.
+const FieldManager = "orchestratord.materialize.cloud"
 
 // Options are the apply options of every write: conflicts are forced
 // because the operator is the authority over the fields it manages.

@@ -10,15 +10,18 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	appsv1listers "k8s.io/client-go/listers/apps/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
@@ -34,12 +37,21 @@ const Name = "balancer"
 // child objects' names (mz{id}-balancerd).
 const Component = "balancerd"
 
-// Ports of balancerd.
-const (
-	PgwirePort       = 6875
-	HTTPPort         = 6876
-	InternalHTTPPort = 8080
-)
+// Config is how balancerd runs, from upstream's operator flags.
+type Config struct {
+	Pods         component.PodSettings
+	Certificates certificates.Defaults
+	// Ports balancerd listens on (--balancerd-sql-port, --balancerd-http-port,
+	// --balancerd-internal-http-port) and environmentd's it forwards to
+	// (--environmentd-sql-port, --environmentd-http-port).
+	SQLPort, HTTPPort, InternalHTTPPort       int32
+	EnvironmentdSQLPort, EnvironmentdHTTPPort int32
+}
+
+// DefaultConfig has upstream's default ports.
+func DefaultConfig() Config {
+	return Config{SQLPort: 6875, HTTPPort: 6876, InternalHTTPPort: 8080, EnvironmentdSQLPort: 6875, EnvironmentdHTTPPort: 6876}
+}
 
 // DefaultReplicas is used when spec.replicas is unset (the CRD defaults it too).
 const DefaultReplicas = 2
@@ -59,7 +71,9 @@ func kind(mz versioned.Interface) component.Kind[*v1alpha1.Balancer, *mzac.Balan
 }
 
 type reconciler struct {
+	cfg         Config
 	kube        kubernetes.Interface
+	dyn         dynamic.Interface
 	balancers   mzlisters.BalancerLister
 	deployments appsv1listers.DeploymentLister
 	services    corev1listers.ServiceLister
@@ -69,7 +83,7 @@ type reconciler struct {
 
 // New builds the balancer controller. Child objects are watched through
 // d.KubeInformers, which only hold objects labelled with the resource id.
-func New(d controller.Deps) *controller.Controller {
+func New(d controller.Deps, cfg Config) *controller.Controller {
 	log := d.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -79,7 +93,9 @@ func New(d controller.Deps) *controller.Controller {
 	svcInformer := d.KubeInformers.Core().V1().Services()
 	recent := component.NewRecentWrites()
 	r := &reconciler{
+		cfg:         cfg,
 		kube:        d.Kube,
+		dyn:         d.Dynamic,
 		balancers:   crInformer.Lister(),
 		deployments: deployInformer.Lister(),
 		services:    svcInformer.Lister(),
@@ -106,85 +122,147 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil {
 		return controller.Result{}, err
 	}
-	dep, err := r.deployment(cr, id).Apply(ctx, r.recent, cr, key)
+	lbls := component.NewLabels(cr.Name, cr.Namespace, id, Component)
+	if err := r.certificate(ctx, cr, id, lbls); err != nil {
+		return controller.Result{}, err
+	}
+	desired, err := r.deployment(cr, id, lbls)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if _, err := r.service(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
+	name := children.Name(id, Component)
+	live, err := r.deployments.Deployments(cr.Namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return controller.Result{}, err
+	}
+	fixed, requeue, err := component.FixSelector(ctx, r.kube, live, err == nil, lbls.Selector(name), lbls.Pod(name))
+	if !fixed || err != nil {
+		return controller.Result{RequeueAfter: requeue}, err
+	}
+	dep, err := desired.Apply(ctx, r.recent, cr, key)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if _, err := r.service(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
 
-// Args are balancerd's command line. With static routing every connection
-// goes to the named environmentd Service (SQL 6875, HTTP 6876); Frontegg
-// routing has no settings in the Balancer yet, so it adds none.
-func Args(spec v1alpha1.BalancerSpec) []string {
-	args := []string{
-		"service",
-		fmt.Sprintf("--pgwire-listen-addr=0.0.0.0:%d", PgwirePort),
-		fmt.Sprintf("--https-listen-addr=0.0.0.0:%d", HTTPPort),
-		fmt.Sprintf("--internal-http-listen-addr=0.0.0.0:%d", InternalHTTPPort),
+// certificate applies balancerd's external certificate when an issuer is
+// named (upstream's mz{id}-balancerd-external, ECDSA 256 unless asked).
+func (r *reconciler) certificate(ctx context.Context, cr *v1alpha1.Balancer, id string, lbls component.Labels) error {
+	cert, err := certificates.Certificate(r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec, certificates.Request{
+		Name: children.Name(id, "balancerd-external"), Namespace: cr.Namespace,
+		SecretName: ExternalCertificateSecret(id),
+		Labels:     lbls.Object(), SecretLabels: lbls.Default,
+		OwnerReferences: component.UnstructuredOwner(cr, gvk),
+		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: ptr.To[int64](256),
+	})
+	if err != nil || cert == nil {
+		return err
 	}
-	if sr := spec.StaticRouting; sr != nil {
-		host := fmt.Sprintf("%s.%s.svc.cluster.local", sr.EnvironmentdServiceName, sr.EnvironmentdNamespace)
-		args = append(args,
-			fmt.Sprintf("--https-resolver-template=%s:%d", host, HTTPPort),
-			fmt.Sprintf("--static-resolver-addr=%s:%d", host, PgwirePort))
-	}
-	// External TLS comes with cert-manager certificates; until then balancerd
-	// serves plain TCP, said explicitly as upstream does.
-	return append(args, "--tls-mode=disable")
+	return component.ApplyCertificate(ctx, r.dyn, cert)
 }
 
-func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string) component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+// ExternalCertificateSecret is the Secret cert-manager writes balancerd's
+// external certificate to.
+func ExternalCertificateSecret(id string) string { return children.Name(id, "balancerd-external-tls") }
+
+// Args are balancerd's command line, upstream's: listeners, static routing
+// to environmentd's Service, TLS towards environmentd when an internal
+// issuer is named, and external TLS from the mounted certificate when an
+// external issuer is named (else plain, said explicitly).
+func (c Config) Args(spec v1alpha1.BalancerSpec) ([]string, error) {
+	args := []string{
+		"service",
+		fmt.Sprintf("--pgwire-listen-addr=0.0.0.0:%d", c.SQLPort),
+		fmt.Sprintf("--https-listen-addr=0.0.0.0:%d", c.HTTPPort),
+		fmt.Sprintf("--internal-http-listen-addr=0.0.0.0:%d", c.InternalHTTPPort),
+	}
+	switch {
+	case spec.StaticRouting != nil && spec.FronteggRouting != nil:
+		return nil, fmt.Errorf("spec: staticRouting and fronteggRouting are both set; choose one")
+	case spec.FronteggRouting != nil:
+		return nil, fmt.Errorf("spec.fronteggRouting: Frontegg routing is not implemented (upstream does not implement it either)")
+	case spec.StaticRouting == nil:
+		return nil, fmt.Errorf("spec: no routing configuration: set staticRouting")
+	}
+	host := fmt.Sprintf("%s.%s.svc.cluster.local", spec.StaticRouting.EnvironmentdServiceName, spec.StaticRouting.EnvironmentdNamespace)
+	args = append(args,
+		fmt.Sprintf("--https-resolver-template=%s:%d", host, c.EnvironmentdHTTPPort),
+		fmt.Sprintf("--static-resolver-addr=%s:%d", host, c.EnvironmentdSQLPort))
+	if certificates.IssuerRefDefined(c.Certificates.Internal, spec.InternalCertificateSpec) {
+		args = append(args, "--internal-tls")
+	}
+	if certificates.IssuerRefDefined(c.Certificates.BalancerdExternal, spec.ExternalCertificateSpec) {
+		return append(args, "--tls-mode=require", "--tls-cert="+ExternalTLSDir+"/tls.crt", "--tls-key="+ExternalTLSDir+"/tls.key"), nil
+	}
+	return append(args, "--tls-mode=disable"), nil
+}
+
+// ExternalTLSDir is where balancerd's external certificate is mounted.
+const ExternalTLSDir = "/etc/external_tls"
+
+func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component.Labels) (component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration], error) {
+	var none component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	name := children.Name(id, Component)
-	lbls := children.Labels(id, Component, name)
+	args, err := r.cfg.Args(cr.Spec)
+	if err != nil {
+		return none, err
+	}
 	replicas := int32(DefaultReplicas)
 	if cr.Spec.Replicas != nil {
 		replicas = *cr.Spec.Replicas
 	}
 	probe := func(path string) *corev1ac.ProbeApplyConfiguration {
-		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromString("internal-http")))
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromInt32(r.cfg.InternalHTTPPort))).
+			WithSuccessThreshold(1).WithTimeoutSeconds(1)
 	}
 	container := corev1ac.Container().
 		WithName(Component).
 		WithImage(cr.Spec.BalancerdImageRef).
-		WithArgs(Args(cr.Spec)...).
-		WithPorts(component.TCPPort("pgwire", PgwirePort), component.TCPPort("http", HTTPPort), component.TCPPort("internal-http", InternalHTTPPort)).
-		WithReadinessProbe(probe("/api/readyz")).
-		WithLivenessProbe(probe("/api/livez")).
-		WithSecurityContext(children.RestrictedContainerSecurity())
-	if rr := component.Resources(cr.Spec.ResourceRequirements); rr != nil {
-		container.WithResources(rr)
+		WithPorts(component.TCPPort("pgwire", r.cfg.SQLPort), component.TCPPort("http", r.cfg.HTTPPort), component.TCPPort("internal-http", r.cfg.InternalHTTPPort)).
+		WithArgs(args...).
+		WithStartupProbe(probe("/api/readyz").WithFailureThreshold(20).WithInitialDelaySeconds(3).WithPeriodSeconds(3)).
+		WithReadinessProbe(probe("/api/readyz").WithFailureThreshold(3).WithPeriodSeconds(10)).
+		WithLivenessProbe(probe("/api/livez").WithFailureThreshold(3).WithInitialDelaySeconds(8).WithPeriodSeconds(10))
+	if err := r.cfg.Pods.Container(container, cr.Spec.ResourceRequirements); err != nil {
+		return none, err
 	}
-	podMeta := corev1ac.PodTemplateSpec().WithLabels(component.PodLabels(cr.Spec.PodLabels, lbls))
-	if len(cr.Spec.PodAnnotations) > 0 {
-		podMeta.WithAnnotations(cr.Spec.PodAnnotations)
+	pod := corev1ac.PodSpec().
+		WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(999).WithRunAsUser(999).WithRunAsGroup(999))
+	if certificates.IssuerRefDefined(r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec) {
+		pod.WithVolumes(component.SecretVolume("external-certificate", ExternalCertificateSecret(id)))
+		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("external-certificate").WithMountPath(ExternalTLSDir).WithReadOnly(true))
+	}
+	if err := r.cfg.Pods.Pod(pod.WithContainers(container)); err != nil {
+		return none, err
+	}
+	template := corev1ac.PodTemplateSpec().WithLabels(lbls.Pod(name)).WithSpec(pod)
+	if a := r.cfg.Pods.ScrapeAnnotations(r.cfg.InternalHTTPPort); a != nil {
+		template.WithAnnotations(a)
 	}
 	desired := appsv1ac.Deployment(name, cr.Namespace).
-		WithLabels(lbls).
+		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.NameLabel: name})).
-			WithTemplate(podMeta.WithSpec(corev1ac.PodSpec().
-				WithAutomountServiceAccountToken(false).
-				WithSecurityContext(children.RestrictedPodSecurity()).
-				WithContainers(container))))
+			WithSelector(component.Selector(lbls.Selector(name))).
+			// Surge a whole new set before the old pods go: connections drain
+			// from balancerd pods that still run.
+			WithStrategy(appsv1ac.DeploymentStrategy().WithRollingUpdate(appsv1ac.RollingUpdateDeployment().WithMaxSurge(intstr.FromString("100%")))).
+			WithTemplate(template))
 	return component.NewChild("Deployment", name, desired, r.deployments.Deployments(cr.Namespace).Get,
-		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment)
+		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
-func (r *reconciler) service(cr *v1alpha1.Balancer, id string) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+func (r *reconciler) service(cr *v1alpha1.Balancer, id string, lbls component.Labels) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.Service(name, cr.Namespace).
-		WithLabels(children.Labels(id, Component, name)).
+		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(map[string]string{children.NameLabel: name}).
-			WithPorts(component.ServicePort("pgwire", PgwirePort), component.ServicePort("http", HTTPPort), component.ServicePort("internal-http", InternalHTTPPort)))
+		WithSpec(component.HeadlessService(name, component.ServicePort("http", r.cfg.HTTPPort), component.ServicePort("pgwire", r.cfg.SQLPort)))
 	return component.NewChild("Service", name, desired, r.services.Services(cr.Namespace).Get,
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }

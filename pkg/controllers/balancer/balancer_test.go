@@ -12,13 +12,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/test/controllertest"
+	"github.com/materializeinc/orchestratord/test/upstream"
 )
 
 // balancers is how the helpers of controllertest reach Balancers.
@@ -50,8 +53,6 @@ func TestChildrenAndReady(t *testing.T) {
 	ctrl := startController(t)
 	ns := controllertest.NewNamespace(t)
 	b := newBalancer(t, ns, "b", func(b *v1alpha1.Balancer) {
-		b.Spec.PodAnnotations = map[string]string{"example.com/scrape": "true"}
-		b.Spec.PodLabels = map[string]string{"example.com/team": "db"}
 		b.Spec.ResourceRequirements = &corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("1024Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -62,7 +63,12 @@ func TestChildrenAndReady(t *testing.T) {
 		t.Fatalf("generated resourceId %q is not 10 characters of [a-z0-9]", id)
 	}
 	name := "mz" + id + "-balancerd"
-	want := children.Labels(id, "balancerd", name)
+	want := map[string]string{
+		"materialize.cloud/organization-name": "b", "materialize.cloud/organization-namespace": ns,
+		children.ResourceIDLabel: id, "materialize.cloud/app": "balancerd",
+		"app.kubernetes.io/managed-by": "materialize-operator", "app.kubernetes.io/part-of": "materialize",
+		"app.kubernetes.io/name": "balancerd", "app": "balancerd",
+	}
 
 	d := controllertest.WaitDeployment(t, ns, name)
 	controllertest.CheckLabels(t, "Deployment", d.Labels, want)
@@ -70,66 +76,76 @@ func TestChildrenAndReady(t *testing.T) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want the default 2", d.Spec.Replicas)
 	}
-	if got := d.Spec.Selector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
-		t.Errorf("selector %v, want %s=%s", got, children.NameLabel, name)
+	if got := d.Spec.Selector.MatchLabels; got["materialize.cloud/name"] != name || got["app"] != "balancerd" || got[children.ResourceIDLabel] != id || len(got) != 6 {
+		t.Errorf("selector %v, want upstream's: default labels, materialize.cloud/name, app", got)
 	}
-	tmpl := d.Spec.Template
-	controllertest.CheckLabels(t, "pod template", tmpl.Labels, want)
-	controllertest.CheckLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "db"})
-	if tmpl.Annotations["example.com/scrape"] != "true" {
-		t.Errorf("pod annotations %v lack spec.podAnnotations", tmpl.Annotations)
-	}
-	controllertest.CheckRestricted(t, "Deployment", tmpl.Spec)
-	if len(tmpl.Spec.Containers) != 1 {
-		t.Fatalf("containers %+v, want one", tmpl.Spec.Containers)
-	}
-	c := tmpl.Spec.Containers[0]
-	if c.Name != "balancerd" || c.Image != "materialize/balancerd:v1" {
-		t.Errorf("container %s image %s", c.Name, c.Image)
-	}
-	wantPorts := []corev1.ContainerPort{
-		{Name: "pgwire", ContainerPort: 6875, Protocol: corev1.ProtocolTCP},
-		{Name: "http", ContainerPort: 6876, Protocol: corev1.ProtocolTCP},
-		{Name: "internal-http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
-	}
-	if !slices.Equal(c.Ports, wantPorts) {
-		t.Errorf("ports %+v, want %+v", c.Ports, wantPorts)
-	}
-	for probe, path := range map[*corev1.Probe]string{c.ReadinessProbe: "/api/readyz", c.LivenessProbe: "/api/livez"} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port != intstr.FromString("internal-http") {
-			t.Errorf("probe %+v, want GET %s on internal-http", probe, path)
-		}
-	}
-	for _, arg := range []string{
-		"--static-resolver-addr=mzabc-environmentd.envs.svc.cluster.local:6875",
-		"--https-resolver-template=mzabc-environmentd.envs.svc.cluster.local:6876",
-		"--internal-http-listen-addr=0.0.0.0:8080",
-	} {
-		if !slices.Contains(c.Args, arg) {
-			t.Errorf("args %v lack %s", c.Args, arg)
-		}
-	}
-	if c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Limits.Memory().String() != "1Gi" {
-		t.Errorf("resources %+v", c.Resources)
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Image != "materialize/balancerd:v1" || c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Limits.Memory().String() != "1Gi" {
+		t.Errorf("container image %s resources %+v", c.Image, c.Resources)
 	}
 
 	s := controllertest.WaitService(t, ns, name)
 	controllertest.CheckLabels(t, "Service", s.Labels, want)
 	controllertest.CheckOwner(t, "Service", s, "Balancer", "b", b.UID)
-	if s.Spec.Type != corev1.ServiceTypeClusterIP || s.Spec.Selector[children.NameLabel] != name || len(s.Spec.Selector) != 1 {
-		t.Errorf("service type %s selector %v", s.Spec.Type, s.Spec.Selector)
-	}
-	if len(s.Spec.Ports) != 3 {
-		t.Fatalf("service ports %+v", s.Spec.Ports)
-	}
-	for i, p := range wantPorts {
-		got := s.Spec.Ports[i]
-		if got.Name != p.Name || got.Port != p.ContainerPort || got.TargetPort != intstr.FromString(p.Name) || got.Protocol != corev1.ProtocolTCP {
-			t.Errorf("service port %+v, want %s %d -> %s", got, p.Name, p.ContainerPort, p.Name)
-		}
+	if s.Spec.ClusterIP != corev1.ClusterIPNone || len(s.Spec.Ports) != 2 || s.Spec.Selector["materialize.cloud/name"] != name {
+		t.Errorf("service %+v, want upstream's headless Service with http and pgwire", s.Spec)
 	}
 
 	balancers.ReadyFollowsDeployment(t, ctrl, ns, "b", name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
+}
+
+// A Balancer's Deployment and Service made by upstream orchestratord are
+// taken over in place: the Deployment's spec is what this operator would
+// write (its generation does not move, so no pod restarts), and the field
+// manager is the same, so upstream's field sets become this operator's.
+func TestAdoptsUpstreamObjects(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	ac := controllertest.Admin(t)
+	ctx := context.Background()
+	b := newBalancer(t, ns, "adopted", nil)
+	b.Status.ResourceID = "up1234abcd"
+	if _, err := ac.MZ.MaterializeV1alpha1().Balancers(ns).UpdateStatus(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := upstream.Owner{APIVersion: "materialize.cloud/v1alpha1", Kind: "Balancer", Name: b.Name, Namespace: ns, UID: b.UID, ResourceID: "up1234abcd"}
+	name := "mzup1234abcd-balancerd"
+	body, opts, err := upstream.ApplyPatch(upstream.BalancerDeployment(owner, upstream.ChartDefaults(corev1.PullAlways),
+		b.Spec.BalancerdImageRef, 2, b.Spec.StaticRouting.EnvironmentdServiceName, b.Spec.StaticRouting.EnvironmentdNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := ac.Kube.AppsV1().Deployments(ns).Patch(ctx, name, types.ApplyPatchType, body, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, opts, err = upstream.ApplyPatch(upstream.BalancerService(owner)); err != nil {
+		t.Fatal(err)
+	}
+	svcBefore, err := ac.Kube.CoreV1().Services(ns).Patch(ctx, name, types.ApplyPatchType, body, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctrl := startUpstreamConfigured(t)
+	balancers.WaitReady(t, ns, "adopted", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
+	after := controllertest.WaitDeployment(t, ns, name)
+	if after.Generation != before.Generation {
+		t.Errorf("adopting upstream's Deployment changed its spec (generation %d -> %d): %s",
+			before.Generation, after.Generation, diff.Diff(before.Spec, after.Spec))
+	}
+	if after.UID != before.UID {
+		t.Error("upstream's Deployment was replaced")
+	}
+	svcAfter := controllertest.WaitService(t, ns, name)
+	if !equality.Semantic.DeepEqual(svcBefore.Spec, svcAfter.Spec) {
+		t.Errorf("adopting upstream's Service changed its spec:\nupstream %+v\nnow      %+v", svcBefore.Spec, svcAfter.Spec)
+	}
+	for _, f := range after.ManagedFields {
+		if f.Operation == metav1.ManagedFieldsOperationApply && f.Manager != upstream.FieldManager {
+			t.Errorf("apply by field manager %q: upstream's field sets are not taken over", f.Manager)
+		}
+	}
 }
 
 func TestResourceIDOverrides(t *testing.T) {

@@ -8,16 +8,13 @@ package component
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -230,43 +227,4 @@ func NewChild[T metav1.Object, AC any](kind, name string, desired AC, cached fun
 		Kind: kind, Name: name, Desired: desired,
 		Cached: cached, Get: client.Get, Extract: extract, Write: client.Apply,
 	}
-}
-
-// PodLabels are the user's pod labels with the component's labels on top,
-// so the selector always matches.
-func PodLabels(user, ours map[string]string) map[string]string {
-	out := maps.Clone(user)
-	if out == nil {
-		out = map[string]string{}
-	}
-	maps.Copy(out, ours)
-	return out
-}
-
-// Resources converts resource requirements; nil when nothing is set, so
-// that an empty struct is never applied.
-func Resources(rr *corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
-	if rr == nil || (len(rr.Limits) == 0 && len(rr.Requests) == 0) {
-		return nil
-	}
-	ac := corev1ac.ResourceRequirements()
-	if len(rr.Limits) > 0 {
-		ac.WithLimits(rr.Limits)
-	}
-	if len(rr.Requests) > 0 {
-		ac.WithRequests(rr.Requests)
-	}
-	return ac
-}
-
-// TCPPort is a named TCP container port; the protocol is explicit because
-// it is part of the list key, so the applied and the live port compare equal.
-func TCPPort(name string, port int32) *corev1ac.ContainerPortApplyConfiguration {
-	return corev1ac.ContainerPort().WithName(name).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)
-}
-
-// ServicePort forwards port to the container port of the same name.
-func ServicePort(name string, port int32) *corev1ac.ServicePortApplyConfiguration {
-	return corev1ac.ServicePort().WithName(name).WithPort(port).WithProtocol(corev1.ProtocolTCP).
-		WithTargetPort(intstr.FromString(name))
 }

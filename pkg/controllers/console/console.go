@@ -4,30 +4,31 @@
 package console
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
+	"strings"
 
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	appsv1listers "k8s.io/client-go/listers/apps/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	networkingv1listers "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
@@ -43,11 +44,23 @@ const Name = "console"
 // child objects' names (mz{id}-console).
 const Component = "console"
 
-// HTTPPort is the console's only port.
-const HTTPPort = 8080
+// Config is how the console runs, from upstream's operator flags.
+type Config struct {
+	Pods         component.PodSettings
+	Certificates certificates.Defaults
+	// HTTPPort is the console's port (--console-http-port);
+	// BalancerdHTTPPort is balancerd's, where API requests go
+	// (--balancerd-http-port).
+	HTTPPort, BalancerdHTTPPort int32
+	// IngressCIDRs admit traffic to the console's port when
+	// IngressNetworkPolicy is set (--network-policies-ingress-enabled,
+	// --network-policies-ingress-cidrs).
+	IngressNetworkPolicy bool
+	IngressCIDRs         []string
+}
 
-// BalancerdHTTPPort is the balancerd port the console sends API requests to.
-const BalancerdHTTPPort = 6876
+// DefaultConfig has upstream's default ports.
+func DefaultConfig() Config { return Config{HTTPPort: 8080, BalancerdHTTPPort: 6876} }
 
 // DefaultReplicas is used when spec.replicas is unset (the CRD defaults it too).
 const DefaultReplicas = 2
@@ -55,27 +68,29 @@ const DefaultReplicas = 2
 const (
 	// AppConfigKey is the ConfigMap key of the console's configuration.
 	AppConfigKey = "app-config.json"
-	// AppConfigMountPath is where the ConfigMap is mounted, read-only; the
-	// console's web server serves app-config.json from there.
+	// AppConfigMountPath is where the ConfigMap is mounted; nginx serves
+	// app-config.json from there, and a change reaches running pods through
+	// the volume without a restart.
 	AppConfigMountPath = "/usr/share/nginx/html/app-config"
-	// AppConfigHashAnnotation on the pod template holds the SHA-256 of
-	// app-config.json, so a configuration change rolls the pods.
-	AppConfigHashAnnotation = "materialize.cloud/app-config-hash"
 	// EndpointEnv is the environment variable with balancerd's HTTP URL.
 	EndpointEnv = "MZ_ENDPOINT"
+	// ListenerEnv is the nginx listen directive (and, with TLS, the
+	// certificate) of the console image.
+	ListenerEnv = "MZ_NGINX_LISTENER_CONFIG"
+	// ExternalTLSDir is where the console's external certificate is mounted.
+	ExternalTLSDir = "/nginx/tls"
 )
 
 var gvk = v1alpha1.SchemeGroupVersion.WithKind("Console")
 
-// AppConfig is app-config.json, the console's runtime configuration:
+// AppConfig is app-config.json, the console's runtime configuration, as
+// upstream writes it (field order and names included):
 //
-//	{"version":"1","auth":{"mode":"<spec.authenticatorKind>"}}
-//
-// version is the format's version; auth.mode tells the console how users
-// log in (None, Password, Sasl, Frontegg, Oidc).
+//	{"version":"<console image tag>","auth":{"mode":"<authenticatorKind>"},"balancerd_dns_names":[...]}
 type AppConfig struct {
-	Version string        `json:"version"`
-	Auth    AppConfigAuth `json:"auth"`
+	Version           string        `json:"version"`
+	Auth              AppConfigAuth `json:"auth"`
+	BalancerdDNSNames []string      `json:"balancerd_dns_names,omitempty"`
 }
 
 // AppConfigAuth is the auth block of AppConfig.
@@ -83,26 +98,31 @@ type AppConfigAuth struct {
 	Mode v1alpha1.AuthenticatorKind `json:"mode"`
 }
 
-// AppConfigJSON renders app-config.json for a Console spec.
+// AppConfigJSON renders app-config.json for a Console spec. version is what
+// follows the image reference's last ':' (the whole reference without one).
 func AppConfigJSON(spec v1alpha1.ConsoleSpec) string {
 	mode := spec.AuthenticatorKind
 	if mode == "" {
 		mode = v1alpha1.AuthenticatorNone
 	}
-	raw, err := json.Marshal(AppConfig{Version: "1", Auth: AppConfigAuth{Mode: mode}})
-	if err != nil {
-		panic(err) // a struct of strings always marshals
+	ref := spec.ConsoleImageRef
+	version := ref[strings.LastIndex(ref, ":")+1:]
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // serde_json leaves <, >, & as they are
+	if err := enc.Encode(AppConfig{Version: version, Auth: AppConfigAuth{Mode: mode}, BalancerdDNSNames: spec.Balancerd.DNSNames}); err != nil {
+		panic(err) // strings only: always marshals
 	}
-	return string(raw)
+	return strings.TrimSuffix(buf.String(), "\n")
 }
 
 // Endpoint is balancerd's HTTP URL as the console reaches it.
-func Endpoint(ref v1alpha1.BalancerdRef) string {
+func (c Config) Endpoint(ref v1alpha1.BalancerdRef) string {
 	scheme := ref.Scheme
 	if scheme == "" {
 		scheme = v1alpha1.SchemeHTTP
 	}
-	return fmt.Sprintf("%s://%s.%s.svc.cluster.local:%d", scheme, ref.ServiceName, ref.Namespace, BalancerdHTTPPort)
+	return fmt.Sprintf("%s://%s.%s.svc.cluster.local:%d", scheme, ref.ServiceName, ref.Namespace, c.BalancerdHTTPPort)
 }
 
 // kind is how the shared status code reads and writes Consoles.
@@ -118,7 +138,9 @@ func kind(mz versioned.Interface) component.Kind[*v1alpha1.Console, *mzac.Consol
 }
 
 type reconciler struct {
+	cfg             Config
 	kube            kubernetes.Interface
+	dyn             dynamic.Interface
 	consoles        mzlisters.ConsoleLister
 	configMaps      corev1listers.ConfigMapLister
 	deployments     appsv1listers.DeploymentLister
@@ -130,7 +152,7 @@ type reconciler struct {
 
 // New builds the console controller. Child objects are watched through
 // d.KubeInformers, which only hold objects labelled with the resource id.
-func New(d controller.Deps) *controller.Controller {
+func New(d controller.Deps, cfg Config) *controller.Controller {
 	log := d.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -142,7 +164,9 @@ func New(d controller.Deps) *controller.Controller {
 	npInformer := d.KubeInformers.Networking().V1().NetworkPolicies()
 	recent := component.NewRecentWrites()
 	r := &reconciler{
+		cfg:             cfg,
 		kube:            d.Kube,
+		dyn:             d.Dynamic,
 		consoles:        crInformer.Lister(),
 		configMaps:      cmInformer.Lister(),
 		deployments:     deployInformer.Lister(),
@@ -173,109 +197,150 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil {
 		return controller.Result{}, err
 	}
-	config := AppConfigJSON(cr.Spec)
-	if _, err := r.configMap(cr, id, config).Apply(ctx, r.recent, cr, key); err != nil {
+	lbls := component.NewLabels(cr.Name, cr.Namespace, id, Component)
+	if r.cfg.IngressNetworkPolicy {
+		if _, err := r.networkPolicy(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
+			return controller.Result{}, err
+		}
+	}
+	if _, err := r.configMap(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err
 	}
-	dep, err := r.deployment(cr, id, config).Apply(ctx, r.recent, cr, key)
+	desired, err := r.deployment(cr, id, lbls)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if _, err := r.service(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
+	name := children.Name(id, Component)
+	live, err := r.deployments.Deployments(cr.Namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
 		return controller.Result{}, err
 	}
-	if _, err := r.networkPolicy(cr, id).Apply(ctx, r.recent, cr, key); err != nil {
+	fixed, requeue, err := component.FixSelector(ctx, r.kube, live, err == nil, lbls.Selector(name), lbls.Pod(name))
+	if !fixed || err != nil {
+		return controller.Result{RequeueAfter: requeue}, err
+	}
+	dep, err := desired.Apply(ctx, r.recent, cr, key)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if _, err := r.service(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
+		return controller.Result{}, err
+	}
+	if err := r.certificate(ctx, cr, id, lbls); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
 
-func (r *reconciler) configMap(cr *v1alpha1.Console, id, config string) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
+// certificate applies the console's external certificate when an issuer
+// is named (upstream's mz{id}-console-external, ECDSA 256 unless asked).
+func (r *reconciler) certificate(ctx context.Context, cr *v1alpha1.Console, id string, lbls component.Labels) error {
+	cert, err := certificates.Certificate(r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec, certificates.Request{
+		Name: children.Name(id, "console-external"), Namespace: cr.Namespace,
+		SecretName: ExternalCertificateSecret(id),
+		Labels:     lbls.Object(), SecretLabels: lbls.Default,
+		OwnerReferences: component.UnstructuredOwner(cr, gvk),
+		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: ptr.To[int64](256),
+	})
+	if err != nil || cert == nil {
+		return err
+	}
+	return component.ApplyCertificate(ctx, r.dyn, cert)
+}
+
+// ExternalCertificateSecret is the Secret cert-manager writes the console's
+// external certificate to.
+func ExternalCertificateSecret(id string) string { return children.Name(id, "console-external-tls") }
+
+func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.ConfigMap(name, cr.Namespace).
-		WithLabels(children.Labels(id, Component, name)).
+		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
-		WithData(map[string]string{AppConfigKey: config})
+		WithData(map[string]string{AppConfigKey: AppConfigJSON(cr.Spec)})
 	return component.NewChild("ConfigMap", name, desired, r.configMaps.ConfigMaps(cr.Namespace).Get,
 		r.kube.CoreV1().ConfigMaps(cr.Namespace), corev1ac.ExtractConfigMap)
 }
 
-func (r *reconciler) deployment(cr *v1alpha1.Console, id, config string) component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration] {
+func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.Labels) (component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration], error) {
+	var none component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	name := children.Name(id, Component)
-	lbls := children.Labels(id, Component, name)
 	replicas := int32(DefaultReplicas)
 	if cr.Spec.Replicas != nil {
 		replicas = *cr.Spec.Replicas
 	}
-	hash := sha256.Sum256([]byte(config))
-	annotations := maps.Clone(cr.Spec.PodAnnotations)
-	if annotations == nil {
-		annotations = map[string]string{}
+	tls := certificates.IssuerRefDefined(r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec)
+	volumes := []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName("app-config").
+		WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(name).WithDefaultMode(0o400).WithOptional(false).
+			WithItems(corev1ac.KeyToPath().WithKey(AppConfigKey).WithPath(AppConfigKey)))}
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName("app-config").WithMountPath(AppConfigMountPath)}
+	listener, scheme := fmt.Sprintf("listen %d;", r.cfg.HTTPPort), corev1.URISchemeHTTP
+	if tls {
+		volumes = append(volumes, component.SecretVolume("external-certificate", ExternalCertificateSecret(id)))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName("external-certificate").WithMountPath(ExternalTLSDir).WithReadOnly(true))
+		listener = fmt.Sprintf("listen %d ssl;\nssl_certificate %s/tls.crt;\nssl_certificate_key %s/tls.key;", r.cfg.HTTPPort, ExternalTLSDir, ExternalTLSDir)
+		scheme = corev1.URISchemeHTTPS
 	}
-	annotations[AppConfigHashAnnotation] = hex.EncodeToString(hash[:])
+	probe := func() *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromInt32(r.cfg.HTTPPort)).WithScheme(scheme))
+	}
 	container := corev1ac.Container().
 		WithName(Component).
 		WithImage(cr.Spec.ConsoleImageRef).
-		WithPorts(component.TCPPort("http", HTTPPort)).
-		WithEnv(corev1ac.EnvVar().WithName(EndpointEnv).WithValue(Endpoint(cr.Spec.Balancerd))).
-		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/").WithPort(intstr.FromString("http")))).
-		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName("app-config").WithMountPath(AppConfigMountPath).WithReadOnly(true),
-			corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
-		).
-		WithSecurityContext(children.RestrictedContainerSecurity())
-	if rr := component.Resources(cr.Spec.ResourceRequirements); rr != nil {
-		container.WithResources(rr)
+		WithPorts(component.TCPPort("http", r.cfg.HTTPPort)).
+		WithEnv(corev1ac.EnvVar().WithName(EndpointEnv).WithValue(r.cfg.Endpoint(cr.Spec.Balancerd)),
+			corev1ac.EnvVar().WithName(ListenerEnv).WithValue(listener)).
+		WithStartupProbe(probe().WithPeriodSeconds(1).WithFailureThreshold(10)).
+		WithReadinessProbe(probe().WithPeriodSeconds(30).WithFailureThreshold(1)).
+		WithLivenessProbe(probe().WithPeriodSeconds(30)).
+		WithVolumeMounts(mounts...)
+	if err := r.cfg.Pods.Container(container, cr.Spec.ResourceRequirements); err != nil {
+		return none, err
+	}
+	// nginx-unprivileged runs as 101: the mounted files are readable to it.
+	pod := corev1ac.PodSpec().WithContainers(container).WithVolumes(volumes...).
+		WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(101))
+	if err := r.cfg.Pods.Pod(pod); err != nil {
+		return none, err
 	}
 	desired := appsv1ac.Deployment(name, cr.Namespace).
-		WithLabels(lbls).
+		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.NameLabel: name})).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(component.PodLabels(cr.Spec.PodLabels, lbls)).
-				WithAnnotations(annotations).
-				WithSpec(corev1ac.PodSpec().
-					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(children.RestrictedPodSecurity()).
-					WithContainers(container).
-					WithVolumes(
-						corev1ac.Volume().WithName("app-config").
-							WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(name)),
-						// The root filesystem is read-only; the web server writes temporary files here.
-						corev1ac.Volume().WithName("tmp").
-							WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse("64Mi"))),
-					))))
+			WithSelector(component.Selector(lbls.Selector(name))).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(lbls.Pod(name)).WithSpec(pod)))
 	return component.NewChild("Deployment", name, desired, r.deployments.Deployments(cr.Namespace).Get,
-		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment)
+		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
-func (r *reconciler) service(cr *v1alpha1.Console, id string) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+func (r *reconciler) service(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.Service(name, cr.Namespace).
-		WithLabels(children.Labels(id, Component, name)).
+		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(map[string]string{children.NameLabel: name}).
-			WithPorts(component.ServicePort("http", HTTPPort)))
+		WithSpec(component.HeadlessService(name, component.ServicePort("http", r.cfg.HTTPPort)))
 	return component.NewChild("Service", name, desired, r.services.Services(cr.Namespace).Get,
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }
 
-// networkPolicy admits traffic to the console's HTTP port from anywhere.
-func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string) component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
-	name := children.Name(id, Component)
+// networkPolicy admits the configured CIDRs to the console's port
+// (upstream's mz{id}-console-ingress).
+func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
+	name := children.Name(id, "console-ingress")
+	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(r.cfg.IngressCIDRs))
+	for _, cidr := range r.cfg.IngressCIDRs {
+		from = append(from, networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(cidr)))
+	}
 	desired := networkingv1ac.NetworkPolicy(name, cr.Namespace).
-		WithLabels(children.Labels(id, Component, name)).
+		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
-			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.NameLabel: name})).
+			WithPodSelector(component.Selector(lbls.Default)).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
-			WithIngress(networkingv1ac.NetworkPolicyIngressRule().
+			WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(from...).
 				WithPorts(networkingv1ac.NetworkPolicyPort().
-					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(HTTPPort)))))
+					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(r.cfg.HTTPPort)))))
 	return component.NewChild("NetworkPolicy", name, desired, r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
 		r.kube.NetworkingV1().NetworkPolicies(cr.Namespace), networkingv1ac.ExtractNetworkPolicy)
 }

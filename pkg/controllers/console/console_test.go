@@ -2,19 +2,20 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/test/controllertest"
+	"github.com/materializeinc/orchestratord/test/upstream"
 )
 
 // consoles is how the helpers of controllertest reach Consoles.
@@ -47,41 +49,31 @@ func newConsole(t *testing.T, namespace, name string, mutate func(*v1alpha1.Cons
 	return consoles.Create(t, c)
 }
 
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
-
 func TestChildrenAndReady(t *testing.T) {
 	ctrl := startController(t)
 	ns := controllertest.NewNamespace(t)
 	c := newConsole(t, ns, "c", func(c *v1alpha1.Console) {
 		c.Spec.AuthenticatorKind = v1alpha1.AuthenticatorPassword
 		c.Spec.Balancerd.Scheme = v1alpha1.SchemeHTTPS
-		c.Spec.PodAnnotations = map[string]string{"example.com/scrape": "true"}
-		c.Spec.PodLabels = map[string]string{"example.com/team": "ui"}
+		c.Spec.Balancerd.DNSNames = []string{"balancerd.example.com"}
 	})
 	id := consoles.WaitResourceID(t, ns, "c")
 	if !regexp.MustCompile(`^[a-z0-9]{10}$`).MatchString(id) {
 		t.Fatalf("generated resourceId %q is not 10 characters of [a-z0-9]", id)
 	}
 	name := "mz" + id + "-console"
-	want := children.Labels(id, "console", name)
+	want := map[string]string{
+		"materialize.cloud/organization-name": "c", "materialize.cloud/organization-namespace": ns,
+		children.ResourceIDLabel: id, "materialize.cloud/app": "console",
+		"app.kubernetes.io/managed-by": "materialize-operator", "app.kubernetes.io/part-of": "materialize",
+		"app.kubernetes.io/name": "console", "app": "console",
+	}
 
 	cm := controllertest.WaitConfigMap(t, ns, name)
 	controllertest.CheckLabels(t, "ConfigMap", cm.Labels, want)
 	controllertest.CheckOwner(t, "ConfigMap", cm, "Console", "c", c.UID)
-	var config struct {
-		Version string `json:"version"`
-		Auth    struct {
-			Mode string `json:"mode"`
-		} `json:"auth"`
-	}
-	if err := json.Unmarshal([]byte(cm.Data["app-config.json"]), &config); err != nil {
-		t.Fatalf("app-config.json %q: %v", cm.Data["app-config.json"], err)
-	}
-	if config.Version == "" || config.Auth.Mode != "Password" {
-		t.Errorf("app-config.json %s, want a version and auth.mode Password", cm.Data["app-config.json"])
+	if got, want := cm.Data[AppConfigKey], `{"version":"v1","auth":{"mode":"Password"},"balancerd_dns_names":["balancerd.example.com"]}`; got != want {
+		t.Errorf("app-config.json %s, want %s", got, want)
 	}
 
 	d := controllertest.WaitDeployment(t, ns, name)
@@ -90,71 +82,98 @@ func TestChildrenAndReady(t *testing.T) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want the default 2", d.Spec.Replicas)
 	}
-	if got := d.Spec.Selector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
-		t.Errorf("selector %v, want %s=%s", got, children.NameLabel, name)
+	if got := d.Spec.Selector.MatchLabels; got["materialize.cloud/name"] != name || got["app"] != "console" || len(got) != 6 {
+		t.Errorf("selector %v, want upstream's: default labels, materialize.cloud/name, app", got)
 	}
-	tmpl := d.Spec.Template
-	controllertest.CheckLabels(t, "pod template", tmpl.Labels, want)
-	controllertest.CheckLabels(t, "pod template", tmpl.Labels, map[string]string{"example.com/team": "ui"})
-	if tmpl.Annotations["example.com/scrape"] != "true" || tmpl.Annotations[AppConfigHashAnnotation] != sha(cm.Data["app-config.json"]) {
-		t.Errorf("pod annotations %v, want spec.podAnnotations and the config hash", tmpl.Annotations)
+	ctr := d.Spec.Template.Spec.Containers[0]
+	for _, e := range []corev1.EnvVar{
+		{Name: EndpointEnv, Value: "https://mzabc-balancerd.envs.svc.cluster.local:6876"},
+		{Name: ListenerEnv, Value: "listen 8080;"},
+	} {
+		if !slices.Contains(ctr.Env, e) {
+			t.Errorf("env %+v lacks %+v", ctr.Env, e)
+		}
 	}
-	controllertest.CheckRestricted(t, "Deployment", tmpl.Spec)
-	if len(tmpl.Spec.Containers) != 1 {
-		t.Fatalf("containers %+v, want one", tmpl.Spec.Containers)
+	if len(ctr.VolumeMounts) != 1 || ctr.VolumeMounts[0].MountPath != AppConfigMountPath {
+		t.Errorf("mounts %+v, want app-config at %s", ctr.VolumeMounts, AppConfigMountPath)
 	}
-	ctr := tmpl.Spec.Containers[0]
-	if ctr.Name != "console" || ctr.Image != "materialize/console:v1" {
-		t.Errorf("container %s image %s", ctr.Name, ctr.Image)
-	}
-	if want := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}; !slices.Equal(ctr.Ports, want) {
-		t.Errorf("ports %+v, want %+v", ctr.Ports, want)
-	}
-	wantEnv := corev1.EnvVar{Name: "MZ_ENDPOINT", Value: "https://mzabc-balancerd.envs.svc.cluster.local:6876"}
-	if !slices.ContainsFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == wantEnv.Name && e.Value == wantEnv.Value }) {
-		t.Errorf("env %+v lacks %+v", ctr.Env, wantEnv)
-	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range ctr.VolumeMounts {
-		mounts[m.Name] = m
-	}
-	if m := mounts["app-config"]; m.MountPath != AppConfigMountPath || !m.ReadOnly {
-		t.Errorf("app-config mount %+v, want read-only at %s", m, AppConfigMountPath)
-	}
-	if m := mounts["tmp"]; m.MountPath != "/tmp" {
-		t.Errorf("tmp mount %+v", m)
-	}
-	volumes := map[string]corev1.Volume{}
-	for _, v := range tmpl.Spec.Volumes {
-		volumes[v.Name] = v
-	}
-	if v := volumes["app-config"]; v.ConfigMap == nil || v.ConfigMap.Name != name {
-		t.Errorf("app-config volume %+v, want ConfigMap %s", v, name)
-	}
-	if v := volumes["tmp"]; v.EmptyDir == nil {
-		t.Errorf("tmp volume %+v, want an emptyDir", v)
+	if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].ConfigMap == nil || v[0].ConfigMap.Name != name {
+		t.Errorf("volumes %+v, want ConfigMap %s", v, name)
 	}
 
 	s := controllertest.WaitService(t, ns, name)
 	controllertest.CheckLabels(t, "Service", s.Labels, want)
 	controllertest.CheckOwner(t, "Service", s, "Console", "c", c.UID)
-	if s.Spec.Type != corev1.ServiceTypeClusterIP || len(s.Spec.Selector) != 1 || s.Spec.Selector[children.NameLabel] != name ||
-		len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 8080 || s.Spec.Ports[0].TargetPort != intstr.FromString("http") {
-		t.Errorf("service spec %+v", s.Spec)
+	if s.Spec.ClusterIP != corev1.ClusterIPNone || len(s.Spec.Ports) != 1 || s.Spec.Ports[0].Port != 8080 || s.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) {
+		t.Errorf("service spec %+v, want upstream's headless Service on 8080", s.Spec)
 	}
 
-	np := controllertest.WaitNetworkPolicy(t, ns, name)
+	np := controllertest.WaitNetworkPolicy(t, ns, name+"-ingress")
 	controllertest.CheckLabels(t, "NetworkPolicy", np.Labels, want)
 	controllertest.CheckOwner(t, "NetworkPolicy", np, "Console", "c", c.UID)
-	if got := np.Spec.PodSelector.MatchLabels; len(got) != 1 || got[children.NameLabel] != name {
-		t.Errorf("network policy pod selector %v", got)
+	if got := np.Spec.PodSelector.MatchLabels; len(got) != 4 || got["materialize.cloud/app"] != "console" || got[children.ResourceIDLabel] != id {
+		t.Errorf("network policy pod selector %v, want the console's default labels", got)
 	}
 	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 8080 ||
-		len(np.Spec.Ingress[0].From) != 0 || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
-		t.Errorf("network policy spec %+v, want ingress from anywhere to 8080", np.Spec)
+		len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].IPBlock.CIDR != "0.0.0.0/0" ||
+		!slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("network policy spec %+v, want ingress from 0.0.0.0/0 to 8080", np.Spec)
 	}
 
 	consoles.ReadyFollowsDeployment(t, ctrl, ns, "c", name, corev1.ConditionUnknown, "Probing")
+}
+
+// A Console's ConfigMap, Deployment and Service made by upstream
+// orchestratord are taken over in place (see the balancer's test).
+func TestAdoptsUpstreamObjects(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	ac := controllertest.Admin(t)
+	ctx := context.Background()
+	c := newConsole(t, ns, "adopted", nil)
+	c.Status.ResourceID = "up1234abcd"
+	if _, err := ac.MZ.MaterializeV1alpha1().Consoles(ns).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := upstream.Owner{APIVersion: "materialize.cloud/v1alpha1", Kind: "Console", Name: c.Name, Namespace: ns, UID: c.UID, ResourceID: "up1234abcd"}
+	name := "mzup1234abcd-console"
+	apply := func(obj any, patch func([]byte, metav1.PatchOptions) (metav1.Object, error)) metav1.Object {
+		t.Helper()
+		body, opts, err := upstream.ApplyPatch(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := patch(body, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	apply(upstream.ConsoleConfigMap(owner, c.Spec.ConsoleImageRef, "v1", "None"), func(b []byte, o metav1.PatchOptions) (metav1.Object, error) {
+		return ac.Kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.ApplyPatchType, b, o)
+	})
+	before := apply(upstream.ConsoleDeployment(owner, upstream.ChartDefaults(corev1.PullAlways), c.Spec.ConsoleImageRef, 2, c.Spec.Balancerd.ServiceName, c.Spec.Balancerd.Namespace),
+		func(b []byte, o metav1.PatchOptions) (metav1.Object, error) {
+			return ac.Kube.AppsV1().Deployments(ns).Patch(ctx, name, types.ApplyPatchType, b, o)
+		})
+	svcBefore := apply(upstream.ConsoleService(owner), func(b []byte, o metav1.PatchOptions) (metav1.Object, error) {
+		return ac.Kube.CoreV1().Services(ns).Patch(ctx, name, types.ApplyPatchType, b, o)
+	}).(*corev1.Service)
+	cmBefore := controllertest.WaitConfigMap(t, ns, name)
+
+	ctrl := startUpstreamConfigured(t)
+	consoles.WaitReady(t, ns, "adopted", metav1.ConditionFalse, component.ReasonReconciling)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
+	after := controllertest.WaitDeployment(t, ns, name)
+	if after.Generation != before.GetGeneration() || after.UID != before.GetUID() {
+		t.Errorf("adopting upstream's Deployment changed its spec (generation %d -> %d): %s",
+			before.GetGeneration(), after.Generation, diff.Diff(before.(*appsv1.Deployment).Spec, after.Spec))
+	}
+	if svc := controllertest.WaitService(t, ns, name); !equality.Semantic.DeepEqual(svc.Spec, svcBefore.Spec) {
+		t.Errorf("adopting upstream's Service changed its spec:\nupstream %+v\nnow      %+v", svcBefore.Spec, svc.Spec)
+	}
+	if cm := controllertest.WaitConfigMap(t, ns, name); !equality.Semantic.DeepEqual(cm.Data, cmBefore.Data) {
+		t.Errorf("adopting upstream's ConfigMap changed app-config.json: %v -> %v", cmBefore.Data, cm.Data)
+	}
 }
 
 func TestResourceIDOverrides(t *testing.T) {
@@ -174,7 +193,7 @@ func TestResourceIDOverrides(t *testing.T) {
 		controllertest.WaitConfigMap(t, ns, name)
 		controllertest.WaitDeployment(t, ns, name)
 		controllertest.WaitService(t, ns, name)
-		controllertest.WaitNetworkPolicy(t, ns, name)
+		controllertest.WaitNetworkPolicy(t, ns, name+"-ingress")
 	}
 	if id := consoles.WaitResourceID(t, ns, "from-spec"); id != "fromspec2" {
 		t.Errorf("status.resourceId %q, want spec.resourceId fromspec2", id)
@@ -198,10 +217,11 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	newConsole(t, ns, "c", nil)
 	id := consoles.WaitResourceID(t, ns, "c")
 	name := "mz" + id + "-console"
-	oldHash := controllertest.WaitDeployment(t, ns, name).Spec.Template.Annotations[AppConfigHashAnnotation]
+	controllertest.WaitDeployment(t, ns, name)
 	consoles.WaitReady(t, ns, "c", metav1.ConditionFalse, component.ReasonReconciling)
 
-	// A spec change is applied; a configuration change rolls the pods.
+	// A spec change is applied; the configuration reaches the pods through
+	// their ConfigMap volume, without a restart (as upstream).
 	mz := controllertest.Admin(t).MZ.MaterializeV1alpha1().Consoles(ns)
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		c := consoles.Get(t, ns, "c")
@@ -223,11 +243,10 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		hash := d.Spec.Template.Annotations[AppConfigHashAnnotation]
 		if *d.Spec.Replicas != 3 || d.Spec.Template.Spec.Containers[0].Image != "materialize/console:v2" ||
-			hash == oldHash || hash != sha(cm.Data[AppConfigKey]) || !regexp.MustCompile(`"mode":"Oidc"`).MatchString(cm.Data[AppConfigKey]) {
-			return fmt.Errorf("replicas %d image %s hash %s (was %s) config %s", *d.Spec.Replicas,
-				d.Spec.Template.Spec.Containers[0].Image, hash, oldHash, cm.Data[AppConfigKey])
+			cm.Data[AppConfigKey] != `{"version":"v2","auth":{"mode":"Oidc"}}` {
+			return fmt.Errorf("replicas %d image %s config %s", *d.Spec.Replicas,
+				d.Spec.Template.Spec.Containers[0].Image, cm.Data[AppConfigKey])
 		}
 		return nil
 	})
@@ -277,7 +296,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 	// Deleted children come back.
 	old := map[string]metav1.Object{
 		"ConfigMap": controllertest.WaitConfigMap(t, ns, name), "Deployment": controllertest.WaitDeployment(t, ns, name),
-		"Service": controllertest.WaitService(t, ns, name), "NetworkPolicy": controllertest.WaitNetworkPolicy(t, ns, name),
+		"Service": controllertest.WaitService(t, ns, name), "NetworkPolicy": controllertest.WaitNetworkPolicy(t, ns, name+"-ingress"),
 	}
 	kube := controllertest.Admin(t).Kube
 	ctx := context.Background()
@@ -285,7 +304,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}),
 		kube.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}),
 		kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}),
-		kube.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+		kube.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name+"-ingress", metav1.DeleteOptions{}),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -299,7 +318,7 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		now = append(now, d)
 		s, err3 := kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		now = append(now, s)
-		np, err4 := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		np, err4 := kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name+"-ingress", metav1.GetOptions{})
 		now = append(now, np)
 		for _, err := range []error{err, err2, err3, err4} {
 			if err != nil {
@@ -329,7 +348,7 @@ func TestNoWritesOnResync(t *testing.T) {
 	controllertest.WaitConfigMap(t, ns, name)
 	controllertest.WaitDeployment(t, ns, name)
 	controllertest.WaitService(t, ns, name)
-	controllertest.WaitNetworkPolicy(t, ns, name)
+	controllertest.WaitNetworkPolicy(t, ns, name+"-ingress")
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
 	consoles.WaitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
 	controllertest.WaitQuiet(t, first.UserAgent)
@@ -365,7 +384,7 @@ func TestNoWritesOnResync(t *testing.T) {
 		return err
 	})
 	touch(func() error {
-		np, err := ac.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		np, err := ac.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, name+"-ingress", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -411,15 +430,22 @@ func TestNoWritesOnResync(t *testing.T) {
 }
 
 func TestAppConfigJSON(t *testing.T) {
-	for kind, want := range map[v1alpha1.AuthenticatorKind]string{
-		"":                             `{"version":"1","auth":{"mode":"None"}}`,
-		v1alpha1.AuthenticatorFrontegg: `{"version":"1","auth":{"mode":"Frontegg"}}`,
+	for _, c := range []struct {
+		spec v1alpha1.ConsoleSpec
+		want string
+	}{
+		{v1alpha1.ConsoleSpec{ConsoleImageRef: "materialize/console:26.5.0"}, `{"version":"26.5.0","auth":{"mode":"None"}}`},
+		// The version is what follows the last ':', a digest's hex included.
+		{v1alpha1.ConsoleSpec{ConsoleImageRef: "registry:5000/console@sha256:abc", AuthenticatorKind: v1alpha1.AuthenticatorFrontegg},
+			`{"version":"abc","auth":{"mode":"Frontegg"}}`},
+		{v1alpha1.ConsoleSpec{ConsoleImageRef: "console", Balancerd: v1alpha1.BalancerdRef{DNSNames: []string{"a<b", "c"}}},
+			`{"version":"console","auth":{"mode":"None"},"balancerd_dns_names":["a<b","c"]}`},
 	} {
-		if got := AppConfigJSON(v1alpha1.ConsoleSpec{AuthenticatorKind: kind}); got != want {
-			t.Errorf("AppConfigJSON(%q) = %s, want %s", kind, got, want)
+		if got := AppConfigJSON(c.spec); got != c.want {
+			t.Errorf("AppConfigJSON(%+v) = %s, want %s", c.spec, got, c.want)
 		}
 	}
-	if got := Endpoint(v1alpha1.BalancerdRef{ServiceName: "b", Namespace: "n"}); got != "http://b.n.svc.cluster.local:6876" {
+	if got := DefaultConfig().Endpoint(v1alpha1.BalancerdRef{ServiceName: "b", Namespace: "n"}); got != "http://b.n.svc.cluster.local:6876" {
 		t.Errorf("Endpoint with the default scheme = %s", got)
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"go.uber.org/zap"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -13,8 +14,10 @@ import (
 // Deps are what a reconciler is built from. KubeInformers only see objects
 // labelled with the resource id label; MZInformers see every CR.
 type Deps struct {
-	Kube          kubernetes.Interface
-	MZ            versioned.Interface
+	Kube kubernetes.Interface
+	MZ   versioned.Interface
+	// Dynamic writes cert-manager Certificates, whose CRD may be absent.
+	Dynamic       dynamic.Interface
 	KubeInformers informers.SharedInformerFactory
 	MZInformers   mzinformers.SharedInformerFactory
 	Recorder      record.EventRecorder

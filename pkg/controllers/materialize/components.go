@@ -3,14 +3,18 @@ package materialize
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 )
 
@@ -68,17 +72,29 @@ func certAC(c *v1alpha1.MaterializeCertSpec) *mzac.MaterializeCertSpecApplyConfi
 	if c.SecretTemplate != nil {
 		ac.WithSecretTemplate(mzac.CertificateSecretTemplate().WithAnnotations(c.SecretTemplate.Annotations).WithLabels(c.SecretTemplate.Labels))
 	}
+	if c.PrivateKeyAlgorithm != "" {
+		ac.WithPrivateKeyAlgorithm(c.PrivateKeyAlgorithm)
+	}
+	if c.PrivateKeySize != nil {
+		ac.WithPrivateKeySize(*c.PrivateKeySize)
+	}
 	return ac
+}
+
+// replicas is upstream's balancerd_replicas/console_replicas: 2 unless set.
+func replicas(n *int32) int32 {
+	if n == nil {
+		return 2
+	}
+	return *n
 }
 
 func (e env) balancer(image string) *mzac.BalancerApplyConfiguration {
 	spec := mzac.BalancerSpec().
 		WithBalancerdImageRef(image).
 		WithResourceID(e.id).
+		WithReplicas(replicas(e.mz.Spec.BalancerdReplicas)).
 		WithStaticRouting(mzac.StaticRoutingConfig().WithEnvironmentdNamespace(e.ns()).WithEnvironmentdServiceName(e.environmentdName()))
-	if e.mz.Spec.BalancerdReplicas != nil {
-		spec.WithReplicas(*e.mz.Spec.BalancerdReplicas)
-	}
 	if r := e.mz.Spec.BalancerdResourceRequirements; r != nil {
 		spec.WithResourceRequirements(*r)
 	}
@@ -88,6 +104,12 @@ func (e env) balancer(image string) *mzac.BalancerApplyConfiguration {
 	if c := certAC(e.mz.Spec.InternalCertificateSpec); c != nil {
 		spec.WithInternalCertificateSpec(c)
 	}
+	if len(e.mz.Spec.PodAnnotations) > 0 {
+		spec.WithPodAnnotations(e.mz.Spec.PodAnnotations)
+	}
+	if len(e.mz.Spec.PodLabels) > 0 {
+		spec.WithPodLabels(e.mz.Spec.PodLabels)
+	}
 	return mzac.Balancer(e.mz.Name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).WithSpec(spec)
 }
 
@@ -96,33 +118,52 @@ func (e env) console(image string) *mzac.ConsoleApplyConfiguration {
 	if auth == "" {
 		auth = v1alpha1.AuthenticatorNone
 	}
+	// The console reaches balancerd over https by its certificate's names
+	// when balancerd has an external certificate.
+	defaults := e.cfg.Certificates().BalancerdExternal
+	balancerd := mzac.BalancerdRef().WithServiceName(children.Name(e.id, "balancerd")).WithNamespace(e.ns()).WithScheme(v1alpha1.SchemeHTTP)
+	if certificates.IssuerRefDefined(defaults, e.mz.Spec.BalancerdExternalCertificateSpec) {
+		balancerd.WithScheme(v1alpha1.SchemeHTTPS)
+	}
+	if names := certificates.ResolvedDNSNames(defaults, e.mz.Spec.BalancerdExternalCertificateSpec); names != nil {
+		balancerd.WithDNSNames(names...)
+	}
 	spec := mzac.ConsoleSpec().
 		WithConsoleImageRef(image).
 		WithResourceID(e.id).
+		WithReplicas(replicas(e.mz.Spec.ConsoleReplicas)).
 		WithAuthenticatorKind(auth).
-		WithBalancerd(mzac.BalancerdRef().WithServiceName(children.Name(e.id, "balancerd")).WithNamespace(e.ns()).WithScheme(v1alpha1.SchemeHTTP))
-	if e.mz.Spec.ConsoleReplicas != nil {
-		spec.WithReplicas(*e.mz.Spec.ConsoleReplicas)
-	}
+		WithBalancerd(balancerd)
 	if r := e.mz.Spec.ConsoleResourceRequirements; r != nil {
 		spec.WithResourceRequirements(*r)
 	}
 	if c := certAC(e.mz.Spec.ConsoleExternalCertificateSpec); c != nil {
 		spec.WithExternalCertificateSpec(c)
 	}
+	if len(e.mz.Spec.PodAnnotations) > 0 {
+		spec.WithPodAnnotations(e.mz.Spec.PodAnnotations)
+	}
+	if len(e.mz.Spec.PodLabels) > 0 {
+		spec.WithPodLabels(e.mz.Spec.PodLabels)
+	}
 	return mzac.Console(e.mz.Name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).WithSpec(spec)
 }
 
+// BalancerWait is how often a Materialize whose Balancer is not Ready yet
+// is looked at again before its Console is applied.
+const BalancerWait = 2 * time.Second
+
 // applyComponents applies (or, when disabled, deletes) the environment's
-// Balancer and Console.
-func (r *reconciler) applyComponents(ctx context.Context, e env) error {
+// Balancer and Console. As upstream, the Console waits for the Balancer to
+// be Ready: it sends its API requests there.
+func (r *reconciler) applyComponents(ctx context.Context, e env) (controller.Result, error) {
 	ns, name := e.ns(), e.mz.Name
 	balancers := r.d.MZ.MaterializeV1alpha1().Balancers(ns)
 	liveB, err := r.balancers.Balancers(ns).Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return controller.Result{}, err
 	}
-	exists := err == nil && metav1.IsControlledBy(liveB, e.mz)
+	exists := err == nil && ownedBy(liveB, e.mz)
 	switch {
 	case r.o.CreateBalancers:
 		image := r.o.BalancerdImage
@@ -130,20 +171,24 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) error {
 			image = imageref.Sibling(activeImage(e), "balancerd", "")
 		}
 		if _, err := apply.Object(ctx, liveB, exists, e.balancer(image), extractBalancer, balancers.Apply); err != nil {
-			return fmt.Errorf("balancer: %w", err)
+			return controller.Result{}, fmt.Errorf("balancer: %w", err)
+		}
+		if !exists || meta.FindStatusCondition(liveB.Status.Conditions, "Ready") == nil ||
+			!meta.IsStatusConditionTrue(liveB.Status.Conditions, "Ready") {
+			return controller.Result{RequeueAfter: BalancerWait}, nil
 		}
 	case exists:
 		if err := balancers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return controller.Result{}, err
 		}
 	}
 
 	consoles := r.d.MZ.MaterializeV1alpha1().Consoles(ns)
 	liveC, err := r.consoles.Consoles(ns).Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return controller.Result{}, err
 	}
-	exists = err == nil && metav1.IsControlledBy(liveC, e.mz)
+	exists = err == nil && ownedBy(liveC, e.mz)
 	switch {
 	case r.o.CreateConsoles:
 		image := r.o.ConsoleImage
@@ -151,12 +196,23 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) error {
 			image = e.consoleImage()
 		}
 		if _, err := apply.Object(ctx, liveC, exists, e.console(image), extractConsole, consoles.Apply); err != nil {
-			return fmt.Errorf("console: %w", err)
+			return controller.Result{}, fmt.Errorf("console: %w", err)
 		}
 	case exists:
 		if err := consoles.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return controller.Result{}, err
 		}
 	}
-	return nil
+	return controller.Result{}, nil
+}
+
+// ownedBy tells whether obj has an owner reference to owner, controlling
+// (this operator's) or not (upstream's, which sets no controller).
+func ownedBy(obj, owner metav1.Object) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == owner.GetUID() {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/certificates"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 )
 
 // Config is how every environment is run: the settings upstream
@@ -79,12 +82,25 @@ type Config struct {
 
 	SQLPort, HTTPPort, InternalSQLPort, InternalHTTPPort, PersistPubSubPort int32
 
+	// balancerd and console pods (the Balancer and Console controllers).
+	BalancerdNodeSelector, ConsoleNodeSelector         []string
+	BalancerdAffinityJSON, ConsoleAffinityJSON         string
+	BalancerdTolerationsJSON, ConsoleTolerationsJSON   []string
+	BalancerdDefaultResources, ConsoleDefaultResources string
+	BalancerdSQLPort, BalancerdHTTPPort                int32
+	BalancerdInternalHTTPPort, ConsoleHTTPPort         int32
+	// DefaultCertificateSpecs is upstream's --default-certificate-specs
+	// (JSON: balancerdExternal, consoleExternal, internal).
+	DefaultCertificateSpecs string
+
 	// Parsed by Complete.
-	environmentdAffinity    *corev1.Affinity
-	environmentdTolerations []corev1.Toleration
-	environmentdResources   *corev1.ResourceRequirements
-	clusterdAffinity        *corev1.Affinity
-	clusterdTolerations     []corev1.Toleration
+	balancerdPods, consolePods component.PodSettings
+	certificates               certificates.Defaults
+	environmentdAffinity       *corev1.Affinity
+	environmentdTolerations    []corev1.Toleration
+	environmentdResources      *corev1.ResourceRequirements
+	clusterdAffinity           *corev1.Affinity
+	clusterdTolerations        []corev1.Toleration
 }
 
 // DefaultClusterReplicaSizes is what upstream's Helm chart passes as
@@ -174,7 +190,35 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&c.InternalSQLPort, "environmentd-internal-sql-port", 6877, "environmentd's internal SQL port")
 	fs.Int32Var(&c.InternalHTTPPort, "environmentd-internal-http-port", 6878, "environmentd's internal HTTP port (leader API without authentication)")
 	fs.Int32Var(&c.PersistPubSubPort, "environmentd-internal-persist-pubsub-port", 6879, "environmentd's persist pub-sub port")
+	for _, comp := range []struct {
+		name                      string
+		nodeSelector, tolerations *[]string
+		affinity, resources       *string
+	}{
+		{"balancerd", &c.BalancerdNodeSelector, &c.BalancerdTolerationsJSON, &c.BalancerdAffinityJSON, &c.BalancerdDefaultResources},
+		{"console", &c.ConsoleNodeSelector, &c.ConsoleTolerationsJSON, &c.ConsoleAffinityJSON, &c.ConsoleDefaultResources},
+	} {
+		fs.StringArrayVar(comp.nodeSelector, comp.name+"-node-selector", nil, "KEY=VALUE node selector of "+comp.name+" pods (repeatable)")
+		fs.StringVar(comp.affinity, comp.name+"-affinity", "", "affinity of "+comp.name+" pods (JSON)")
+		fs.StringArrayVar(comp.tolerations, comp.name+"-toleration", nil, "toleration of "+comp.name+" pods (JSON; repeatable)")
+		fs.StringVar(comp.resources, comp.name+"-default-resources", "", "resources of "+comp.name+" when its custom resource sets none (JSON)")
+	}
+	fs.Int32Var(&c.BalancerdSQLPort, "balancerd-sql-port", 6875, "balancerd's SQL port")
+	fs.Int32Var(&c.BalancerdHTTPPort, "balancerd-http-port", 6876, "balancerd's HTTP port (the console's API endpoint)")
+	fs.Int32Var(&c.BalancerdInternalHTTPPort, "balancerd-internal-http-port", 8080, "balancerd's internal HTTP port (probes, metrics)")
+	fs.Int32Var(&c.ConsoleHTTPPort, "console-http-port", 8080, "the console's HTTP port")
+	fs.StringVar(&c.DefaultCertificateSpecs, "default-certificate-specs", "{}",
+		"JSON {balancerdExternal, consoleExternal, internal}: cert-manager certificate specs for environments that set none (fields they leave unset)")
 }
+
+// BalancerdPods are the operator-wide settings of balancerd pods.
+func (c *Config) BalancerdPods() component.PodSettings { return c.balancerdPods }
+
+// ConsolePods are the operator-wide settings of console pods.
+func (c *Config) ConsolePods() component.PodSettings { return c.consolePods }
+
+// Certificates are the parsed --default-certificate-specs.
+func (c *Config) Certificates() certificates.Defaults { return c.certificates }
 
 var cloudProviders = map[string]bool{"local": true, "docker": true, "mzcompose": true, "cloudtest": true,
 	"aws": true, "gcp": true, "azure": true, "generic": true}
@@ -195,6 +239,7 @@ func (c *Config) Complete() error {
 		return fmt.Errorf("--image-pull-policy: %q is not one of always, if-not-present, never", c.ImagePullPolicy)
 	}
 	for flag, kvs := range map[string][]string{"--orchestratord-pod-selector-labels": c.OperatorPodSelectorLabels,
+		"--balancerd-node-selector": c.BalancerdNodeSelector, "--console-node-selector": c.ConsoleNodeSelector,
 		"--environmentd-node-selector": c.EnvironmentdNodeSelector, "--clusterd-node-selector": c.ClusterdNodeSelector,
 		"--console-image-tag-map": c.ConsoleImageTagMap} {
 		if _, err := keyValues(kvs); err != nil {
@@ -232,6 +277,15 @@ func (c *Config) Complete() error {
 	if c.clusterdTolerations, err = parseTolerations("--clusterd-toleration", c.ClusterdTolerationsJSON); err != nil {
 		return err
 	}
+	if c.balancerdPods, err = c.podSettings("balancerd", c.BalancerdNodeSelector, c.BalancerdAffinityJSON, c.BalancerdTolerationsJSON, c.BalancerdDefaultResources); err != nil {
+		return err
+	}
+	if c.consolePods, err = c.podSettings("console", c.ConsoleNodeSelector, c.ConsoleAffinityJSON, c.ConsoleTolerationsJSON, c.ConsoleDefaultResources); err != nil {
+		return err
+	}
+	if c.certificates, err = certificates.ParseDefaults(c.DefaultCertificateSpecs); err != nil {
+		return err
+	}
 	for flag, v := range map[string]string{
 		"--bootstrap-builtin-system-cluster-replication-factor":    c.BootstrapBuiltinSystemClusterReplicationFactor,
 		"--bootstrap-builtin-probe-cluster-replication-factor":     c.BootstrapBuiltinProbeClusterReplicationFactor,
@@ -244,6 +298,34 @@ func (c *Config) Complete() error {
 		}
 	}
 	return nil
+}
+
+// podSettings parses one component's flags; the pull policy, scheduler,
+// security context and scrape annotations are the operator's.
+func (c *Config) podSettings(name string, nodeSelector []string, affinity string, tolerations []string, resources string) (component.PodSettings, error) {
+	s := component.PodSettings{
+		ImagePullPolicy:  pullPolicies[c.ImagePullPolicy],
+		SchedulerName:    c.SchedulerName,
+		SecurityContext:  c.EnableSecurityContext,
+		PrometheusScrape: c.EnablePrometheusScrapeAnnotations,
+	}
+	if len(nodeSelector) > 0 {
+		s.NodeSelector = map[string]string{}
+		for _, kv := range mustKeyValues(nodeSelector) {
+			s.NodeSelector[kv.key] = kv.value
+		}
+	}
+	var err error
+	if s.Affinity, err = parseJSON[corev1.Affinity]("--"+name+"-affinity", affinity); err != nil {
+		return s, err
+	}
+	if s.Tolerations, err = parseTolerations("--"+name+"-toleration", tolerations); err != nil {
+		return s, err
+	}
+	if s.DefaultResources, err = parseJSON[corev1.ResourceRequirements]("--"+name+"-default-resources", resources); err != nil {
+		return s, err
+	}
+	return s, nil
 }
 
 // pullPolicies maps upstream's kebab-case policy to Kubernetes' value.

@@ -170,6 +170,11 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		return controller.Result{}, err
 	}
 	mz := live.DeepCopy()
+	if mz.DeletionTimestamp != nil {
+		// Garbage collection removes the children; only a finalizer left
+		// by upstream orchestratord could hold the delete up.
+		return controller.Result{}, r.releaseUpstreamFinalizer(ctx, mz)
+	}
 
 	if mz.Status.ResourceID == "" {
 		status := mz.Status
@@ -192,10 +197,10 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil {
 		return result, err
 	}
-	if mz.Status.ActiveGeneration > 0 {
-		if err := r.applyComponents(ctx, e); err != nil {
-			return result, err
-		}
+	if mz.Status.ActiveGeneration > 0 && result.RequeueAfter == 0 {
+		// As upstream: balancerd needs environmentd's Service, which exists
+		// once a rollout has nothing left to wait for.
+		return r.applyComponents(ctx, e)
 	}
 	return result, nil
 }

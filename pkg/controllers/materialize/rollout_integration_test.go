@@ -14,6 +14,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/test/fixture"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 )
@@ -21,6 +22,7 @@ import (
 func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
 	env.SetAutoAdvance(true)
 	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
 	startController(t)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "prod"), metav1.CreateOptions{}); err != nil {
@@ -225,6 +227,7 @@ func TestRolloutStrategies(t *testing.T) {
 func TestNoOpResyncWritesNothing(t *testing.T) {
 	env.SetAutoAdvance(true)
 	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
 	first := startController(t)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "quiet"), metav1.CreateOptions{}); err != nil {
@@ -261,6 +264,7 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 func TestDisabledComponentsAreDeleted(t *testing.T) {
 	env.SetAutoAdvance(true)
 	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
 	first := startController(t)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
@@ -341,6 +345,7 @@ func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
 func TestRemovedFieldsLeaveTheBalancerAndConsole(t *testing.T) {
 	env.SetAutoAdvance(true)
 	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
 	startController(t)
 	ctx := context.Background()
 	mz := newMaterialize(ns, "mz")

@@ -9,8 +9,11 @@ import (
 )
 
 func TestAcceptsTheBalancersCommandLine(t *testing.T) {
-	args := balancer.Args(v1alpha1.BalancerSpec{StaticRouting: &v1alpha1.StaticRoutingConfig{
+	args, err := balancer.DefaultConfig().Args(v1alpha1.BalancerSpec{StaticRouting: &v1alpha1.StaticRoutingConfig{
 		EnvironmentdNamespace: "envs", EnvironmentdServiceName: "mzabc-environmentd"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pgwire, https, internal, tlsConfig, err := Check(args, nil)
 	if err != nil {
 		t.Fatalf("balancerd refuses %q: %v", args, err)

@@ -18,7 +18,26 @@ type MaterializeCertSpec struct {
 	// secretTemplate holds labels and annotations copied onto the certificate's Secret.
 	// +optional
 	SecretTemplate *CertificateSecretTemplate `json:"secretTemplate,omitempty"`
+	// privateKeyAlgorithm is the private key's algorithm; unset, the
+	// operator picks one per certificate (ECDSA for the external ones).
+	// +optional
+	PrivateKeyAlgorithm PrivateKeyAlgorithm `json:"privateKeyAlgorithm,omitempty"`
+	// privateKeySize is the private key's size in bits: RSA at least 2048
+	// (default 4096), ECDSA 256, 384 or 521 (default 256); Ed25519 has none.
+	// +optional
+	PrivateKeySize *int64 `json:"privateKeySize,omitempty"`
 }
+
+// PrivateKeyAlgorithm is a cert-manager private key algorithm.
+// +kubebuilder:validation:Enum=RSA;ECDSA;Ed25519
+type PrivateKeyAlgorithm string
+
+// The algorithms cert-manager supports.
+const (
+	PrivateKeyRSA     PrivateKeyAlgorithm = "RSA"
+	PrivateKeyECDSA   PrivateKeyAlgorithm = "ECDSA"
+	PrivateKeyEd25519 PrivateKeyAlgorithm = "Ed25519"
+)
 
 // CertificateIssuerRef references a cert-manager issuer.
 type CertificateIssuerRef struct {

@@ -119,6 +119,11 @@ func (in *MaterializeCertSpec) DeepCopyInto(out *MaterializeCertSpec) {
 		*out = new(CertificateSecretTemplate)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PrivateKeySize != nil {
+		in, out := &in.PrivateKeySize, &out.PrivateKeySize
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

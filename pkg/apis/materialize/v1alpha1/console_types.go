@@ -60,6 +60,11 @@ type BalancerdRef struct {
 	// +optional
 	// +kubebuilder:default=http
 	Scheme HTTPConnectionScheme `json:"scheme,omitempty"`
+	// dnsNames are the names in balancerd's external certificate; the
+	// console reaches balancerd by them when the scheme is https.
+	// +optional
+	// +listType=atomic
+	DNSNames []string `json:"dnsNames,omitempty"`
 }
 
 // +genclient

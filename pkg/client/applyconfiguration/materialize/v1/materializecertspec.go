@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+import (
+	materializev1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
+)
+
 // MaterializeCertSpecApplyConfiguration represents a declarative configuration of the MaterializeCertSpec type for use
 // with apply.
 //
@@ -33,6 +37,12 @@ type MaterializeCertSpecApplyConfiguration struct {
 	IssuerRef *CertificateIssuerRefApplyConfiguration `json:"issuerRef,omitempty"`
 	// secretTemplate holds labels and annotations copied onto the certificate's Secret.
 	SecretTemplate *CertificateSecretTemplateApplyConfiguration `json:"secretTemplate,omitempty"`
+	// privateKeyAlgorithm is the private key's algorithm; unset, the
+	// operator picks one per certificate (ECDSA for the external ones).
+	PrivateKeyAlgorithm *materializev1.PrivateKeyAlgorithm `json:"privateKeyAlgorithm,omitempty"`
+	// privateKeySize is the private key's size in bits: RSA at least 2048
+	// (default 4096), ECDSA 256, 384 or 521 (default 256); Ed25519 has none.
+	PrivateKeySize *int64 `json:"privateKeySize,omitempty"`
 }
 
 // MaterializeCertSpecApplyConfiguration constructs a declarative configuration of the MaterializeCertSpec type for use with
@@ -80,5 +90,21 @@ func (b *MaterializeCertSpecApplyConfiguration) WithIssuerRef(value *Certificate
 // If called multiple times, the SecretTemplate field is set to the value of the last call.
 func (b *MaterializeCertSpecApplyConfiguration) WithSecretTemplate(value *CertificateSecretTemplateApplyConfiguration) *MaterializeCertSpecApplyConfiguration {
 	b.SecretTemplate = value
+	return b
+}
+
+// WithPrivateKeyAlgorithm sets the PrivateKeyAlgorithm field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PrivateKeyAlgorithm field is set to the value of the last call.
+func (b *MaterializeCertSpecApplyConfiguration) WithPrivateKeyAlgorithm(value materializev1.PrivateKeyAlgorithm) *MaterializeCertSpecApplyConfiguration {
+	b.PrivateKeyAlgorithm = &value
+	return b
+}
+
+// WithPrivateKeySize sets the PrivateKeySize field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PrivateKeySize field is set to the value of the last call.
+func (b *MaterializeCertSpecApplyConfiguration) WithPrivateKeySize(value int64) *MaterializeCertSpecApplyConfiguration {
+	b.PrivateKeySize = &value
 	return b
 }

@@ -33,6 +33,9 @@ type BalancerdRefApplyConfiguration struct {
 	Namespace *string `json:"namespace,omitempty"`
 	// scheme is http or https.
 	Scheme *materializev1alpha1.HTTPConnectionScheme `json:"scheme,omitempty"`
+	// dnsNames are the names in balancerd's external certificate; the
+	// console reaches balancerd by them when the scheme is https.
+	DNSNames []string `json:"dnsNames,omitempty"`
 }
 
 // BalancerdRefApplyConfiguration constructs a declarative configuration of the BalancerdRef type for use with
@@ -62,5 +65,15 @@ func (b *BalancerdRefApplyConfiguration) WithNamespace(value string) *BalancerdR
 // If called multiple times, the Scheme field is set to the value of the last call.
 func (b *BalancerdRefApplyConfiguration) WithScheme(value materializev1alpha1.HTTPConnectionScheme) *BalancerdRefApplyConfiguration {
 	b.Scheme = &value
+	return b
+}
+
+// WithDNSNames adds the given value to the DNSNames field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the DNSNames field.
+func (b *BalancerdRefApplyConfiguration) WithDNSNames(values ...string) *BalancerdRefApplyConfiguration {
+	for i := range values {
+		b.DNSNames = append(b.DNSNames, values[i])
+	}
 	return b
 }

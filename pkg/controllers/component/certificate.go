@@ -1,0 +1,72 @@
+package component
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/materializeinc/orchestratord/pkg/certificates"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+)
+
+// ApplyCertificate applies a cert-manager Certificate unless the live one
+// already holds every field of it. Certificates are read from the API
+// server, not an informer: cert-manager may not be installed, and only
+// environments that ask for TLS have any. Without cert-manager the error
+// says so.
+func ApplyCertificate(ctx context.Context, dyn dynamic.Interface, cert *unstructured.Unstructured) error {
+	client := dyn.Resource(certificates.GVR).Namespace(cert.GetNamespace())
+	live, err := client.Get(ctx, cert.GetName(), metav1.GetOptions{})
+	exists := err == nil
+	switch {
+	case meta.IsNoMatchError(err) || isMissingResource(err):
+		return fmt.Errorf("certificate %s: cert-manager's Certificate API (cert-manager.io/v1) is not installed: install cert-manager or remove the issuerRef", cert.GetName())
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading certificate %s: %w", cert.GetName(), err)
+	}
+	if exists {
+		if ref := metav1.GetControllerOfNoCopy(live); ref != nil {
+			for _, own := range cert.GetOwnerReferences() {
+				if own.Controller != nil && *own.Controller && own.UID != ref.UID {
+					return fmt.Errorf("certificate %s is controlled by %s %s, not by this object", cert.GetName(), ref.Kind, ref.Name)
+				}
+			}
+		}
+	}
+	_, err = apply.Object(ctx, live, exists, cert, nil,
+		func(ctx context.Context, obj *unstructured.Unstructured, opts metav1.ApplyOptions) (*unstructured.Unstructured, error) {
+			return client.Apply(ctx, obj.GetName(), obj, opts)
+		})
+	if err != nil {
+		return fmt.Errorf("applying certificate %s: %w", cert.GetName(), err)
+	}
+	return nil
+}
+
+// isMissingResource is the API server's answer for a resource it does not
+// serve: 404 naming no object.
+func isMissingResource(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Name == ""
+}
+
+// UnstructuredOwner is children.OwnerReference in unstructured form, for
+// objects written through the dynamic client.
+func UnstructuredOwner(owner metav1.Object, gvk schema.GroupVersionKind) []any {
+	return []any{map[string]any{
+		"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
+		"name": owner.GetName(), "uid": string(owner.GetUID()),
+		"controller": true, "blockOwnerDeletion": true,
+	}}
+}

@@ -1,0 +1,80 @@
+package component
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+)
+
+// SelectorFixPoll is how often a Deployment whose selector is being
+// replaced is looked at again.
+const SelectorFixPoll = 2 * time.Second
+
+// FixSelector replaces the selector of a live Deployment made with an older
+// one (by an earlier upstream orchestratord or an earlier version of this
+// operator), which cannot be changed in place, without taking its pods
+// down, as upstream's fix_deployment does:
+//  1. the live pod template gets the new pod labels, rolling the pods to
+//     ones the new selector matches;
+//  2. once that rollout completes, the Deployment is deleted orphaning its
+//     ReplicaSets, so the pods keep running;
+//  3. the caller's apply then creates the Deployment with the new selector,
+//     which adopts the ReplicaSet whose pods it matches.
+//
+// Upstream waits in place; here each step is a reconcile, so fixed reports
+// whether the caller may apply now and, if not, when to look again.
+func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.Deployment, found bool,
+	selector, podLabels map[string]string,
+) (fixed bool, requeue time.Duration, err error) {
+	if found && live.DeletionTimestamp != nil {
+		// Being deleted (by step 2, or by someone): apply once it is gone.
+		return false, SelectorFixPoll, nil
+	}
+	if !found || live.Spec.Selector == nil || (len(live.Spec.Selector.MatchExpressions) == 0 && maps.Equal(live.Spec.Selector.MatchLabels, selector)) {
+		return true, 0, nil
+	}
+	deployments := kube.AppsV1().Deployments(live.Namespace)
+	if !maps.Equal(live.Spec.Template.Labels, podLabels) {
+		d := live.DeepCopy()
+		d.Spec.Template.Labels = maps.Clone(podLabels)
+		if _, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager}); err != nil {
+			return false, 0, fmt.Errorf("relabelling the pods of deployment %s for its new selector: %w", live.Name, err)
+		}
+		return false, SelectorFixPoll, nil
+	}
+	if !rolledOut(live) {
+		return false, SelectorFixPoll, nil
+	}
+	orphan := metav1.DeletePropagationOrphan
+	err = deployments.Delete(ctx, live.Name, metav1.DeleteOptions{
+		PropagationPolicy: &orphan,
+		Preconditions:     &metav1.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, 0, fmt.Errorf("deleting deployment %s to replace its selector: %w", live.Name, err)
+	}
+	// The informer has to see the delete before the apply can create it.
+	return false, SelectorFixPoll, nil
+}
+
+// rolledOut is kube-rs' is_deployment_completed after the controller has
+// seen the latest spec: every replica updated and available.
+func rolledOut(d *appsv1.Deployment) bool {
+	if d.Status.ObservedGeneration < d.Generation {
+		return false
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
+}
