@@ -135,6 +135,9 @@ func TestChartRBACIsEnough(t *testing.T) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// No nodes run balancerd: its Deployment reports Available as one
+	// would, so the Console (which waits for the Balancer) follows.
+	fixture.KeepDeploymentsAvailable(t, kube, tenant, "-balancerd")
 	if _, err := kube.CoreV1().Secrets(tenant).Create(ctx, fixture.BackendSecret(tenant, "backend"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -254,6 +254,25 @@ flags, rendered from upstream's value names as upstream's chart renders them
 - '--environmentd-default-resources={{ toJson . }}'
 {{- end }}
 {{- end }}
+{{- range $component := list "balancerd" "console" }}
+{{- with index $v $component }}
+{{- range $key, $value := .nodeSelector }}
+- "--{{ $component }}-node-selector={{ $key }}={{ $value }}"
+{{- end }}
+{{- with .affinity }}
+- '--{{ $component }}-affinity={{ toJson . }}'
+{{- end }}
+{{- range .tolerations }}
+- '--{{ $component }}-toleration={{ toJson . }}'
+{{- end }}
+{{- with .defaultResources }}
+- '--{{ $component }}-default-resources={{ toJson . }}'
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $v.tls.defaultCertificateSpecs }}
+- '--default-certificate-specs={{ toJson . }}'
+{{- end }}
 {{- with $v.clusterd }}
 {{- range $key, $value := .nodeSelector }}
 - "--clusterd-node-selector={{ $key }}={{ $value }}"
