@@ -5,7 +5,8 @@
 // program refuses, with the real program's messages and exit codes; then it
 // serves only what the operator talks to: environmentd's leader API from
 // in-memory state on the listeners its listeners file declares, with their
-// route groups and authentication, and balancerd's and the console's probes.
+// route groups and authentication, and balancerd's and the console's probes
+// (the console reads its environment as the image does: test/standin/console).
 //
 // What it plays comes from its image's environment: STANDIN_PLAYS is
 // environmentd (default), balancerd or console; STANDIN_VERSION is the
@@ -16,13 +17,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/balancerd"
+	"github.com/materializeinc/orchestratord/test/standin/console"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -41,7 +42,7 @@ func main() {
 	case "balancerd":
 		err = balancerd.Run(ctx, log, os.Args[1:], os.LookupEnv)
 	case "console":
-		err = console(ctx, log)
+		err = console.Run(ctx, log, os.LookupEnv, os.ReadFile)
 	default:
 		err = fmt.Errorf("STANDIN_PLAYS=%q: want environmentd, balancerd or console", plays)
 	}
@@ -77,13 +78,4 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 	log.Info("TEST STAND-IN environmentd (not Materialize) accepted its command line",
 		"version", version.String(), "generation", plan.Generation, "listeners", addrs)
 	return standin.Serve(ctx, plan, leader)
-}
-
-// console stands in for the console's nginx on :8080 (GET / answers 200).
-func console(ctx context.Context, log *slog.Logger) error {
-	log.Info("TEST STAND-IN console (not Materialize) serving :8080")
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = fmt.Fprintln(w, "TEST STAND-IN console, not Materialize")
-	})
-	return standin.ListenAndServe(ctx, ":8080", h)
 }
