@@ -135,13 +135,20 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil && !apierrors.IsNotFound(err) {
 		return controller.Result{}, err
 	}
-	fixed, requeue, err := component.FixSelector(ctx, r.kube, live, err == nil, lbls.Selector(name), lbls.Pod(name))
+	fixed, requeue, err := component.FixSelector(ctx, r.kube, live, err == nil, lbls.Selector(name), desired.Desired.Spec.Template)
 	if !fixed || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
 	}
 	dep, err := desired.Apply(ctx, r.recent, cr, key)
 	if err != nil {
 		return controller.Result{}, err
+	}
+	svc, err := r.services.Services(cr.Namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return controller.Result{}, err
+	}
+	if fixed, requeue, err := component.FixHeadless(ctx, r.kube, svc, err == nil); !fixed || err != nil {
+		return controller.Result{RequeueAfter: requeue}, err
 	}
 	if _, err := r.service(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
 		return controller.Result{}, err

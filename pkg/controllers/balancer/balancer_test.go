@@ -345,3 +345,34 @@ func TestNoWritesOnResync(t *testing.T) {
 		t.Errorf("%d events on no-op resyncs", n)
 	}
 }
+
+// A Service with a cluster IP (an earlier version of this operator made
+// them) cannot become headless in place: it is replaced.
+func TestReplacesAServiceWithAClusterIP(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	ctx := context.Background()
+	ac := controllertest.Admin(t)
+	b := newBalancer(t, ns, "b", func(b *v1alpha1.Balancer) { b.Spec.ResourceID = "withip" })
+	old, err := ac.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "mzwithip-balancerd", Namespace: ns, Labels: map[string]string{children.ResourceIDLabel: "withip"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "materialize.cloud/v1alpha1", Kind: "Balancer", Name: b.Name, UID: b.UID}}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "pgwire", Port: 6875}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Spec.ClusterIP == "" || old.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Fatalf("the API server gave the old Service no cluster IP: %q", old.Spec.ClusterIP)
+	}
+	startController(t)
+	controllertest.Eventually(t, "a headless Service in place of the old one", func() error {
+		s, err := ac.Kube.CoreV1().Services(ns).Get(ctx, "mzwithip-balancerd", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.UID == old.UID || s.Spec.ClusterIP != corev1.ClusterIPNone {
+			return fmt.Errorf("uid %s cluster IP %s", s.UID, s.Spec.ClusterIP)
+		}
+		return nil
+	})
+}

@@ -2,13 +2,16 @@ package component
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -22,8 +25,9 @@ const SelectorFixPoll = 2 * time.Second
 // one (by an earlier upstream orchestratord or an earlier version of this
 // operator), which cannot be changed in place, without taking its pods
 // down, as upstream's fix_deployment does:
-//  1. the live pod template gets the new pod labels, rolling the pods to
-//     ones the new selector matches;
+//  1. the live Deployment gets the desired pod template, rolling the pods to
+//     ones the new selector matches (upstream changes only the labels and
+//     rolls again when it applies; the whole template means one rollout);
 //  2. once that rollout completes, the Deployment is deleted orphaning its
 //     ReplicaSets, so the pods keep running;
 //  3. the caller's apply then creates the Deployment with the new selector,
@@ -32,7 +36,7 @@ const SelectorFixPoll = 2 * time.Second
 // Upstream waits in place; here each step is a reconcile, so fixed reports
 // whether the caller may apply now and, if not, when to look again.
 func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.Deployment, found bool,
-	selector, podLabels map[string]string,
+	selector map[string]string, template *corev1ac.PodTemplateSpecApplyConfiguration,
 ) (fixed bool, requeue time.Duration, err error) {
 	if found && live.DeletionTimestamp != nil {
 		// Being deleted (by step 2, or by someone): apply once it is gone.
@@ -42,9 +46,11 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.De
 		return true, 0, nil
 	}
 	deployments := kube.AppsV1().Deployments(live.Namespace)
-	if !maps.Equal(live.Spec.Template.Labels, podLabels) {
+	if !maps.Equal(live.Spec.Template.Labels, template.Labels) {
 		d := live.DeepCopy()
-		d.Spec.Template.Labels = maps.Clone(podLabels)
+		if d.Spec.Template, err = typedTemplate(template); err != nil {
+			return false, 0, err
+		}
 		if _, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager}); err != nil {
 			return false, 0, fmt.Errorf("relabelling the pods of deployment %s for its new selector: %w", live.Name, err)
 		}
@@ -77,4 +83,34 @@ func rolledOut(d *appsv1.Deployment) bool {
 	}
 	s := d.Status
 	return s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
+}
+
+// typedTemplate is the pod template an apply configuration describes.
+func typedTemplate(ac *corev1ac.PodTemplateSpecApplyConfiguration) (corev1.PodTemplateSpec, error) {
+	var out corev1.PodTemplateSpec
+	raw, err := json.Marshal(ac)
+	if err == nil {
+		err = json.Unmarshal(raw, &out)
+	}
+	return out, err
+}
+
+// FixHeadless deletes a live Service that has a cluster IP (made by an
+// earlier version of this operator), since upstream's Services are headless
+// and a cluster IP cannot be removed in place; the caller's apply then
+// creates the headless one. Clients resolve the name to the pods from then
+// on. fixed reports whether the caller may apply now.
+func FixHeadless(ctx context.Context, kube kubernetes.Interface, live *corev1.Service, found bool) (fixed bool, requeue time.Duration, err error) {
+	if !found || live.Spec.ClusterIP == "" || live.Spec.ClusterIP == corev1.ClusterIPNone {
+		return true, 0, nil
+	}
+	if live.DeletionTimestamp == nil {
+		err = kube.CoreV1().Services(live.Namespace).Delete(ctx, live.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion},
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, 0, fmt.Errorf("deleting service %s to make it headless: %w", live.Name, err)
+		}
+	}
+	return false, SelectorFixPoll, nil
 }

@@ -25,10 +25,13 @@ type BalancerSpec struct {
 	// internalCertificateSpec requests the certificate balancerd uses towards environmentd.
 	// +optional
 	InternalCertificateSpec *MaterializeCertSpec `json:"internalCertificateSpec,omitempty"`
-	// podAnnotations are set on every balancerd pod.
+	// podAnnotations are the Materialize's, kept for upstream compatibility;
+	// as upstream, they are not put on the pods (a switch of operators
+	// restarts none).
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	// podLabels are set on every balancerd pod.
+	// podLabels are the Materialize's, kept for upstream compatibility; as
+	// upstream, they are not put on the pods.
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// staticRouting sends every connection to one environmentd Service.

@@ -30,10 +30,13 @@ type ConsoleSpec struct {
 	// externalCertificateSpec requests the certificate the console presents to browsers.
 	// +optional
 	ExternalCertificateSpec *MaterializeCertSpec `json:"externalCertificateSpec,omitempty"`
-	// podAnnotations are set on every console pod.
+	// podAnnotations are the Materialize's, kept for upstream compatibility;
+	// as upstream, they are not put on the pods (a switch of operators
+	// restarts none).
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	// podLabels are set on every console pod.
+	// podLabels are the Materialize's, kept for upstream compatibility; as
+	// upstream, they are not put on the pods.
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// balancerd is the balancerd the console sends API requests to.

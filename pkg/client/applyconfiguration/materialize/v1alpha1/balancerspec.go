@@ -38,9 +38,12 @@ type BalancerSpecApplyConfiguration struct {
 	ExternalCertificateSpec *MaterializeCertSpecApplyConfiguration `json:"externalCertificateSpec,omitempty"`
 	// internalCertificateSpec requests the certificate balancerd uses towards environmentd.
 	InternalCertificateSpec *MaterializeCertSpecApplyConfiguration `json:"internalCertificateSpec,omitempty"`
-	// podAnnotations are set on every balancerd pod.
+	// podAnnotations are the Materialize's, kept for upstream compatibility;
+	// as upstream, they are not put on the pods (a switch of operators
+	// restarts none).
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	// podLabels are set on every balancerd pod.
+	// podLabels are the Materialize's, kept for upstream compatibility; as
+	// upstream, they are not put on the pods.
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// staticRouting sends every connection to one environmentd Service.
 	// Exactly one of staticRouting and fronteggRouting is set.

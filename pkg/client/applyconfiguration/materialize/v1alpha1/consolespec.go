@@ -36,9 +36,12 @@ type ConsoleSpecApplyConfiguration struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// externalCertificateSpec requests the certificate the console presents to browsers.
 	ExternalCertificateSpec *MaterializeCertSpecApplyConfiguration `json:"externalCertificateSpec,omitempty"`
-	// podAnnotations are set on every console pod.
+	// podAnnotations are the Materialize's, kept for upstream compatibility;
+	// as upstream, they are not put on the pods (a switch of operators
+	// restarts none).
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	// podLabels are set on every console pod.
+	// podLabels are the Materialize's, kept for upstream compatibility; as
+	// upstream, they are not put on the pods.
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// balancerd is the balancerd the console sends API requests to.
 	Balancerd *BalancerdRefApplyConfiguration `json:"balancerd,omitempty"`
