@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -46,11 +47,13 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.De
 		return true, 0, nil
 	}
 	deployments := kube.AppsV1().Deployments(live.Namespace)
-	if !maps.Equal(live.Spec.Template.Labels, template.Labels) {
+	want, err := typedTemplate(template)
+	if err != nil {
+		return false, 0, err
+	}
+	if !holds(live.Spec.Template, want) {
 		d := live.DeepCopy()
-		if d.Spec.Template, err = typedTemplate(template); err != nil {
-			return false, 0, err
-		}
+		d.Spec.Template = want
 		if _, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager}); err != nil {
 			return false, 0, fmt.Errorf("relabelling the pods of deployment %s for its new selector: %w", live.Name, err)
 		}
@@ -83,6 +86,54 @@ func rolledOut(d *appsv1.Deployment) bool {
 	}
 	s := d.Status
 	return s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want
+}
+
+// holds tells whether the live template has every field of want (the API
+// server adds defaults to what was written).
+func holds(live, want corev1.PodTemplateSpec) bool {
+	var l, w any
+	for _, c := range []struct {
+		v   corev1.PodTemplateSpec
+		out *any
+	}{{live, &l}, {want, &w}} {
+		raw, err := json.Marshal(c.v)
+		if err != nil || json.Unmarshal(raw, c.out) != nil {
+			return false
+		}
+	}
+	return covers(w, l)
+}
+
+// covers is apply.Subset with lists compared element by element, so that
+// defaults inside list elements (a container's terminationMessagePath) do
+// not count as a difference.
+func covers(want, got any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if gv, present := g[k]; !present || !covers(v, gv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !covers(w[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(want, got)
+	}
 }
 
 // typedTemplate is the pod template an apply configuration describes.
