@@ -58,6 +58,8 @@ sed "s/__DNS_IP__/$dns_ip/" "$root/hack/cluster/dns/coredns.yaml" | k apply -f -
 k -n kube-system rollout status deploy/coredns --timeout "${timeout}s" >&2
 
 log "installing the chart"
+upgrade=false
+"$helm" status "$release" --namespace "$ns" >/dev/null 2>&1 && upgrade=true
 "$helm" upgrade --install "$release" "$root/charts/orchestratord" \
   --namespace "$ns" --create-namespace \
   --set webhook.image.repository=localhost/orchestratord/webhook,webhook.image.tag=dev,webhook.image.pullPolicy=Never \
@@ -65,7 +67,16 @@ log "installing the chart"
   --set webhook.replicas=2 \
   --set environmentd.imagePullPolicy=Never \
   --set-json 'environmentd.defaultResources={"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}}' \
+  --set-json 'balancerd.defaultResources={"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"memory":"64Mi"}}' \
+  --set-json 'console.defaultResources={"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"memory":"64Mi"}}' \
   --wait --timeout "${timeout}s" >&2
+if $upgrade; then
+  # The images keep their tag (dev) across builds: restart the pods so they
+  # run what was just built.
+  k -n "$ns" rollout restart deploy/"$release-webhook" deploy/"$release-controllers" >&2
+  k -n "$ns" rollout status deploy/"$release-webhook" --timeout "${timeout}s" >&2
+  k -n "$ns" rollout status deploy/"$release-controllers" --timeout "${timeout}s" >&2
+fi
 
 log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
 k create namespace "$sample_ns" --dry-run=client -o yaml | k apply -f - >&2

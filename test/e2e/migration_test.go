@@ -58,7 +58,10 @@ func TestMigrationFromUpstreamOrchestratord(t *testing.T) {
 	}
 	// balancerd as upstream's code makes it for this Balancer, under its
 	// field manager, with its owner reference.
+	// The chart's flags, as the operator rendered them: upstream's chart
+	// defaults with the resources hack/cluster/run.sh sets.
 	settings := upstream.ChartDefaults(corev1.PullNever)
+	settings.DefaultResources = &deployment(t, ns, balancerd).Spec.Template.Spec.Containers[0].Resources
 	bOwner := upstream.Owner{APIVersion: "materialize.cloud/v1alpha1", Kind: "Balancer", Name: "mz", Namespace: ns, UID: balancerCR.UID, ResourceID: id}
 	upstreamApply(t, ns, upstream.BalancerDeployment(bOwner, settings, balancerCR.Spec.BalancerdImageRef, *balancerCR.Spec.Replicas,
 		balancerCR.Spec.StaticRouting.EnvironmentdServiceName, balancerCR.Spec.StaticRouting.EnvironmentdNamespace))
@@ -70,7 +73,9 @@ func TestMigrationFromUpstreamOrchestratord(t *testing.T) {
 	// The Console's Deployment from an earlier upstream: the selector is
 	// only materialize.cloud/name, which cannot be changed in place.
 	cOwner := upstream.Owner{APIVersion: "materialize.cloud/v1alpha1", Kind: "Console", Name: "mz", Namespace: ns, UID: consoleCR.UID, ResourceID: id}
-	old := upstream.ConsoleDeployment(cOwner, settings, consoleCR.Spec.ConsoleImageRef, *consoleCR.Spec.Replicas,
+	consoleSettings := settings
+	consoleSettings.DefaultResources = &deployment(t, ns, console).Spec.Template.Spec.Containers[0].Resources
+	old := upstream.ConsoleDeployment(cOwner, consoleSettings, consoleCR.Spec.ConsoleImageRef, *consoleCR.Spec.Replicas,
 		consoleCR.Spec.Balancerd.ServiceName, consoleCR.Spec.Balancerd.Namespace)
 	old.Spec.Selector.MatchLabels = map[string]string{"materialize.cloud/name": console}
 	foreground := metav1.DeletePropagationForeground
