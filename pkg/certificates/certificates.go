@@ -76,6 +76,8 @@ type Request struct {
 	Labels, SecretLabels map[string]string
 	// OwnerReferences of the Certificate, in unstructured form.
 	OwnerReferences []any
+	// AdditionalDNSNames follow the spec's (environmentd's Service names).
+	AdditionalDNSNames []string
 	// AlgorithmHint and SizeHint apply when neither spec names them.
 	AlgorithmHint v1alpha1.PrivateKeyAlgorithm
 	SizeHint      *int64
@@ -114,6 +116,7 @@ func Certificate(defaults, spec *Spec, req Request) (*unstructured.Unstructured,
 	if dnsNames == nil {
 		dnsNames = d.DNSNames
 	}
+	dnsNames = append(slices.Clone(dnsNames), req.AdditionalDNSNames...)
 	algorithm := first(s.PrivateKeyAlgorithm, d.PrivateKeyAlgorithm, req.AlgorithmHint)
 	size := s.PrivateKeySize
 	if size == nil {

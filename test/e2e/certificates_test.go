@@ -44,7 +44,8 @@ import (
 const certManagerVersion = "v1.20.3"
 
 // TLS as upstream sets it up: the Materialize names an issuer for
-// balancerd's and the console's external certificates; the operator makes
+// environmentd's internal and balancerd's and the console's external
+// certificates; the operator makes
 // cert-manager Certificates (validated by cert-manager's own CRD), mounts
 // the Secrets and passes the TLS flags, and the stand-ins, which load the
 // certificate as balancerd and nginx do, serve TLS. No cert-manager
@@ -67,6 +68,7 @@ func TestCertManagerCertificatesAreMountedAndServed(t *testing.T) {
 			BalancerdExternalCertificateSpec: &v1alpha1.MaterializeCertSpec{DNSNames: []string{"balancerd.example.com"}, IssuerRef: issuer},
 			ConsoleExternalCertificateSpec: &v1alpha1.MaterializeCertSpec{DNSNames: []string{"console.example.com"}, IssuerRef: issuer,
 				PrivateKeyAlgorithm: v1alpha1.PrivateKeyRSA, PrivateKeySize: ptrTo[int64](2048)},
+			InternalCertificateSpec: &v1alpha1.MaterializeCertSpec{IssuerRef: issuer},
 		},
 	}
 	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
@@ -84,6 +86,7 @@ func TestCertManagerCertificatesAreMountedAndServed(t *testing.T) {
 	}{
 		{"mz" + id + "-balancerd-external", "mz" + id + "-balancerd-external-tls", "ECDSA", 256, "balancerd.example.com"},
 		{"mz" + id + "-console-external", "mz" + id + "-console-external-tls", "RSA", 2048, "console.example.com"},
+		{"mz" + id + "-environmentd-external", "mz" + id + "-environmentd-tls", "Ed25519", 0, "mz" + id + "-environmentd." + ns + ".svc.cluster.local"},
 	} {
 		cert, err := dyn.Resource(certificates.GVR).Namespace(ns).Get(ctx, want.name, metav1.GetOptions{})
 		if err != nil {
@@ -92,7 +95,11 @@ func TestCertManagerCertificatesAreMountedAndServed(t *testing.T) {
 		spec, _ := cert.Object["spec"].(map[string]any)
 		key, _ := spec["privateKey"].(map[string]any)
 		names, _ := spec["dnsNames"].([]any)
-		if spec["secretName"] != want.secret || key["algorithm"] != want.algorithm || fmt.Sprint(key["size"]) != fmt.Sprint(want.size) ||
+		wantSize := any(want.size)
+		if want.size == 0 {
+			wantSize = nil
+		}
+		if spec["secretName"] != want.secret || key["algorithm"] != want.algorithm || fmt.Sprint(key["size"]) != fmt.Sprint(wantSize) ||
 			key["encoding"] != "PKCS8" || key["rotationPolicy"] != "Always" || !slices.Contains(names, any(want.dnsName)) {
 			t.Errorf("Certificate %s spec %v", want.name, spec)
 		}
@@ -102,6 +109,9 @@ func TestCertManagerCertificatesAreMountedAndServed(t *testing.T) {
 	}
 
 	balancerd := deployment(t, ns, "mz"+id+"-balancerd").Spec.Template.Spec
+	if !slices.Contains(balancerd.Containers[0].Args, "--internal-tls") {
+		t.Errorf("balancerd args %v lack --internal-tls", balancerd.Containers[0].Args)
+	}
 	for _, arg := range []string{"--tls-mode=require", "--tls-cert=/etc/external_tls/tls.crt", "--tls-key=/etc/external_tls/tls.key"} {
 		if !slices.Contains(balancerd.Containers[0].Args, arg) {
 			t.Errorf("balancerd args %v lack %s", balancerd.Containers[0].Args, arg)

@@ -10,12 +10,16 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 )
 
@@ -85,10 +89,29 @@ func (e env) forceRolloutValue() string {
 	return force
 }
 
-// internalTLS is upstream's issuer_ref_defined for the internal certificate.
+// internalTLS is upstream's issuer_ref_defined for the internal certificate:
+// the Materialize's or --default-certificate-specs' internal issuer.
 func (e env) internalTLS() bool {
-	c := e.mz.Spec.InternalCertificateSpec
-	return c != nil && c.IssuerRef != nil
+	return certificates.IssuerRefDefined(e.cfg.Certificates().Internal, e.mz.Spec.InternalCertificateSpec)
+}
+
+// certificate is environmentd's (upstream's create_environmentd_certificate):
+// mz{id}-environmentd-external into the Secret the generations mount, valid
+// for environmentd's Service names too, Ed25519 unless asked; nil without an
+// issuer.
+func (e env) certificate() (*unstructured.Unstructured, error) {
+	svc := e.environmentdName()
+	cert, err := certificates.Certificate(e.cfg.Certificates().Internal, e.mz.Spec.InternalCertificateSpec, certificates.Request{
+		Name: e.name("environmentd-external"), Namespace: e.ns(), SecretName: e.certificateSecretName(),
+		Labels: e.labels(), SecretLabels: e.defaultLabels(),
+		OwnerReferences:    component.UnstructuredOwner(e.mz, gvk),
+		AdditionalDNSNames: []string{svc, fmt.Sprintf("%s.%s.svc.cluster.local", svc, e.ns())},
+		AlgorithmHint:      v1alpha1.PrivateKeyEd25519,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("environmentd certificate: %w", err)
+	}
+	return cert, nil
 }
 
 // generation is everything one environmentd generation consists of.

@@ -243,6 +243,15 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 	if err := applyChild(ctx, liveBinding, err, binding, rbacacExtractRoleBinding, kube.RbacV1().RoleBindings(e.ns()).Apply); err != nil {
 		return fmt.Errorf("role binding: %w", err)
 	}
+	cert, err := e.certificate()
+	if err != nil {
+		return err
+	}
+	if cert != nil {
+		if err := ctrlcomponent.ApplyCertificate(ctx, r.d.Dynamic, cert); err != nil {
+			return err
+		}
+	}
 	return r.applyNetworkPolicies(ctx, e)
 }
 
@@ -264,7 +273,7 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
 		return err
 	}
 	for _, p := range existing {
-		if wanted[p.Name] || !metav1.IsControlledBy(p, e.mz) {
+		if wanted[p.Name] || !ownedBy(p, e.mz) {
 			continue
 		}
 		if err := kube.NetworkingV1().NetworkPolicies(e.ns()).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
