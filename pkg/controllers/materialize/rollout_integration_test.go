@@ -14,9 +14,9 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
-	"github.com/materializeinc/orchestratord/test/fixture"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/test/fixture"
 )
 
 func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
