@@ -78,9 +78,10 @@ type Request struct {
 	OwnerReferences []any
 	// AdditionalDNSNames follow the spec's (environmentd's Service names).
 	AdditionalDNSNames []string
-	// AlgorithmHint and SizeHint apply when neither spec names them.
+	// AlgorithmHint and SizeHint (0: the algorithm's default) apply when
+	// neither spec names them.
 	AlgorithmHint v1alpha1.PrivateKeyAlgorithm
-	SizeHint      *int64
+	SizeHint      int64
 }
 
 // Certificate is the Certificate for req, nil when no issuer is named.
@@ -122,8 +123,8 @@ func Certificate(defaults, spec *Spec, req Request) (*unstructured.Unstructured,
 	if size == nil {
 		size = d.PrivateKeySize
 	}
-	if size == nil {
-		size = req.SizeHint
+	if size == nil && req.SizeHint != 0 {
+		size = &req.SizeHint
 	}
 	privateKey := map[string]any{"algorithm": string(algorithm), "encoding": "PKCS8", "rotationPolicy": "Always"}
 	switch algorithm {

@@ -14,7 +14,7 @@ func TestCertificate(t *testing.T) {
 	issuer := &v1alpha1.CertificateIssuerRef{Name: "ca", Kind: "ClusterIssuer"}
 	req := Request{Name: "mzx-balancerd-external", Namespace: "ns", SecretName: "mzx-balancerd-external-tls",
 		Labels: map[string]string{"l": "1"}, SecretLabels: map[string]string{"materialize.cloud/mz-resource-id": "x"},
-		AlgorithmHint: v1alpha1.PrivateKeyECDSA, SizeHint: size(256)}
+		AlgorithmHint: v1alpha1.PrivateKeyECDSA, SizeHint: 256}
 
 	if cert, err := Certificate(nil, &Spec{DNSNames: []string{"a"}}, req); cert != nil || err != nil {
 		t.Errorf("no issuer: %v, %v; want no Certificate", cert, err)
@@ -42,7 +42,7 @@ func TestCertificate(t *testing.T) {
 	}
 
 	// Ed25519 has no size; extra names follow the spec's.
-	req.AlgorithmHint, req.SizeHint, req.AdditionalDNSNames = v1alpha1.PrivateKeyEd25519, nil, []string{"svc", "svc.ns.svc.cluster.local"}
+	req.AlgorithmHint, req.SizeHint, req.AdditionalDNSNames = v1alpha1.PrivateKeyEd25519, 0, []string{"svc", "svc.ns.svc.cluster.local"}
 	cert, err = Certificate(nil, &Spec{IssuerRef: issuer, DNSNames: []string{"a"}}, req)
 	if err != nil {
 		t.Fatal(err)

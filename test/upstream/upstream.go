@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 )
@@ -91,7 +90,7 @@ func (o Owner) meta(name, app string) metav1.ObjectMeta {
 		Name: name, Namespace: o.Namespace,
 		Labels: merge(o.defaultLabels(app), recommended(app)),
 		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, BlockOwnerDeletion: ptr.To(true),
+			APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, BlockOwnerDeletion: ptrTo(true),
 		}},
 	}
 }
@@ -101,10 +100,10 @@ func (s Settings) containerSecurity() *corev1.SecurityContext {
 		return nil
 	}
 	return &corev1.SecurityContext{
-		RunAsNonRoot:             ptr.To(true),
+		RunAsNonRoot:             ptrTo(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		AllowPrivilegeEscalation: ptr.To(false),
+		AllowPrivilegeEscalation: ptrTo(false),
 	}
 }
 
@@ -135,7 +134,7 @@ func BalancerDeployment(o Owner, s Settings, image string, replicas int32, envir
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: o.meta(name, "balancerd"),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
+			Replicas: ptrTo(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Strategy: appsv1.DeploymentStrategy{RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge}},
 			Template: corev1.PodTemplateSpec{
@@ -166,7 +165,7 @@ func BalancerDeployment(o Owner, s Settings, image string, replicas int32, envir
 						Resources:       resources,
 						SecurityContext: s.containerSecurity(),
 					}},
-					SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](999), RunAsUser: ptr.To[int64](999), RunAsGroup: ptr.To[int64](999)},
+					SecurityContext: &corev1.PodSecurityContext{FSGroup: ptrTo[int64](999), RunAsUser: ptrTo[int64](999), RunAsGroup: ptrTo[int64](999)},
 				},
 			},
 		},
@@ -226,7 +225,7 @@ func ConsoleDeployment(o Owner, s Settings, image string, replicas int32, balanc
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: o.meta(name, "console"),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
+			Replicas: ptrTo(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: merge(selector, recommended("console"))},
@@ -246,10 +245,10 @@ func ConsoleDeployment(o Owner, s Settings, image string, replicas int32, balanc
 						VolumeMounts:    []corev1.VolumeMount{{Name: "app-config", MountPath: "/usr/share/nginx/html/app-config"}},
 					}},
 					Volumes: []corev1.Volume{{Name: "app-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-						LocalObjectReference: corev1.LocalObjectReference{Name: name}, DefaultMode: ptr.To[int32](256), Optional: ptr.To(false),
+						LocalObjectReference: corev1.LocalObjectReference{Name: name}, DefaultMode: ptrTo[int32](256), Optional: ptrTo(false),
 						Items: []corev1.KeyToPath{{Key: "app-config.json", Path: "app-config.json"}},
 					}}}},
-					SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To[int64](101)},
+					SecurityContext: &corev1.PodSecurityContext{FSGroup: ptrTo[int64](101)},
 				},
 			},
 		},
@@ -261,7 +260,7 @@ func ConsoleDeployment(o Owner, s Settings, image string, replicas int32, balanc
 // client's Patch(ctx, name, types.ApplyPatchType, body, opts).
 func ApplyPatch(obj any) ([]byte, metav1.PatchOptions, error) {
 	body, err := json.Marshal(obj)
-	return body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}, err
+	return body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTo(true)}, err
 }
 
 // Pods are these settings as this operator's component.PodSettings, to run
@@ -272,3 +271,5 @@ func (s Settings) Pods() component.PodSettings {
 		PrometheusScrape: s.PrometheusScrape, DefaultResources: s.DefaultResources,
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

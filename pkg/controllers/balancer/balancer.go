@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appsv1listers "k8s.io/client-go/listers/apps/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
@@ -164,7 +163,7 @@ func (r *reconciler) certificate(ctx context.Context, cr *v1alpha1.Balancer, id 
 		SecretName: ExternalCertificateSecret(id),
 		Labels:     lbls.Object(), SecretLabels: lbls.Default,
 		OwnerReferences: component.UnstructuredOwner(cr, gvk),
-		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: ptr.To[int64](256),
+		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
 	})
 	if err != nil || cert == nil {
 		return err

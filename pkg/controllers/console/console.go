@@ -25,7 +25,6 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	networkingv1listers "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
@@ -247,7 +246,7 @@ func (r *reconciler) certificate(ctx context.Context, cr *v1alpha1.Console, id s
 		SecretName: ExternalCertificateSecret(id),
 		Labels:     lbls.Object(), SecretLabels: lbls.Default,
 		OwnerReferences: component.UnstructuredOwner(cr, gvk),
-		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: ptr.To[int64](256),
+		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
 	})
 	if err != nil || cert == nil {
 		return err
