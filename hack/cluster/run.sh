@@ -57,6 +57,19 @@ log "deploying cluster DNS at $dns_ip"
 sed "s/__DNS_IP__/$dns_ip/" "$root/hack/cluster/dns/coredns.yaml" | k apply -f - >&2
 k -n kube-system rollout status deploy/coredns --timeout "${timeout}s" >&2
 
+log "installing cert-manager (its controller and CRDs; issuer orchestratord-local-ca)"
+cm_dir=$(cd "$root/hack/tools/cert-manager" && go mod download -json github.com/cert-manager/cert-manager | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+# The module's CRDs are Helm templates only in their labels: drop those.
+for crd in "$cm_dir"/deploy/crds/crd-*.yaml; do
+  grep -v '{{' "$crd"
+  echo ---
+done | k apply --server-side --force-conflicts -f - >&2
+for crd in certificates issuers clusterissuers certificaterequests; do
+  k wait --for condition=established --timeout "${timeout}s" crd/$crd.cert-manager.io >&2
+done
+k apply --server-side --force-conflicts -f "$root/hack/cluster/cert-manager/cert-manager.yaml" >&2
+k -n cert-manager rollout status deploy/cert-manager --timeout "${timeout}s" >&2
+
 log "installing the chart"
 upgrade=false
 "$helm" status "$release" --namespace "$ns" >/dev/null 2>&1 && upgrade=true
