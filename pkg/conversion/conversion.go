@@ -10,8 +10,6 @@
 package conversion
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -241,33 +239,29 @@ func isPromoting(status map[string]any) bool {
 	return false
 }
 
-// V1RolloutHash is the rollout hash v1 clients see for a v1alpha1
-// Materialize (status.requestedRolloutHash at v1), which they put in
-// spec.forcePromote to approve a ManuallyPromote rollout.
-func V1RolloutHash(mz *v1alpha1.Materialize) (string, error) {
-	obj, err := toMap(mz)
+// V1RolloutHash is the rollout hash v1 clients see (status.requestedRolloutHash
+// at v1, which they put in spec.forcePromote to approve a ManuallyPromote
+// rollout) for a stored v1alpha1 Materialize, given as the JSON the API
+// server returns: a typed copy would lose what the hash covers (empty maps
+// and lists, quantities as written).
+func V1RolloutHash(stored []byte) (string, error) {
+	v, err := decodeValue(stored)
 	if err != nil {
 		return "", err
 	}
-	obj["apiVersion"], obj["kind"] = v1alpha1.SchemeGroupVersion.String(), "Materialize"
-	converted, err := Convert(obj, v1.SchemeGroupVersion.String())
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("a Materialize must be a JSON object")
+	}
+	obj["apiVersion"], obj["kind"] = V1Alpha1, "Materialize"
+	converted, err := Convert(obj, V1)
 	if err != nil {
 		return "", err
 	}
 	hash, ok := rolloutHashOf(converted)
 	if !ok {
-		return "", fmt.Errorf("materialize %s/%s has no rollout hash: its spec lacks required fields", mz.Namespace, mz.Name)
+		return "", fmt.Errorf("the Materialize has no rollout hash: upstream's types cannot read its spec")
 	}
 	return hash, nil
 }
 
-func toMap(v any) (map[string]any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var out map[string]any
-	return out, d.Decode(&out)
-}

@@ -235,9 +235,32 @@ func (w *serdeWriter) string(v any) {
 	w.buf = appendSerdeString(w.buf, s)
 }
 
-// quantity is k8s-openapi's Quantity: the string as written, not the
-// canonical form Go's resource.Quantity would print.
-func (w *serdeWriter) quantity(v any) { w.string(v) }
+// quantity is k8s-openapi 0.27.0's Quantity: a string as written (not the
+// canonical form Go's resource.Quantity would print), or an integer, which
+// the CRD's int-or-string schema stores as a JSON number and k8s-openapi
+// reads as its decimal digits; it refuses any other number.
+func (w *serdeWriter) quantity(v any) {
+	switch n := v.(type) {
+	case string:
+		w.string(n)
+	case json.Number:
+		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
+			w.fail("a quantity number must be an integer")
+			return
+		}
+		w.string(string(n))
+	case int64:
+		w.string(strconv.FormatInt(n, 10))
+	case float64:
+		if n != math.Trunc(n) || math.Abs(n) > 1<<53 {
+			w.fail("a quantity number must be an integer")
+			return
+		}
+		w.string(strconv.FormatInt(int64(n), 10))
+	default:
+		w.fail("must be a quantity")
+	}
+}
 
 func (w *serdeWriter) bool(v any) {
 	b, ok := v.(bool)

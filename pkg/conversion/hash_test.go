@@ -133,6 +133,15 @@ func TestRolloutHashIgnoresNonRolloutFields(t *testing.T) {
 			t.Errorf("%s changed the hash (err %v)", extra, err)
 		}
 	}
+	// An integer quantity is read as its digits (k8s-openapi 0.27.0).
+	asNumber, err := RolloutHash(mustDecode(t, base+`,"environmentdResourceRequirements":{"limits":{"cpu":2}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asString, _ := RolloutHash(mustDecode(t, base+`,"environmentdResourceRequirements":{"limits":{"cpu":"2"}}}`), nil)
+	if asNumber != asString {
+		t.Error(`cpu: 2 and cpu: "2" hash differently`)
+	}
 	for _, changed := range []string{
 		`"podLabels":{"a":"b"}`, `"environmentdExtraArgs":[]`, `"rolloutStrategy":"ManuallyPromote"`,
 		`"internalCertificateSpec":{}`, `"rolloutRequestTimeout":"24h0m"`,
@@ -148,11 +157,12 @@ func TestRolloutHashIgnoresNonRolloutFields(t *testing.T) {
 func TestRolloutHashRefusesWhatUpstreamCannotRead(t *testing.T) {
 	cases := map[string]string{
 		`{"backendSecretName":"b"}`: "spec.environmentdImageRef: required",
-		`{"environmentdImageRef":"mz","backendSecretName":"b","environmentId":"not-a-uuid"}`:               "spec.environmentId: must be a UUID",
-		`{"environmentdImageRef":"mz","backendSecretName":"b","forceRollout":null}`:                        "spec.forceRollout: null",
-		`{"environmentdImageRef":"mz","backendSecretName":"b","podLabels":{"a":1}}`:                        "spec.podLabels.a: must be a string",
-		`{"environmentdImageRef":"mz","backendSecretName":"b","environmentdExtraEnv":[{"name":2}]}`:        "spec.environmentdExtraEnv[0].name: must be a string",
-		`{"environmentdImageRef":"mz","backendSecretName":"b","internalCertificateSpec":{"issuerRef":{}}}`: "spec.internalCertificateSpec.issuerRef.name: required",
+		`{"environmentdImageRef":"mz","backendSecretName":"b","environmentId":"not-a-uuid"}`:                      "spec.environmentId: must be a UUID",
+		`{"environmentdImageRef":"mz","backendSecretName":"b","forceRollout":null}`:                               "spec.forceRollout: null",
+		`{"environmentdImageRef":"mz","backendSecretName":"b","podLabels":{"a":1}}`:                               "spec.podLabels.a: must be a string",
+		`{"environmentdImageRef":"mz","backendSecretName":"b","environmentdExtraEnv":[{"name":2}]}`:               "spec.environmentdExtraEnv[0].name: must be a string",
+		`{"environmentdImageRef":"mz","backendSecretName":"b","internalCertificateSpec":{"issuerRef":{}}}`:        "spec.internalCertificateSpec.issuerRef.name: required",
+		`{"environmentdImageRef":"mz","backendSecretName":"b","environmentdScratchVolumeStorageRequirement":0.5}`: "must be an integer",
 	}
 	for spec, want := range cases {
 		_, err := RolloutHash(mustDecode(t, spec), nil)

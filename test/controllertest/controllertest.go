@@ -338,26 +338,5 @@ func CheckLabels(t *testing.T, what string, got, want map[string]string) {
 	}
 }
 
-// CheckRestricted reports pod and container security contexts that do not
-// meet the restricted Pod Security Standard.
-func CheckRestricted(t *testing.T, what string, pod corev1.PodSpec) {
-	t.Helper()
-	psc := pod.SecurityContext
-	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil ||
-		psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("%s: pod security context %+v is not restricted", what, psc)
-	}
-	for _, c := range pod.Containers {
-		sc := c.SecurityContext
-		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-			sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
-			sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
-			sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" ||
-			sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-			t.Errorf("%s: container %s security context %+v is not restricted", what, c.Name, sc)
-		}
-	}
-}
-
 // Int32Ptr returns a pointer to v.
 func Int32Ptr(v int32) *int32 { return &v }

@@ -70,14 +70,16 @@ func TestMigrationFromUpstreamOrchestratord(t *testing.T) {
 	dropControllerFlag(t, ns, "services", balancerd)
 	balancerBefore := deployment(t, ns, balancerd)
 
-	// The Console's Deployment from an earlier upstream: the selector is
-	// only materialize.cloud/name, which cannot be changed in place.
+	// The Console's Deployment from an earlier upstream: the selector and
+	// the pod labels are only materialize.cloud/name, and a selector cannot
+	// be changed in place.
 	cOwner := upstream.Owner{APIVersion: "materialize.cloud/v1alpha1", Kind: "Console", Name: "mz", Namespace: ns, UID: consoleCR.UID, ResourceID: id}
 	consoleSettings := settings
 	consoleSettings.DefaultResources = &deployment(t, ns, console).Spec.Template.Spec.Containers[0].Resources
 	old := upstream.ConsoleDeployment(cOwner, consoleSettings, consoleCR.Spec.ConsoleImageRef, *consoleCR.Spec.Replicas,
 		consoleCR.Spec.Balancerd.ServiceName, consoleCR.Spec.Balancerd.Namespace)
 	old.Spec.Selector.MatchLabels = map[string]string{"materialize.cloud/name": console}
+	old.Spec.Template.Labels = map[string]string{"materialize.cloud/name": console}
 	foreground := metav1.DeletePropagationForeground
 	if err := c.Kube.AppsV1().Deployments(ns).Delete(ctx, console, metav1.DeleteOptions{PropagationPolicy: &foreground}); err != nil {
 		t.Fatal(err)
@@ -126,12 +128,20 @@ func TestMigrationFromUpstreamOrchestratord(t *testing.T) {
 		t.Errorf("balancerd's Deployment changed (uid %s -> %s, generation %d -> %d): its pods restarted",
 			balancerBefore.UID, b.UID, balancerBefore.Generation, b.Generation)
 	}
-	// The new Console Deployment adopted the ReplicaSet whose pods ran: no
-	// pod was replaced.
+	// One rollout put the new pod labels on the old Deployment's pods; the
+	// new Deployment adopted that ReplicaSet instead of rolling again.
 	newConsole := deployment(t, ns, console)
-	poll(t, "the Console's ReplicaSet adopted", time.Minute, func() (bool, error) {
-		return slices.Equal(replicaSetsOf(t, ns, newConsole), consoleRS), nil
+	poll(t, "the Console's relabelled ReplicaSet adopted", time.Minute, func() (bool, error) {
+		adopted := replicaSetsOf(t, ns, newConsole)
+		return len(adopted) == 1 && !slices.Contains(consoleRS, adopted[0]), nil
 	})
+	all, err := c.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "materialize.cloud/name=" + console})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Items) != 2 {
+		t.Errorf("%d console ReplicaSets, want 2 (the old one and the relabelled one): a second rollout ran", len(all.Items))
+	}
 	events, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

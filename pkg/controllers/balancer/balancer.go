@@ -32,7 +32,7 @@ import (
 // Name is the controller's name.
 const Name = "balancer"
 
-// Component is the value of children.ComponentLabel and the suffix of the
+// Component is the app label (upstream's app_name) and the suffix of the
 // child objects' names (mz{id}-balancerd).
 const Component = "balancerd"
 
@@ -134,7 +134,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil && !apierrors.IsNotFound(err) {
 		return controller.Result{}, err
 	}
-	fixed, requeue, err := component.FixSelector(ctx, r.kube, live, err == nil, lbls.Selector(name), desired.Desired.Spec.Template)
+	fixed, requeue, err := component.FixSelector(ctx, r.kube, cr, live, err == nil, lbls.Selector(name), desired.Desired.Spec.Template)
 	if !fixed || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
 	}
@@ -146,7 +146,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil && !apierrors.IsNotFound(err) {
 		return controller.Result{}, err
 	}
-	if fixed, requeue, err := component.FixHeadless(ctx, r.kube, svc, err == nil); !fixed || err != nil {
+	if fixed, requeue, err := component.FixHeadless(ctx, r.kube, cr, svc, err == nil); !fixed || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
 	}
 	if _, err := r.service(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {

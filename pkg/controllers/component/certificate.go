@@ -10,14 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 )
 
-// ApplyCertificate applies a cert-manager Certificate unless the live one
-// already holds every field of it. Certificates are read from the API
+// ApplyCertificate applies a cert-manager Certificate unless the fields this
+// operator applied to the live one are exactly the desired ones. Certificates are read from the API
 // server, not an informer: cert-manager may not be installed, and only
 // environments that ask for TLS have any. Without cert-manager the error
 // says so.
@@ -40,7 +42,7 @@ func ApplyCertificate(ctx context.Context, dyn dynamic.Interface, cert *unstruct
 			}
 		}
 	}
-	_, err = apply.Object(ctx, live, exists, cert, nil,
+	_, err = apply.Object(ctx, live, exists, cert, ownedFields,
 		func(ctx context.Context, obj *unstructured.Unstructured, opts metav1.ApplyOptions) (*unstructured.Unstructured, error) {
 			return client.Apply(ctx, obj.GetName(), obj, opts)
 		})
@@ -48,6 +50,23 @@ func ApplyCertificate(ctx context.Context, dyn dynamic.Interface, cert *unstruct
 		return fmt.Errorf("applying certificate %s: %w", cert.GetName(), err)
 	}
 	return nil
+}
+
+// ownedFields is the part of a live object the manager applied: compared
+// with the desired object, a field removed from the spec counts as a
+// change. The schema is deduced (maps by key, lists atomic), as for the
+// CRDs.
+func ownedFields(live *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	owned := map[string]any{}
+	if err := managedfields.ExtractInto(live, typed.DeducedParseableType, manager, &owned, ""); err != nil {
+		return nil, err
+	}
+	out := &unstructured.Unstructured{Object: owned}
+	out.SetAPIVersion(live.GetAPIVersion())
+	out.SetKind(live.GetKind())
+	out.SetName(live.GetName())
+	out.SetNamespace(live.GetNamespace())
+	return out, nil
 }
 
 // isMissingResource is the API server's answer for a resource it does not

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 )
 
 // PodSettings are the operator-wide settings of a component's pods, upstream
@@ -55,10 +57,10 @@ type Labels struct {
 // resource with the given resource id, for app (balancerd, console).
 func NewLabels(crName, namespace, resourceID, app string) Labels {
 	return Labels{App: app, Default: map[string]string{
-		OrganizationNameLabel:              crName,
-		OrganizationNamespaceLabel:         namespace,
-		"materialize.cloud/mz-resource-id": resourceID,
-		AppLabel:                           app,
+		OrganizationNameLabel:      crName,
+		OrganizationNamespaceLabel: namespace,
+		children.ResourceIDLabel:   resourceID,
+		AppLabel:                   app,
 	}}
 }
 
@@ -83,7 +85,7 @@ func (l Labels) Object() map[string]string {
 // materialize.cloud/name and app.
 func (l Labels) Selector(deployment string) map[string]string {
 	out := maps.Clone(l.Default)
-	out["materialize.cloud/name"] = deployment
+	out[children.NameLabel] = deployment
 	out[LegacyAppLabel] = l.App
 	return out
 }
@@ -167,7 +169,7 @@ func HeadlessService(deployment string, ports ...*corev1ac.ServicePortApplyConfi
 	return corev1ac.ServiceSpec().
 		WithType(corev1.ServiceTypeClusterIP).
 		WithClusterIP(corev1.ClusterIPNone).
-		WithSelector(map[string]string{"materialize.cloud/name": deployment}).
+		WithSelector(map[string]string{children.NameLabel: deployment}).
 		WithPorts(ports...)
 }
 

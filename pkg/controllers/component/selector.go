@@ -36,7 +36,7 @@ const SelectorFixPoll = 2 * time.Second
 //
 // Upstream waits in place; here each step is a reconcile, so fixed reports
 // whether the caller may apply now and, if not, when to look again.
-func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.Deployment, found bool,
+func FixSelector(ctx context.Context, kube kubernetes.Interface, owner metav1.Object, live *appsv1.Deployment, found bool,
 	selector map[string]string, template *corev1ac.PodTemplateSpecApplyConfiguration,
 ) (fixed bool, requeue time.Duration, err error) {
 	if found && live.DeletionTimestamp != nil {
@@ -46,6 +46,9 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.De
 	if !found || live.Spec.Selector == nil || (len(live.Spec.Selector.MatchExpressions) == 0 && maps.Equal(live.Spec.Selector.MatchLabels, selector)) {
 		return true, 0, nil
 	}
+	if err := mustOwn(owner, live, "Deployment"); err != nil {
+		return false, 0, err
+	}
 	deployments := kube.AppsV1().Deployments(live.Namespace)
 	want, err := typedTemplate(template)
 	if err != nil {
@@ -54,10 +57,16 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.De
 	if !holds(live.Spec.Template, want) {
 		d := live.DeepCopy()
 		d.Spec.Template = want
-		if _, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager}); err != nil {
+		out, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager})
+		if err != nil {
 			return false, 0, fmt.Errorf("relabelling the pods of deployment %s for its new selector: %w", live.Name, err)
 		}
-		return false, SelectorFixPoll, nil
+		if out.Generation != live.Generation {
+			return false, SelectorFixPoll, nil
+		}
+		// The template did not change (an admission webhook may add what
+		// makes it differ from ours): go on to the rollout wait.
+		live = out
 	}
 	if !rolledOut(live) {
 		return false, SelectorFixPoll, nil
@@ -74,8 +83,9 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, live *appsv1.De
 	return false, SelectorFixPoll, nil
 }
 
-// rolledOut is kube-rs' is_deployment_completed after the controller has
-// seen the latest spec: every replica updated and available.
+// rolledOut tells whether the deployment controller has seen the latest
+// spec and every replica is updated and available (what upstream waits for
+// with kube-rs' is_deployment_completed).
 func rolledOut(d *appsv1.Deployment) bool {
 	if d.Status.ObservedGeneration < d.Generation {
 		return false
@@ -151,9 +161,12 @@ func typedTemplate(ac *corev1ac.PodTemplateSpecApplyConfiguration) (corev1.PodTe
 // and a cluster IP cannot be removed in place; the caller's apply then
 // creates the headless one. Clients resolve the name to the pods from then
 // on. fixed reports whether the caller may apply now.
-func FixHeadless(ctx context.Context, kube kubernetes.Interface, live *corev1.Service, found bool) (fixed bool, requeue time.Duration, err error) {
+func FixHeadless(ctx context.Context, kube kubernetes.Interface, owner metav1.Object, live *corev1.Service, found bool) (fixed bool, requeue time.Duration, err error) {
 	if !found || live.Spec.ClusterIP == "" || live.Spec.ClusterIP == corev1.ClusterIPNone {
 		return true, 0, nil
+	}
+	if err := mustOwn(owner, live, "Service"); err != nil {
+		return false, 0, err
 	}
 	if live.DeletionTimestamp == nil {
 		err = kube.CoreV1().Services(live.Namespace).Delete(ctx, live.Name, metav1.DeleteOptions{
@@ -164,4 +177,15 @@ func FixHeadless(ctx context.Context, kube kubernetes.Interface, live *corev1.Se
 		}
 	}
 	return false, SelectorFixPoll, nil
+}
+
+// mustOwn refuses to replace an object that is not the owner's child: two
+// custom resources may share a resource id, and then a name.
+func mustOwn(owner, obj metav1.Object, kind string) error {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == owner.GetUID() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %s/%s is not a child of this object (uid %s): not replacing it", kind, obj.GetNamespace(), obj.GetName(), owner.GetUID())
 }

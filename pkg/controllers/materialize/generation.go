@@ -394,8 +394,8 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 
 	podLabels := e.defaultLabels()
 	podLabels[children.NameLabel] = name
-	podLabels[AppLabel] = environmentdApp
-	for k, v := range recommendedLabels(environmentdApp) {
+	podLabels[component.AppLabel] = environmentdApp
+	for k, v := range component.Recommended(environmentdApp) {
 		podLabels[k] = v
 	}
 	for k, v := range s.PodLabels {

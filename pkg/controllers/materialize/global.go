@@ -14,18 +14,15 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 )
 
 // Upstream's label keys and values (src/cloud-resources/src/crd.rs and
 // crd/materialize.rs); the objects must carry them for a cluster to switch
 // operators without replacing anything.
 const (
-	OrganizationNameLabel      = "materialize.cloud/organization-name"
-	OrganizationNamespaceLabel = "materialize.cloud/organization-namespace"
-	AppLabel                   = "materialize.cloud/app"
-	managedByValue             = "materialize-operator"
-	environmentdApp            = "environmentd"
-	balancerdApp               = "balancerd"
+	environmentdApp = "environmentd"
+	balancerdApp    = "balancerd"
 	// IAMRoleAnnotation is the ServiceAccount annotation EKS reads.
 	IAMRoleAnnotation = "eks.amazonaws.com/role-arn"
 )
@@ -49,29 +46,16 @@ func (e env) owner() *metav1ac.OwnerReferenceApplyConfiguration {
 // defaultLabels are upstream's ManagedResource::default_labels.
 func (e env) defaultLabels() map[string]string {
 	return map[string]string{
-		OrganizationNameLabel:      e.mz.Name,
-		OrganizationNamespaceLabel: e.ns(),
-		children.ResourceIDLabel:   e.id,
+		component.OrganizationNameLabel:      e.mz.Name,
+		component.OrganizationNamespaceLabel: e.ns(),
+		children.ResourceIDLabel:             e.id,
 	}
-}
-
-// recommendedLabels are upstream's recommended_k8s_labels(app).
-func recommendedLabels(app string) map[string]string {
-	l := map[string]string{
-		"app.kubernetes.io/managed-by": managedByValue,
-		"app.kubernetes.io/part-of":    "materialize",
-	}
-	if app != "" {
-		l["app.kubernetes.io/name"] = app
-		l["app"] = app
-	}
-	return l
 }
 
 // labels are those of upstream's managed_resource_meta for a Materialize.
 func (e env) labels() map[string]string {
 	l := e.defaultLabels()
-	for k, v := range recommendedLabels(environmentdApp) {
+	for k, v := range component.Recommended(environmentdApp) {
 		l[k] = v
 	}
 	return l
@@ -165,7 +149,7 @@ func (e env) networkPolicies() []*networkingv1ac.NetworkPolicyApplyConfiguration
 	if c.NetworkPoliciesInternalEnabled {
 		allPods := metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.ResourceIDLabel: e.id})
 		environmentd := e.defaultLabels()
-		environmentd[AppLabel] = environmentdApp
+		environmentd[component.AppLabel] = environmentdApp
 		operator := map[string]string{}
 		for _, kv := range mustKeyValues(c.OperatorPodSelectorLabels) {
 			operator[kv.key] = kv.value
@@ -188,7 +172,7 @@ func (e env) networkPolicies() []*networkingv1ac.NetworkPolicyApplyConfiguration
 	}
 	if c.NetworkPoliciesIngressEnabled {
 		balancerd := e.defaultLabels()
-		balancerd[AppLabel] = balancerdApp
+		balancerd[component.AppLabel] = balancerdApp
 		out = append(out, policy("sql-and-http-ingress").WithSpec(networkingv1ac.NetworkPolicySpec().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(balancerd)).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).

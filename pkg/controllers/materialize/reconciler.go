@@ -92,8 +92,8 @@ type reconciler struct {
 	policies     networkinglisters.NetworkPolicyLister
 }
 
-// New builds the materialize controller.
-func New(d controller.Deps, o Options) *controller.Controller {
+// newReconciler is the materialize reconciler over d's informers.
+func newReconciler(d controller.Deps, o Options) *reconciler {
 	if o.PollInterval <= 0 {
 		o.PollInterval = defaultPollInterval
 	}
@@ -130,6 +130,14 @@ func New(d controller.Deps, o Options) *controller.Controller {
 		bindings:     k.Rbac().V1().RoleBindings().Lister(),
 		policies:     k.Networking().V1().NetworkPolicies().Lister(),
 	}
+	return r
+}
+
+// New builds the materialize controller.
+func New(d controller.Deps, o Options) *controller.Controller {
+	r := newReconciler(d, o)
+	mzInf := d.MZInformers.Materialize().V1alpha1()
+	k := d.KubeInformers
 	listKeys := func() []string {
 		all, _ := r.materializes.List(everything())
 		keys := make([]string, 0, len(all))
@@ -177,14 +185,8 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	}
 
 	if mz.Status.ResourceID == "" {
-		status := mz.Status
-		status.ResourceID = children.NewResourceID()
-		status.ObservedGeneration = mz.Generation
-		if _, err := r.writeStatus(ctx, live, status); err != nil {
-			return controller.Result{}, err
-		}
-		r.d.Recorder.Eventf(live, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", status.ResourceID)
-		return controller.Result{}, nil // the status update queues the next step
+		// The status update queues the next step.
+		return controller.Result{}, r.assignResourceID(ctx, mz)
 	}
 	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
 		return controller.Result{}, err
@@ -205,24 +207,72 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	return result, nil
 }
 
+// fresh reads the Materialize from the API server: what is assigned once
+// (resourceId, environmentId, the first requestRollout) is decided on it, not
+// on the informer's copy, which a second event or a new leader right after a
+// handover may see before the first assignment.
+func (r *reconciler) fresh(ctx context.Context, cached *v1alpha1.Materialize) (*v1alpha1.Materialize, error) {
+	return r.d.MZ.MaterializeV1alpha1().Materializes(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
+}
+
+// assignResourceID gives a Materialize its resourceId, the name of all its
+// children. The write carries the resourceVersion it was decided on, so two
+// writers cannot both assign one: the second conflicts, and its retry finds
+// the first's.
+func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Materialize) error {
+	mz, err := r.fresh(ctx, cached)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if mz.Status.ResourceID != "" {
+		return nil // assigned already; its update event brings it to the cache
+	}
+	id := children.NewResourceID()
+	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).
+		WithStatus(mzac.MaterializeStatus().WithResourceID(id).WithObservedGeneration(mz.Generation))
+	if _, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).ApplyStatus(ctx, desired, apply.Options()); err != nil {
+		return fmt.Errorf("writing status.resourceId: %w", err)
+	}
+	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", id)
+	return nil
+}
+
 // fillSpec gives a Materialize its requestRollout and environmentId when
-// they are missing; both are applied together so neither is dropped.
-func (r *reconciler) fillSpec(ctx context.Context, mz *v1alpha1.Materialize) (bool, error) {
-	request, envID := mz.Spec.RequestRollout, mz.Spec.EnvironmentID
-	if request != "" && request != nilUUID && envID != "" && envID != nilUUID {
+// they are missing; both are applied together so neither is dropped, with
+// the resourceVersion they were decided on (see assignResourceID). filled is
+// true when the reconcile must stop and wait for the update: this write, or
+// one the cache has not seen yet.
+func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize) (filled bool, err error) {
+	if isSet(cached.Spec.RequestRollout) && isSet(cached.Spec.EnvironmentID) {
 		return false, nil
 	}
-	if request == "" || request == nilUUID {
+	mz, err := r.fresh(ctx, cached)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	request, envID := mz.Spec.RequestRollout, mz.Spec.EnvironmentID
+	if isSet(request) && isSet(envID) {
+		return true, nil // filled already; the cache is behind
+	}
+	if !isSet(request) {
 		request = uuid.NewString()
 	}
-	if envID == "" || envID == nilUUID {
+	if !isSet(envID) {
 		envID = uuid.NewString()
 	}
-	desired := mzac.Materialize(mz.Name, mz.Namespace).
+	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).
 		WithSpec(mzac.MaterializeSpec().WithRequestRollout(request).WithEnvironmentID(envID))
-	_, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Apply(ctx, desired, apply.Options())
-	return err == nil, err
+	_, err = r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Apply(ctx, desired, apply.Options())
+	return true, err
 }
+
+func isSet(id string) bool { return id != "" && id != nilUUID }
 
 func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 	kube := r.d.Kube
@@ -357,7 +407,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, err
 		leader = leader.WithPassword(pre.password)
 	}
 	url := r.o.EnvironmentdURL(mz, e.id, desired)
-	forced := forcePromote(mz)
+	forced := r.forcePromote(ctx, mz)
 	if timeout := rolloutTimeout(mz); !promoting && !forced && r.o.Now().Sub(started) > timeout && r.notPromoting(ctx, leader, url) {
 		if err := r.deleteGeneration(ctx, e, desired); err != nil {
 			return controller.Result{}, err
@@ -480,7 +530,7 @@ func (r *reconciler) promote(ctx context.Context, e env, st v1alpha1.Materialize
 // forcePromote is upstream's should_force_promote: spec.forcePromote names
 // the request (v1alpha1) or the rollout hash (v1), or the strategy promotes
 // without waiting.
-func forcePromote(mz *v1alpha1.Materialize) bool {
+func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize) bool {
 	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime {
 		return true
 	}
@@ -490,7 +540,13 @@ func forcePromote(mz *v1alpha1.Materialize) bool {
 	if mz.Spec.ForcePromote == mz.Spec.RequestRollout {
 		return true
 	}
-	hash, err := conversion.V1RolloutHash(mz)
+	// The v1 hash is computed from the stored JSON, as the webhook does.
+	stored, err := r.d.MZ.MaterializeV1alpha1().RESTClient().Get().
+		Namespace(mz.Namespace).Resource("materializes").Name(mz.Name).DoRaw(ctx)
+	if err != nil {
+		return false
+	}
+	hash, err := conversion.V1RolloutHash(stored)
 	return err == nil && mz.Spec.ForcePromote == hash
 }
 

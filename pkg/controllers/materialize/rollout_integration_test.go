@@ -2,6 +2,7 @@ package materialize_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -401,14 +403,34 @@ func TestUpstreamConditionSemantics(t *testing.T) {
 
 	// At v1 the request is the rollout hash's UUIDv5 and the approval is the
 	// hash itself (what a v1 client reads as status.requestedRolloutHash).
+	// What the hash covers and a typed copy loses: an empty map and a
+	// quantity as written.
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Patch(context.Background(), "mz", types.MergePatchType,
+		[]byte(`{"spec":{"podLabels":{},"environmentdResourceRequirements":{"limits":{"memory":"1024Mi"}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
 		mz.Spec.RolloutStrategy = v1alpha1.RolloutManuallyPromote
 		mz.Spec.RequestRollout = "77777777-7777-4777-8777-777777777777"
 	})
 	waitReason(t, ns, "mz", materialize.ReasonReadyToPromote)
-	hash, err := conversion.V1RolloutHash(get(t, ns, "mz"))
+	// status.requestedRolloutHash as a v1 client reads it: the stored object
+	// converted as the webhook converts it.
+	stored, err := mzClient().MaterializeV1alpha1().RESTClient().Get().Namespace(ns).Resource("materializes").Name("mz").DoRaw(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(stored, &obj); err != nil {
+		t.Fatal(err)
+	}
+	v1obj, err := conversion.Convert(obj, conversion.V1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, _ := v1obj["status"].(map[string]any)["requestedRolloutHash"].(string)
+	if hash == "" {
+		t.Fatalf("no requestedRolloutHash at v1: %v", v1obj["status"])
 	}
 	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.ForcePromote = hash })
 	waitRolledOut(t, ns, "mz", 2)
