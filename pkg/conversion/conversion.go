@@ -264,4 +264,3 @@ func V1RolloutHash(stored []byte) (string, error) {
 	}
 	return hash, nil
 }
-
