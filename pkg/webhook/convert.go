@@ -48,6 +48,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, rerr.msg, rerr.status)
 		return
 	}
+	h.Metrics.objects.Observe(float64(len(review.Request.Objects)))
 	resp := h.convert(review.Request)
 	result := "success"
 	if resp.Result.Status != metav1.StatusSuccess {

@@ -7,6 +7,7 @@ type Metrics struct {
 	conversions *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	inFlight    prometheus.Gauge
+	objects     prometheus.Histogram
 }
 
 // NewMetrics registers the metrics with reg.
@@ -25,7 +26,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_reviews_in_flight",
 			Help: "ConversionReviews being answered now.",
 		}),
+		objects: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_review_objects",
+			Help:    "Objects per ConversionReview (1 for a get, up to a page for a list).",
+			Buckets: []float64{1, 2, 5, 10, 50, 100, 250, 500, 1000},
+		}),
 	}
-	reg.MustRegister(m.conversions, m.latency, m.inFlight)
+	reg.MustRegister(m.conversions, m.latency, m.inFlight, m.objects)
 	return m
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/materializeinc/orchestratord/pkg/profiling"
 )
 
 // Server runs the HTTPS conversion endpoint and the plain-HTTP health and
@@ -22,6 +24,8 @@ type Server struct {
 	ListenAddress  string
 	MetricsAddress string
 	HealthAddress  string
+	// Profiling serves Go's profiles at /debug/pprof/ on HealthAddress.
+	Profiling bool
 	// GetCertificate supplies the serving certificate for each handshake, so
 	// rotated certificates are used without a restart.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
@@ -78,6 +82,9 @@ func (s *Server) Run(ctx context.Context) error {
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	health.HandleFunc("/readyz", s.readyz)
+	if s.Profiling {
+		profiling.Register(health)
+	}
 	metrics := promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})
 	plain := map[string]*http.ServeMux{s.HealthAddress: health}
 	if s.MetricsAddress == s.HealthAddress {

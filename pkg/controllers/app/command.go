@@ -43,6 +43,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/logging"
+	"github.com/materializeinc/orchestratord/pkg/profiling"
 )
 
 // Options are the controllers' flags; their names are a contract that the
@@ -58,6 +59,7 @@ type Options struct {
 	Controllers             []string
 	MetricsAddress          string
 	HealthAddress           string
+	Profiling               bool
 	Workers                 int
 	CreateBalancers         bool
 	CreateConsoles          bool
@@ -91,6 +93,7 @@ func NewCommand() *cobra.Command {
 	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz (fails when a held Lease is overdue) and /readyz")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on the health address")
 	fs.IntVar(&o.Workers, "workers", 2, "concurrent reconciles per controller")
 	fs.BoolVar(&o.CreateBalancers, "create-balancers", true, "apply a Balancer for every Materialize (delete them when false)")
 	fs.BoolVar(&o.CreateConsoles, "create-consoles", true, "apply a Console for every Materialize (delete them when false)")
@@ -194,6 +197,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	registry := prometheus.NewRegistry()
+	controller.RegisterClientMetrics(registry)
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := mzscheme.AddToScheme(scheme.Scheme); err != nil {
 		return err
@@ -330,6 +334,9 @@ func serve(log *zap.Logger, o *Options, registry *prometheus.Registry, health *l
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
+	if o.Profiling {
+		profiling.Register(healthMux)
+	}
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	muxes := map[string]*http.ServeMux{o.HealthAddress: healthMux}
 	if o.MetricsAddress == o.HealthAddress {

@@ -101,6 +101,17 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 			waitFor(t, 30*time.Second, id+path, func() bool { code, _ := r.get(t, path); return code == http.StatusOK })
 		}
 		_, metrics := r.get(t, "/metrics")
+		// client-go's REST client reports on every replica; a work queue
+		// exists on the replica leading its controller (below).
+		for _, series := range []string{"rest_client_request_duration_seconds_bucket", `rest_client_requests_total{code="200"`} {
+			if !strings.Contains(metrics, series) {
+				t.Errorf("%s: /metrics lacks %s", id, series)
+			}
+		}
+
+		if code, _ := r.get(t, "/debug/pprof/"); code != http.StatusOK {
+			t.Errorf("%s: /debug/pprof/ answered %d with --profiling", id, code)
+		}
 		for _, name := range leaseNames {
 			if strings.Contains(metrics, `orchestratord_leader_election_is_leader{lease="`+name+`"} 1`) {
 				leaders[name]++
@@ -112,6 +123,20 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 			t.Errorf("%d replicas report leading %s in their metrics, want 1", leaders[name], name)
 		}
 	}
+	// A work queue's series appear on its controller's leader once it
+	// starts the controller.
+	waitFor(t, 30*time.Second, "each work queue's metrics on one replica", func() bool {
+		queues := map[string]int{}
+		for _, r := range replicas {
+			_, metrics := r.get(t, "/metrics")
+			for _, ctrl := range []string{"materialize", "balancer", "console"} {
+				if strings.Contains(metrics, `workqueue_depth{name="`+ctrl+`"}`) && strings.Contains(metrics, `workqueue_adds_total{name="`+ctrl+`"}`) {
+					queues[ctrl]++
+				}
+			}
+		}
+		return queues["materialize"] == 1 && queues["balancer"] == 1 && queues["console"] == 1
+	})
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

@@ -121,6 +121,7 @@ func startReplica(t *testing.T, leaseNamespace, identity string) *replica {
 		"--leader-election-retry-period="+retryPeriod.String(),
 		"--health-address="+r.health,
 		"--metrics-address="+r.health, // metrics share the health port: that path is tested too
+		"--profiling",
 		"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
 		"--environmentd-poll-interval=100ms",
 	)

@@ -41,6 +41,7 @@ type Options struct {
 	ListenAddress   string
 	MetricsAddress  string
 	HealthAddress   string
+	Profiling       bool
 	TLSMode         string
 	TLSCertFile     string
 	TLSKeyFile      string
@@ -70,6 +71,7 @@ func NewCommand() *cobra.Command {
 	fs.StringVar(&o.ListenAddress, "listen-address", ":9443", "HTTPS address of /convert")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "plain-HTTP address of /metrics (may equal --health-address)")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "plain-HTTP address of /healthz and /readyz")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on the health address")
 	fs.StringVar(&o.TLSMode, "tls-mode", TLSModeSelfSigned, "where the serving certificate comes from: self-signed, secret or cert-manager")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate (secret and cert-manager modes); re-read when it changes")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key (secret and cert-manager modes); re-read when it changes")
@@ -116,6 +118,7 @@ func Run(ctx context.Context, o *Options) error {
 		ListenAddress:   o.ListenAddress,
 		MetricsAddress:  o.MetricsAddress,
 		HealthAddress:   o.HealthAddress,
+		Profiling:       o.Profiling,
 		ShutdownDrain:   o.ShutdownDrain,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Convert:         &webhook.ConvertHandler{Log: logger, Metrics: webhook.NewMetrics(registry), MaxRequestBytes: o.MaxRequestBytes},

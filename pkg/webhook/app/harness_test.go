@@ -100,6 +100,7 @@ func startWebhook(t *testing.T, namespace string, extra ...string) *webhookProce
 		"--listen-address=" + p.https,
 		"--health-address=" + p.health,
 		"--metrics-address=" + p.metrics,
+		"--profiling",
 		"--shutdown-drain=0s",
 		"--cert-resync-period=200ms",
 		"--ca-propagation-delay=1s",

@@ -174,6 +174,17 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		keptUnmentioned(got.Spec)
 	})
 
+	t.Run("profiles are served with --profiling", func(t *testing.T) {
+		resp, err := http.Get("http://" + hook.health + "/debug/pprof/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/debug/pprof/ answered %d", resp.StatusCode)
+		}
+	})
+
 	t.Run("metrics count the conversions by version pair", func(t *testing.T) {
 		resp, err := http.Get("http://" + hook.metrics + "/metrics")
 		if err != nil {
@@ -186,6 +197,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 			`orchestratord_webhook_conversions_total{from="materialize.cloud/v1",result="success",to="materialize.cloud/v1alpha1"}`,
 			`orchestratord_webhook_conversion_review_duration_seconds_count{result="success"}`,
 			`orchestratord_webhook_conversion_reviews_in_flight`,
+			`orchestratord_webhook_conversion_review_objects_bucket{le="1"}`,
 		} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/metrics lacks %s", want)
