@@ -209,3 +209,27 @@ func EnvironmentdVersion(ref string) (v Version, tag string, ok bool) {
 	v, err := ParseVersion(strings.ReplaceAll(s, "--", "+"))
 	return v, tag, err == nil
 }
+
+// ValidUpgrade is upstream's is_valid_upgrade_version: may an environment
+// whose last completed rollout ran active roll out next? Never backwards
+// (by precedence, build metadata aside); from 0.x one minor version at a
+// time (0.130 to 0.147 allowed), to 26 only from 0.147.20+ or 0.164+; from
+// 26 on at most one major version ahead.
+func ValidUpgrade(active, next Version) bool {
+	if next.Compare(active) < 0 {
+		return false
+	}
+	switch {
+	case active.Major == 0:
+		if next.Major != 0 {
+			return next.Major == 26 && ((active.Minor == 147 && active.Patch >= 20) || active.Minor >= 164)
+		}
+		if next.Minor == 147 && active.Minor == 130 {
+			return true
+		}
+		return next.Minor <= active.Minor+1
+	case active.Major >= 26:
+		return next.Major <= active.Major+1
+	}
+	return true
+}

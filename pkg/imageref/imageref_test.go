@@ -88,3 +88,42 @@ func TestCompare(t *testing.T) {
 		}
 	}
 }
+
+// upstream's is_valid_upgrade_version test cases (crd/materialize.rs).
+func TestValidUpgrade(t *testing.T) {
+	v := func(major, minor, patch uint64) Version { return Version{Major: major, Minor: minor, Patch: patch} }
+	for _, c := range []struct {
+		active, next Version
+		ok           bool
+	}{
+		{v(0, 83, 0), v(0, 83, 0), true},
+		{v(0, 83, 0), v(0, 84, 0), true},
+		{v(0, 9, 0), v(0, 10, 0), true},
+		{v(0, 99, 0), v(0, 100, 0), true},
+		{v(0, 83, 0), v(0, 83, 1), true},
+		{v(0, 83, 0), v(0, 83, 2), true},
+		{v(0, 83, 2), v(0, 83, 10), true},
+		{v(0, 147, 20), v(26, 0, 0), true},
+		{v(0, 164, 0), v(26, 0, 0), true},
+		{v(26, 0, 0), v(26, 1, 0), true},
+		{v(26, 5, 3), v(26, 10, 0), true},
+		{v(0, 130, 0), v(0, 147, 0), true},
+		{v(26, 0, 0), v(27, 7, 3), true},
+		{MustParseVersion("26.0.0"), MustParseVersion("27.7.8-dev.0"), true},
+		{MustParseVersion("26.11.0-dev.0+b"), MustParseVersion("26.11.0-dev.0+a"), true},
+		{v(0, 83, 0), v(0, 82, 0), false},
+		{v(0, 83, 3), v(0, 83, 2), false},
+		{v(0, 83, 3), v(1, 83, 3), false},
+		{v(0, 83, 0), v(0, 85, 0), false},
+		{v(26, 0, 0), v(28, 0, 0), false},
+		{v(26, 0, 0), v(28, 0, 1), false},
+		{v(0, 130, 0), v(26, 1, 0), false},
+		{v(0, 147, 1), v(26, 0, 0), false},
+		{v(0, 148, 0), v(26, 0, 0), false},
+		{v(26, 5, 0), v(26, 4, 9), false},
+	} {
+		if got := ValidUpgrade(c.active, c.next); got != c.ok {
+			t.Errorf("ValidUpgrade(%s, %s) = %v, want %v", c.active, c.next, got, c.ok)
+		}
+	}
+}

@@ -37,6 +37,19 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 			v, ref, MinimumEnvironmentdVersion)
 		return res, nil
 	}
+	// upstream's within_upgrade_window, with its message (automation may
+	// match it): no rollback, at most one major version ahead of what the
+	// last completed rollout ran. Versions that do not parse pass, as
+	// upstream: environmentd refuses what it cannot upgrade from.
+	if last := e.mz.Status.LastCompletedRolloutEnvironmentdImageRef; !created && last != "" {
+		active, _, okActive := imageref.EnvironmentdVersion(last)
+		next, _, okNext := imageref.EnvironmentdVersion(ref)
+		if okActive && okNext && !imageref.ValidUpgrade(active, next) {
+			res.problem = fmt.Sprintf("Refusing to upgrade from %s to %s. More than one major version from last successful rollout. "+
+				"If coming from Self Managed 25.2, upgrade to materialize/environmentd:v0.147.20 first.", last, ref)
+			return res, nil
+		}
+	}
 
 	name := e.mz.Spec.BackendSecretName
 	secret, err := r.d.Kube.CoreV1().Secrets(e.ns()).Get(ctx, name, metav1.GetOptions{})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,4 +163,33 @@ func TestNetworkPoliciesFollowTheSwitches(t *testing.T) {
 	startController(t) // the switch off
 	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.PodLabels = map[string]string{"nudge": "1"} })
 	waitFor(t, "policies deleted", func() (bool, error) { return len(names()) == 0, nil })
+}
+
+// As upstream (within_upgrade_window): a rollout more than one major
+// version ahead of what the last completed rollout ran, or back to an older
+// version, is refused with upstream's message, and nothing is created.
+func TestUpgradeWindowIsEnforced(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	startController(t, fastPreflight)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitRolledOut(t, ns, "mz", 1)
+	for _, image := range []string{"materialize/environmentd:v28.0.0", "materialize/environmentd:v26.1.0-rc.1"} {
+		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+			mz.Spec.EnvironmentdImageRef = image
+			mz.Spec.RequestRollout = uuid.NewString()
+		})
+		want := "Refusing to upgrade from materialize/environmentd:v26.1.0 to " + image + ". More than one major version from last successful rollout."
+		waitFor(t, "the rollout to "+image+" refused", func() (bool, error) {
+			c := upToDate(get(t, ns, "mz"))
+			return c != nil && c.Reason == materialize.ReasonFailedDeploy && strings.Contains(c.Message, want), nil
+		})
+		if stsExists(t, ns, first.Status.ResourceID, 2) {
+			t.Errorf("%s: a generation was created outside the upgrade window", image)
+		}
+	}
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v27.0.0" })
+	waitRolledOut(t, ns, "mz", 2)
 }
