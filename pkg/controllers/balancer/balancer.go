@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -122,58 +121,20 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		return controller.Result{}, err
 	}
 	lbls := component.NewLabels(cr.Name, cr.Namespace, id, Component)
-	if err := r.certificate(ctx, cr, id, lbls); err != nil {
+	if err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls); err != nil {
 		return controller.Result{}, err
 	}
 	desired, err := r.deployment(cr, id, lbls)
 	if err != nil {
 		return controller.Result{}, err
 	}
-	name := children.Name(id, Component)
-	live, err := r.deployments.Deployments(cr.Namespace).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return controller.Result{}, err
-	}
-	fixed, requeue, err := component.FixSelector(ctx, r.kube, cr, live, err == nil, lbls.Selector(name), desired.Desired.Spec.Template)
-	if !fixed || err != nil {
+	workload := component.Workload{Deployment: desired, Selector: lbls.Selector(children.Name(id, Component)), Service: r.service(cr, id, lbls)}
+	dep, requeue, err := workload.Apply(ctx, r.kube, r.recent, cr, key)
+	if dep == nil || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
-	}
-	dep, err := desired.Apply(ctx, r.recent, cr, key)
-	if err != nil {
-		return controller.Result{}, err
-	}
-	svc, err := r.services.Services(cr.Namespace).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return controller.Result{}, err
-	}
-	if fixed, requeue, err := component.FixHeadless(ctx, r.kube, cr, svc, err == nil); !fixed || err != nil {
-		return controller.Result{RequeueAfter: requeue}, err
-	}
-	if _, err := r.service(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
-		return controller.Result{}, err
 	}
 	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
-
-// certificate applies balancerd's external certificate when an issuer is
-// named (upstream's mz{id}-balancerd-external, ECDSA 256 unless asked).
-func (r *reconciler) certificate(ctx context.Context, cr *v1alpha1.Balancer, id string, lbls component.Labels) error {
-	cert, err := certificates.Certificate(r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec, certificates.Request{
-		Name: children.Name(id, "balancerd-external"), Namespace: cr.Namespace,
-		SecretName: ExternalCertificateSecret(id),
-		Labels:     lbls.Object(), SecretLabels: lbls.Default,
-		OwnerReferences: component.UnstructuredOwner(cr, gvk),
-		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
-	})
-	if err != nil || cert == nil {
-		return err
-	}
-	return component.ApplyCertificate(ctx, r.dyn, cert)
-}
-
-// ExternalCertificateSecret is the Secret cert-manager writes balancerd's
-// external certificate to.
-func ExternalCertificateSecret(id string) string { return children.Name(id, "balancerd-external-tls") }
 
 // Args are balancerd's command line, upstream's: listeners, static routing
 // to environmentd's Service, TLS towards environmentd when an internal
@@ -239,7 +200,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component
 	pod := corev1ac.PodSpec().
 		WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(999).WithRunAsUser(999).WithRunAsGroup(999))
 	if certificates.IssuerRefDefined(r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec) {
-		pod.WithVolumes(component.SecretVolume("external-certificate", ExternalCertificateSecret(id)))
+		pod.WithVolumes(component.SecretVolume("external-certificate", component.ExternalCertificateSecret(id, Component)))
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("external-certificate").WithMountPath(ExternalTLSDir).WithReadOnly(true))
 	}
 	if err := r.cfg.Pods.Pod(pod.WithContainers(container)); err != nil {

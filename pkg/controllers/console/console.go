@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -209,54 +208,16 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil {
 		return controller.Result{}, err
 	}
-	name := children.Name(id, Component)
-	live, err := r.deployments.Deployments(cr.Namespace).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return controller.Result{}, err
-	}
-	fixed, requeue, err := component.FixSelector(ctx, r.kube, cr, live, err == nil, lbls.Selector(name), desired.Desired.Spec.Template)
-	if !fixed || err != nil {
+	workload := component.Workload{Deployment: desired, Selector: lbls.Selector(children.Name(id, Component)), Service: r.service(cr, id, lbls)}
+	dep, requeue, err := workload.Apply(ctx, r.kube, r.recent, cr, key)
+	if dep == nil || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
 	}
-	dep, err := desired.Apply(ctx, r.recent, cr, key)
-	if err != nil {
-		return controller.Result{}, err
-	}
-	svc, err := r.services.Services(cr.Namespace).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return controller.Result{}, err
-	}
-	if fixed, requeue, err := component.FixHeadless(ctx, r.kube, cr, svc, err == nil); !fixed || err != nil {
-		return controller.Result{RequeueAfter: requeue}, err
-	}
-	if _, err := r.service(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
-		return controller.Result{}, err
-	}
-	if err := r.certificate(ctx, cr, id, lbls); err != nil {
+	if err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
-
-// certificate applies the console's external certificate when an issuer
-// is named (upstream's mz{id}-console-external, ECDSA 256 unless asked).
-func (r *reconciler) certificate(ctx context.Context, cr *v1alpha1.Console, id string, lbls component.Labels) error {
-	cert, err := certificates.Certificate(r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec, certificates.Request{
-		Name: children.Name(id, "console-external"), Namespace: cr.Namespace,
-		SecretName: ExternalCertificateSecret(id),
-		Labels:     lbls.Object(), SecretLabels: lbls.Default,
-		OwnerReferences: component.UnstructuredOwner(cr, gvk),
-		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
-	})
-	if err != nil || cert == nil {
-		return err
-	}
-	return component.ApplyCertificate(ctx, r.dyn, cert)
-}
-
-// ExternalCertificateSecret is the Secret cert-manager writes the console's
-// external certificate to.
-func ExternalCertificateSecret(id string) string { return children.Name(id, "console-external-tls") }
 
 func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
 	name := children.Name(id, Component)
@@ -282,7 +243,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName("app-config").WithMountPath(AppConfigMountPath)}
 	listener, scheme := fmt.Sprintf("listen %d;", r.cfg.HTTPPort), corev1.URISchemeHTTP
 	if tls {
-		volumes = append(volumes, component.SecretVolume("external-certificate", ExternalCertificateSecret(id)))
+		volumes = append(volumes, component.SecretVolume("external-certificate", component.ExternalCertificateSecret(id, Component)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("external-certificate").WithMountPath(ExternalTLSDir).WithReadOnly(true))
 		listener = fmt.Sprintf("listen %d ssl;\nssl_certificate %s/tls.crt;\nssl_certificate_key %s/tls.key;", r.cfg.HTTPPort, ExternalTLSDir, ExternalTLSDir)
 		scheme = corev1.URISchemeHTTPS
