@@ -115,13 +115,20 @@ func (s PodSettings) Container(c *corev1ac.ContainerApplyConfiguration, own *cor
 		c.WithResources(ac)
 	}
 	if s.SecurityContext {
-		c.WithSecurityContext(corev1ac.SecurityContext().
-			WithRunAsNonRoot(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
-			WithAllowPrivilegeEscalation(false))
+		c.WithSecurityContext(ContainerSecurityContext())
 	}
 	return nil
+}
+
+// ContainerSecurityContext is upstream's container security context under
+// --enable-security-context, the same for environmentd, balancerd and the
+// console.
+func ContainerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithRunAsNonRoot(true).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
+		WithAllowPrivilegeEscalation(false)
 }
 
 // Pod sets the scheduling settings on p.

@@ -385,11 +385,7 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 		container.WithResources(corev1ac.ResourceRequirements().WithRequests(r.Requests).WithLimits(r.Limits))
 	}
 	if c.EnableSecurityContext {
-		container.WithSecurityContext(corev1ac.SecurityContext().
-			WithRunAsNonRoot(true).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
-			WithAllowPrivilegeEscalation(false))
+		container.WithSecurityContext(component.ContainerSecurityContext())
 	}
 
 	podLabels := e.defaultLabels()
