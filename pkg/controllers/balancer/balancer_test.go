@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/test/controllertest"
@@ -372,6 +373,72 @@ func TestReplacesAServiceWithAClusterIP(t *testing.T) {
 		}
 		if s.UID == old.UID || s.Spec.ClusterIP != corev1.ClusterIPNone {
 			return fmt.Errorf("uid %s cluster IP %s", s.UID, s.Spec.ClusterIP)
+		}
+		return nil
+	})
+}
+
+// balancerd's external Certificate follows the Balancer's spec through the
+// API server, removed fields included (the check compares the fields this
+// operator applied, not a subset of the live object), and balancerd is run
+// with the certificate mounted and TLS required.
+func TestCertificateFollowsTheSpec(t *testing.T) {
+	controllertest.InstallCertificateCRD(t)
+	startController(t)
+	ns := controllertest.NewNamespace(t)
+	ctx := context.Background()
+	ac := controllertest.Admin(t)
+	newBalancer(t, ns, "b", func(b *v1alpha1.Balancer) {
+		b.Spec.ExternalCertificateSpec = &v1alpha1.MaterializeCertSpec{
+			DNSNames: []string{"b.example"}, Duration: "2160h",
+			IssuerRef:      &v1alpha1.CertificateIssuerRef{Name: "ca", Kind: "ClusterIssuer"},
+			SecretTemplate: &v1alpha1.CertificateSecretTemplate{Labels: map[string]string{"team": "db"}},
+		}
+	})
+	id := balancers.WaitResourceID(t, ns, "b")
+	certs := ac.Dynamic.Resource(certificates.GVR).Namespace(ns)
+	name := "mz" + id + "-balancerd-external"
+	spec := func() (map[string]any, error) {
+		c, err := certs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		s, _ := c.Object["spec"].(map[string]any)
+		return s, nil
+	}
+	controllertest.Eventually(t, "the Certificate as the spec asks", func() error {
+		s, err := spec()
+		if err != nil {
+			return err
+		}
+		labels, _ := s["secretTemplate"].(map[string]any)["labels"].(map[string]any)
+		if s["duration"] != "2160h" || labels["team"] != "db" || s["secretName"] != "mz"+id+"-balancerd-external-tls" {
+			return fmt.Errorf("spec %v", s)
+		}
+		return nil
+	})
+	c := controllertest.WaitDeployment(t, ns, "mz"+id+"-balancerd").Spec.Template.Spec
+	if !slices.Contains(c.Containers[0].Args, "--tls-mode=require") || len(c.Volumes) != 1 || c.Volumes[0].Secret.SecretName != "mz"+id+"-balancerd-external-tls" {
+		t.Errorf("balancerd args %v volumes %+v: want TLS from the certificate's Secret", c.Containers[0].Args, c.Volumes)
+	}
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b := balancers.Get(t, ns, "b")
+		b.Spec.ExternalCertificateSpec.Duration = ""
+		b.Spec.ExternalCertificateSpec.SecretTemplate = nil
+		_, err := ac.MZ.MaterializeV1alpha1().Balancers(ns).Update(ctx, b, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, "removed fields gone from the Certificate", func() error {
+		s, err := spec()
+		if err != nil {
+			return err
+		}
+		labels, _ := s["secretTemplate"].(map[string]any)["labels"].(map[string]any)
+		if _, ok := s["duration"]; ok || labels["team"] != nil {
+			return fmt.Errorf("spec %v", s)
 		}
 		return nil
 	})
