@@ -14,10 +14,12 @@
 //     never started after that point. A request already on the wire when the
 //     context is cancelled can still land; the margin LeaseDuration −
 //     RenewDeadline is what covers it.
-//   - Graceful handover. When Run's context is cancelled the lead context is
-//     cancelled, Run waits for lead to return — the Lease is still renewed
-//     meanwhile — and only then releases the Lease. How long that takes is
-//     bounded by the caller's lead function, not by this package.
+//   - Graceful handover. When Run's context is cancelled, Stopping(lead
+//     context) is closed: lead stops taking new work and lets what is in
+//     flight finish under a lead context that stays valid (the fence, not
+//     the shutdown, bounds its writes) for at most DrainTimeout, after which
+//     the lead context is cancelled. Run waits for lead to return — the
+//     Lease is still renewed meanwhile — and only then releases the Lease.
 //   - Fast takeover. Standbys watch their Lease and, when it is released
 //     (holderIdentity empty) or deleted, restart client-go's elector, whose
 //     first attempt acquires a released Lease at once instead of waiting for
@@ -105,6 +107,22 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Health, when set, tracks the leases held by Run for /healthz.
 	Health *HealthChecker
+	// DrainTimeout is how long lead may go on, after Run's context is done,
+	// finishing in-flight work under a valid lead context (see Stopping).
+	// Zero cancels the lead context at once.
+	DrainTimeout time.Duration
+}
+
+type stoppingKey struct{}
+
+// Stopping returns a channel closed when the Run that gave ctx to lead is
+// shutting down: lead must stop taking new work and return once its
+// in-flight work is done. Its context stays valid until then (or until
+// DrainTimeout, or a lost lease), so that work is finished, not cut short.
+// For a context not from Run it returns nil, which never closes.
+func Stopping(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(stoppingKey{}).(chan struct{})
+	return ch
 }
 
 func (c Config) validate(name string, lead func(context.Context)) error {
@@ -165,9 +183,9 @@ func DefaultIdentity() string {
 // every write lead makes must use that context.
 //
 // Run never returns before lead has returned. It returns:
-//   - nil when ctx is done: the lead context was cancelled, lead returned,
-//     then the Lease was released (best effort) so a standby takes over at
-//     once. How long this takes is bounded by lead's work, not by Run.
+//   - nil when ctx is done: Stopping was closed (and the lead context
+//     cancelled after DrainTimeout), lead returned, then the Lease was
+//     released (best effort) so a standby takes over at once.
 //   - ErrLeadershipLost when leadership ended for any other reason (a
 //     renewal failed within RenewDeadline); the caller must exit non-zero.
 //   - ErrLeadReturned when lead returned on its own; the Lease is released.
@@ -348,8 +366,31 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 			}
 		})
 	}
-	stopOnShutdown := context.AfterFunc(ctx, func() { end(errShutdown, "") })
-	defer stopOnShutdown()
+	stopping := make(chan struct{})
+	var drainTimer *time.Timer
+	var drainMu sync.Mutex
+	stopOnShutdown := context.AfterFunc(ctx, func() {
+		close(stopping)
+		if c.cfg.DrainTimeout <= 0 {
+			end(errShutdown, "")
+			return
+		}
+		c.log.Info("shutting down; finishing in-flight work before releasing the lease", zap.Duration("drainTimeout", c.cfg.DrainTimeout))
+		drainMu.Lock()
+		drainTimer = time.AfterFunc(c.cfg.DrainTimeout, func() {
+			c.log.Warn("drain timeout reached; cancelling in-flight work")
+			end(errShutdown, "")
+		})
+		drainMu.Unlock()
+	})
+	defer func() {
+		stopOnShutdown()
+		drainMu.Lock()
+		if drainTimer != nil {
+			drainTimer.Stop()
+		}
+		drainMu.Unlock()
+	}()
 	leadDone := make(chan struct{})
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
@@ -364,12 +405,16 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	})
 
 	if leaderCtx.Err() == nil {
-		c.lead(withWriteDeadline(leadCtx, func() time.Time { return lock.renewedAt().Add(c.cfg.RenewDeadline) }))
+		c.lead(context.WithValue(withWriteDeadline(leadCtx, func() time.Time { return lock.renewedAt().Add(c.cfg.RenewDeadline) }),
+			stoppingKey{}, stopping))
 	}
 	close(leadDone)
-	if leadCtx.Err() == nil {
+	switch {
+	case leadCtx.Err() == nil && ctx.Err() != nil:
+		end(errShutdown, "") // lead drained and returned, as asked
+	case leadCtx.Err() == nil:
 		end(ErrLeadReturned, "")
-	} else {
+	default:
 		// Cancelled by end, or by client-go (leaderCtx) before the watcher
 		// above classified it.
 		end(ErrLeadershipLost, "client-go elector stopped leading")

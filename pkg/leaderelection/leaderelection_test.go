@@ -628,3 +628,78 @@ func TestReleaseRefusedWhenHeldByAnother(t *testing.T) {
 		t.Errorf("holder = %q, want b", got)
 	}
 }
+
+// On shutdown the leader keeps its lead context (and the Lease) while it
+// finishes in-flight work: Stopping is closed, the context stays valid, a
+// write made after the shutdown still lands, and only after lead returns is
+// the Lease released. With the old behaviour the context was cancelled at
+// once and the write failed.
+func TestShutdownDrainsInFlightWork(t *testing.T) {
+	lease := unique("test-drain")
+	a := newTestCandidate(t, "a", "default", fast)
+	a.cfg.DrainTimeout = failureBound
+	stopping := make(chan struct{})
+	finish := make(chan struct{})
+	wrote := make(chan error, 1)
+	leading := make(chan time.Time, 1)
+	ra := a.run(t, lease, func(ctx context.Context) {
+		leading <- time.Now()
+		select {
+		case <-Stopping(ctx):
+			close(stopping)
+		case <-ctx.Done():
+			wrote <- fmt.Errorf("lead context cancelled before Stopping closed: %w", context.Cause(ctx))
+			return
+		}
+		<-finish
+		_, err := adminClient(t).CoreV1().ConfigMaps("default").Create(ctx,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lease}}, metav1.CreateOptions{})
+		wrote <- err
+	})
+	recv(t, leading, "a to lead")
+	ra.cancel()
+	select {
+	case <-stopping:
+	case err := <-wrote:
+		t.Fatal(err)
+	case <-time.After(failureBound):
+		t.Fatal("Stopping was not closed after Run's context was cancelled")
+	}
+	// Draining: the Lease is still held and renewed.
+	time.Sleep(2 * fast.lease)
+	if got := holder(t, "default", lease); got != "a" {
+		t.Fatalf("holder while draining = %q, want a", got)
+	}
+	if ra.returned() {
+		t.Fatal("Run returned while lead was draining")
+	}
+	close(finish)
+	if err := <-wrote; err != nil {
+		t.Fatalf("write of in-flight work after shutdown: %v", err)
+	}
+	if err := ra.wait(t); err != nil {
+		t.Errorf("Run = %v, want nil after a drained shutdown", err)
+	}
+	if got := holder(t, "default", lease); got != "" {
+		t.Errorf("holder after drained shutdown = %q, want released", got)
+	}
+}
+
+// Work that does not finish within DrainTimeout has its context cancelled.
+func TestShutdownDrainIsBounded(t *testing.T) {
+	lease := unique("test-drain-bound")
+	a := newTestCandidate(t, "a", "default", fast)
+	a.cfg.DrainTimeout = 500 * time.Millisecond
+	l := newRecorder() // ignores Stopping; returns when its context ends
+	ra := a.run(t, lease, l.lead)
+	started := recv(t, l.started, "a to lead")
+	ra.cancel()
+	cancelled := recv(t, l.cancelled, "the lead context to be cancelled at the drain timeout")
+	if err := ra.wait(t); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	t.Logf("lead context cancelled %v after leading started", cancelled.Sub(started))
+	if got := holder(t, "default", lease); got != "" {
+		t.Errorf("holder = %q, want released", got)
+	}
+}

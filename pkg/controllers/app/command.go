@@ -56,6 +56,7 @@ type Options struct {
 	LeaseDuration           time.Duration
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
+	DrainTimeout            time.Duration
 	Controllers             []string
 	MetricsAddress          string
 	HealthAddress           string
@@ -90,6 +91,8 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease is valid without renewal")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long a leader may go without renewing before it stops its writes and exits")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "how often to try to acquire or renew a Lease")
+	fs.DurationVar(&o.DrainTimeout, "shutdown-drain-timeout", 30*time.Second,
+		"on SIGTERM, how long in-flight reconciles may run to completion (their writes still fenced by the Lease) before they are cancelled")
 	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz (fails when a held Lease is overdue) and /readyz")
@@ -292,7 +295,7 @@ func Run(ctx context.Context, o *Options) error {
 	leCfg := leaderelection.Config{
 		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-		Logger: log, Metrics: registry, Health: health,
+		Logger: log, Metrics: registry, Health: health, DrainTimeout: o.DrainTimeout,
 	}
 	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
 		zap.String("leaseNamespace", o.LeaderElectionNamespace))

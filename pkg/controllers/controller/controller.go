@@ -17,6 +17,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 )
 
 // Result tells the loop what to do after a successful reconcile.
@@ -138,7 +140,13 @@ func (c *Controller) Run(ctx context.Context) {
 			}
 		}()
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-leaderelection.Stopping(ctx):
+		// Shutdown: in-flight reconciles finish under ctx, which the lease's
+		// fence, not the shutdown, bounds; nothing new starts.
+		log.Info("controller draining")
+	}
 	c.queue.Store(nil)
 	q.ShutDown()
 	wg.Wait()
@@ -151,8 +159,8 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 		return false
 	}
 	defer q.Done(key)
-	if ctx.Err() != nil {
-		return true
+	if ctx.Err() != nil || stopping(ctx) {
+		return true // the queue is shutting down; the next leader lists every key
 	}
 	start := time.Now()
 	result, err := c.reconcile(ctx, key)
@@ -171,6 +179,15 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 		q.Forget(key)
 	}
 	return true
+}
+
+func stopping(ctx context.Context) bool {
+	select {
+	case <-leaderelection.Stopping(ctx):
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) (result Result, err error) {
