@@ -77,6 +77,8 @@ func run(ctx context.Context) error {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// No kubelet: environmentd's StatefulSet reports ready as it would.
+	go fixture.StatefulSetsReady(ctx, kube, namespace)
 
 	logs := filepath.Join(cp.Dir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {

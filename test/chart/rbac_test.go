@@ -138,6 +138,7 @@ func TestChartRBACIsEnough(t *testing.T) {
 	// No nodes run balancerd: its Deployment reports Available as one
 	// would, so the Console (which waits for the Balancer) follows.
 	fixture.KeepDeploymentsAvailable(t, kube, tenant, "-balancerd")
+	fixture.KeepStatefulSetsReady(t, kube, tenant) // and environmentd
 	if _, err := kube.CoreV1().Secrets(tenant).Create(ctx, fixture.BackendSecret(tenant, "backend"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

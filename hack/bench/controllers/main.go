@@ -89,6 +89,10 @@ func run(n, workers, qps int) error {
 		return err
 	}
 	began := time.Now()
+	// No nodes run environmentd: its StatefulSets report ready as they would.
+	podsCtx, stopPods := context.WithCancel(ctx)
+	defer stopPods()
+	go fixture.StatefulSetsReady(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default")
 	if err := createAll(ctx, kubernetes.NewForConfigOrDie(cp.Config), mz, n); err != nil {
 		return err
 	}

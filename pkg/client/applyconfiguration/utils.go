@@ -42,6 +42,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &materializev1.MaterializeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MaterializeCertSpec"):
 		return &materializev1.MaterializeCertSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MaterializeRolloutStatus"):
+		return &materializev1.MaterializeRolloutStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MaterializeSpec"):
 		return &materializev1.MaterializeSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MaterializeStatus"):
@@ -68,6 +70,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &materializev1alpha1.MaterializeApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MaterializeCertSpec"):
 		return &materializev1alpha1.MaterializeCertSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("MaterializeRolloutStatus"):
+		return &materializev1alpha1.MaterializeRolloutStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MaterializeSpec"):
 		return &materializev1alpha1.MaterializeSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MaterializeStatus"):

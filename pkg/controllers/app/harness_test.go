@@ -101,6 +101,7 @@ func newNamespace(t *testing.T, prefix string) string {
 	if _, err := kube.CoreV1().Secrets(ns.Name).Create(context.Background(), fixture.BackendSecret(ns.Name, "backend"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	fixture.KeepStatefulSetsReady(t, kube, ns.Name) // no nodes run environmentd
 	return ns.Name
 }
 

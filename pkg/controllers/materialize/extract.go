@@ -1,8 +1,6 @@
 package materialize
 
 import (
-	"encoding/json"
-
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -20,14 +18,5 @@ var (
 	rbacacExtractRoleBinding         = rbacv1ac.ExtractRoleBinding
 	networkingacExtractNetworkPolicy = networkingv1ac.ExtractNetworkPolicy
 )
-
-// mustJSON is v as decoded JSON, for comparing apply configurations.
-func mustJSON(v any) any {
-	var out any
-	if err := json.Unmarshal([]byte(jsonString(v)), &out); err != nil {
-		panic(err)
-	}
-	return out
-}
 
 func everything() labels.Selector { return labels.Everything() }

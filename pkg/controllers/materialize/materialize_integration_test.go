@@ -101,8 +101,16 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 }
 
 // newNamespace makes a namespace with the backend Secret newMaterialize
-// names.
+// names, whose StatefulSets become ready (no nodes run environmentd).
 func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := newNamespaceWithoutPods(t)
+	fixture.KeepStatefulSetsReady(t, kubernetes.NewForConfigOrDie(cp.Config), ns)
+	return ns
+}
+
+// newNamespaceWithoutPods is newNamespace whose StatefulSets stay unready.
+func newNamespaceWithoutPods(t *testing.T) string {
 	t.Helper()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	ns, err := kube.CoreV1().Namespaces().Create(context.Background(),

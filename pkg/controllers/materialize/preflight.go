@@ -6,6 +6,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
@@ -27,6 +30,13 @@ type preflightResult struct {
 // instead of the Secret and ConfigMap on every poll.
 func (r *reconciler) preflight(ctx context.Context, e env, created bool) (preflightResult, error) {
 	var res preflightResult
+	if other := r.sharingEnvironmentID(e.mz); other != nil {
+		// upstream's message: two environments on one environment ID would
+		// share a catalog's identity (and, with one backend, a catalog).
+		res.problem = fmt.Sprintf("Materialize resources %s/%s and %s/%s have the environmentId field set to the same value. "+
+			"This field must be unique across environments.", e.mz.Namespace, e.mz.Name, other.Namespace, other.Name)
+		return res, nil
+	}
 	needPassword := passwordLike(authenticatorKind(e.mz))
 	if created && !needPassword {
 		return res, nil
@@ -123,4 +133,18 @@ func unversionedNote(ref string) string {
 	default:
 		return fmt.Sprintf(" (image tag %q is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd)", tag)
 	}
+}
+
+// sharingEnvironmentID returns another Materialize with mz's environmentId.
+func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) *v1alpha1.Materialize {
+	all, err := r.materializes.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	for _, other := range all {
+		if other.UID != mz.UID && other.Spec.EnvironmentID == mz.Spec.EnvironmentID && isSet(other.Spec.EnvironmentID) {
+			return other
+		}
+	}
+	return nil
 }

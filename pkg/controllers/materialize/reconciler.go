@@ -6,12 +6,14 @@ package materialize
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +27,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	ctrlcomponent "github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"k8s.io/apimachinery/pkg/labels"
@@ -36,20 +39,24 @@ import (
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 )
 
-// Condition type and reasons (SPEC.md §3).
+// Condition type and reasons (SPEC.md §3), upstream's.
 const (
-	ConditionUpToDate        = "UpToDate"
-	ReasonApplied            = "Applied"
-	ReasonApplying           = "Applying"
-	ReasonReadyToPromote     = "ReadyToPromote"
-	ReasonPromoting          = "Promoting"
-	ReasonWaitingForApproval = "WaitingForApproval"
-	ReasonFailedDeploy       = "FailedDeploy"
-	ReasonRolloutTimeout     = "RolloutTimeout"
+	ConditionUpToDate        = rollout.ConditionUpToDate
+	ReasonApplied            = rollout.ReasonApplied
+	ReasonApplying           = rollout.ReasonApplying
+	ReasonReadyToPromote     = rollout.ReasonReadyToPromote
+	ReasonPromoting          = rollout.ReasonPromoting
+	ReasonWaitingForApproval = rollout.ReasonWaitingForApproval
+	ReasonFailedDeploy       = rollout.ReasonFailedDeploy
+	ReasonRolloutTimeout     = rollout.ReasonRolloutTimeout
 	defaultRolloutTimeout    = 24 * time.Hour
 	defaultPollInterval      = 2 * time.Second
 	defaultPreflightRetry    = 15 * time.Second
 	controllerName           = "materialize"
+	// LastKnownActiveGenerationAnnotation, upstream's, restores the active
+	// generation of an environment whose Materialize was deleted and
+	// recreated over the same catalog.
+	LastKnownActiveGenerationAnnotation = "materialize.cloud/last-known-active-generation"
 )
 
 // Options tune the reconciler.
@@ -81,6 +88,8 @@ type reconciler struct {
 	o            Options
 	log          *zap.Logger
 	materializes mzlisters.MaterializeLister
+	// recent holds the statuses this reconciler wrote (read-your-writes).
+	recent       *ctrlcomponent.RecentWrites
 	balancers    mzlisters.BalancerLister
 	consoles     mzlisters.ConsoleLister
 	statefulSets appslisters.StatefulSetLister
@@ -120,6 +129,7 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	r := &reconciler{
 		d: d, o: o, log: d.Log.With(zap.String("controller", controllerName)),
 		materializes: mzInf.Materializes().Lister(),
+		recent:       ctrlcomponent.NewRecentWrites(),
 		balancers:    mzInf.Balancers().Lister(),
 		consoles:     mzInf.Consoles().Lister(),
 		statefulSets: k.Apps().V1().StatefulSets().Lister(),
@@ -172,11 +182,16 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	}
 	live, err := r.materializes.Materializes(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		r.recent.Forget(key)
 		return controller.Result{}, nil // children go with it (ownerReferences)
 	}
 	if err != nil {
 		return controller.Result{}, err
 	}
+	// Read-your-writes: the status this reconciler last wrote, if the
+	// informer has not delivered it yet, so a rollout step is not decided
+	// twice on a status it has already moved past.
+	live, _, _ = ctrlcomponent.Current(ctx, r.recent, key, "", live, true, nil)
 	mz := live.DeepCopy()
 	if mz.DeletionTimestamp != nil {
 		// Garbage collection removes the children; only a finalizer left
@@ -195,16 +210,17 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err := r.applyEnvironmentObjects(ctx, e); err != nil {
 		return controller.Result{}, err
 	}
-	result, err := r.rollout(ctx, e)
-	if err != nil {
+	result, settled, err := r.rollout(ctx, e)
+	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
 	}
-	if mz.Status.ActiveGeneration > 0 && result.RequeueAfter == 0 {
-		// As upstream: balancerd needs environmentd's Service, which exists
-		// once a rollout has nothing left to wait for.
-		return r.applyComponents(ctx, e)
+	// As upstream: balancerd needs environmentd's Service, which exists
+	// once a rollout has nothing left to wait for.
+	components, err := r.applyComponents(ctx, e)
+	if components.RequeueAfter == 0 || (result.RequeueAfter > 0 && result.RequeueAfter < components.RequeueAfter) {
+		components.RequeueAfter = result.RequeueAfter
 	}
-	return result, nil
+	return components, err
 }
 
 // fresh reads the Materialize from the API server: what is assigned once
@@ -231,8 +247,24 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 		return nil // assigned already; its update event brings it to the cache
 	}
 	id := children.NewResourceID()
-	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).
-		WithStatus(mzac.MaterializeStatus().WithResourceID(id).WithObservedGeneration(mz.Generation))
+	status := mzac.MaterializeStatus().WithResourceID(id).WithObservedGeneration(mz.Generation)
+	// As upstream's initial status: the upgrade window counts from the
+	// image the environment was created with, and an environment recreated
+	// over an existing catalog resumes after its last active generation
+	// (environmentd refuses a generation older than the catalog's).
+	if mz.Spec.EnvironmentdImageRef != "" {
+		status.WithLastCompletedRolloutEnvironmentdImageRef(mz.Spec.EnvironmentdImageRef)
+	}
+	if last, ok := mz.Annotations[LastKnownActiveGenerationAnnotation]; ok {
+		gen, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, "InvalidAnnotation", "%s: %q is not a generation number; ignored",
+				LastKnownActiveGenerationAnnotation, last)
+		} else if gen > 0 {
+			status.WithActiveGeneration(gen)
+		}
+	}
+	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).WithStatus(status)
 	if _, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).ApplyStatus(ctx, desired, apply.Options()); err != nil {
 		return fmt.Errorf("writing status.resourceId: %w", err)
 	}
@@ -351,180 +383,112 @@ func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
 	return defaultRolloutTimeout
 }
 
-// rolloutPrefix starts every condition message about a rollout, tying the
-// condition to the request it is about.
-func rolloutPrefix(request string) string { return "rollout " + request + ": " }
-
-func (r *reconciler) rollout(ctx context.Context, e env) (controller.Result, error) {
+// rollout runs one step of the rollout state machine (package rollout):
+// observe, decide, act. settled is true when nothing waits on environmentd,
+// so the Balancer and Console may be applied.
+func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Result, settled bool, err error) {
 	mz := e.mz
-	st := mz.Status
-	st.ObservedGeneration = mz.Generation
-	hash := e.resourcesHash()
-	requested := mz.Spec.RequestRollout != st.LastCompletedRolloutRequest
-	current := meta.FindStatusCondition(st.Conditions, ConditionUpToDate)
-	prefix := rolloutPrefix(mz.Spec.RequestRollout)
-
-	if !requested || (hash == st.ResourcesHash && st.ActiveGeneration > 0) {
-		if requested {
-			st.LastCompletedRolloutRequest = mz.Spec.RequestRollout // nothing to roll out
-		}
-		// A request withdrawn mid-rollout leaves a generation that would
-		// hold back compaction: it goes, as upstream tears it down.
-		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration+1); err != nil {
-			return controller.Result{}, err
-		}
-		if st.ActiveGeneration > 0 {
-			if err := r.applyPublicService(ctx, e, st.ActiveGeneration); err != nil {
-				return controller.Result{}, err
-			}
-		}
-		if hash != st.ResourcesHash && st.ActiveGeneration > 0 {
-			// Upstream's "changes detected": they wait for a new request.
-			return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionFalse, ReasonWaitingForApproval,
-				fmt.Sprintf("changes detected, waiting for approval for generation %d (a new spec.requestRollout)", st.ActiveGeneration+1))
-		}
-		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, activeMessage(st.ActiveGeneration))
-	}
-
-	if current != nil && current.Reason == ReasonRolloutTimeout && strings.HasPrefix(current.Message, prefix) {
-		return controller.Result{}, nil // timed out; waits for a new request
-	}
-	desired := st.ActiveGeneration + 1
-	started := r.o.Now()
-	if current != nil && current.Status != metav1.ConditionTrue && strings.HasPrefix(current.Message, prefix) {
-		started = current.LastTransitionTime.Time
-	}
-	// Once Promoting is recorded the rollout only promotes: the new
-	// generation may already have fenced the old one out.
-	promoting := current != nil && current.Reason == ReasonPromoting && strings.HasPrefix(current.Message, prefix)
-	_, getErr := r.statefulSets.StatefulSets(e.ns()).Get(e.generationName(desired))
-	pre, err := r.preflight(ctx, e, getErr == nil)
-	if err != nil {
-		return controller.Result{}, err
+	in := rollout.Input{
+		Now: r.o.Now(), MetaGeneration: mz.Generation,
+		Request: mz.Spec.RequestRollout, Image: mz.Spec.EnvironmentdImageRef,
+		ManuallyPromote:   mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote,
+		DeleteActiveFirst: mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime,
+		Timeout:           rolloutTimeout(mz), Retry: r.o.PreflightRetry,
+		Status: mz.Status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
 	}
 	leader := r.o.Leader
-	if pre.password != "" {
-		leader = leader.WithPassword(pre.password)
-	}
-	url := r.o.EnvironmentdURL(mz, e.id, desired)
-	forced := r.forcePromote(ctx, mz)
-	if timeout := rolloutTimeout(mz); !promoting && !forced && r.o.Now().Sub(started) > timeout && r.notPromoting(ctx, leader, url) {
-		if err := r.deleteGeneration(ctx, e, desired); err != nil {
-			return controller.Result{}, err
+	desired, pending := rollout.Pending(in)
+	if pending {
+		in.Forced = r.forcePromote(ctx, mz)
+		sts, getErr := r.statefulSets.StatefulSets(e.ns()).Get(e.generationName(desired))
+		pre, err := r.preflight(ctx, e, getErr == nil)
+		if err != nil {
+			return controller.Result{}, false, err
 		}
-		r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonRolloutTimeout, "generation %d did not become leader within %s; removed", desired, timeout)
-		return controller.Result{}, r.setUpToDate(ctx, mz, st, metav1.ConditionFalse, ReasonRolloutTimeout,
-			prefix+fmt.Sprintf("generation %d did not become leader within %s", desired, timeout))
-	}
-
-	if promoting {
-		return r.promote(ctx, e, st, started, leader, url, hash, forced)
-	}
-	if pre.problem != "" {
-		// Nothing is created and the active generation keeps serving; the
-		// check runs again, since a Secret or ConfigMap is not watched.
-		return controller.Result{RequeueAfter: r.o.PreflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy,
-			prefix+fmt.Sprintf("generation %d not started: %s", desired, pre.problem))
-	}
-
-	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime && st.ActiveGeneration > 0 {
-		if err := r.deleteGeneration(ctx, e, st.ActiveGeneration); err != nil {
-			return controller.Result{}, err
+		in.Blocked = pre.problem
+		if pre.password != "" {
+			leader = leader.WithPassword(pre.password)
+		}
+		if getErr == nil && statefulSetReady(sts) {
+			in.Desired = r.observeLeader(ctx, leader, r.o.EnvironmentdURL(mz, e.id, desired), pre.problem)
 		}
 	}
-	// As upstream: the recorded hash no longer describes what runs, so a
-	// spec reverted mid-rollout is not taken as applied.
-	st.ResourcesHash = ""
-	if err := r.applyGeneration(ctx, e, desired); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedDeploy, "generation %d: %v", desired, err)
-			// Requeued, so the rollout's timeout still fires.
-			return controller.Result{RequeueAfter: r.o.PreflightRetry}, r.setRolloutCondition(ctx, mz, st, started, ReasonFailedDeploy, prefix+err.Error())
+	out := rollout.Step(in)
+	if err := r.act(ctx, e, out, leader); err != nil {
+		var refused *applyRefusedError
+		if !errors.As(err, &refused) {
+			return controller.Result{}, false, err
 		}
-		return controller.Result{}, err
+		// The API server refused the generation: FailedDeploy, and looked at
+		// again (the rollout's timeout included) without another event.
+		r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedDeploy, "generation %d: %v", desired, refused.err)
+		in.ApplyFailed = refused.err.Error()
+		out = rollout.Step(in)
+		if err := r.act(ctx, e, out, leader); err != nil {
+			return controller.Result{}, false, err
+		}
 	}
-
-	return r.promote(ctx, e, st, started, leader, url, hash, forced)
+	mz.Status = out.Status // the Balancer and Console follow what now runs
+	switch {
+	case out.Poll:
+		return controller.Result{RequeueAfter: r.o.PollInterval}, false, nil
+	case out.RecheckAfter > 0:
+		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil
+	}
+	return controller.Result{}, true, nil
 }
 
-// promote drives environmentd's leader API for the desired generation:
-// wait until it is ready (skipping catch-up when forced), record
-// Promoting, promote, and once it leads route to it, retire the old
-// generation and record the rollout as complete.
-func (r *reconciler) promote(ctx context.Context, e env, st v1alpha1.MaterializeStatus, started time.Time,
-	leader *environmentd.Client, url, hash string, forced bool) (controller.Result, error) {
-	mz := e.mz
-	desired := st.ActiveGeneration + 1
-	prefix := rolloutPrefix(mz.Spec.RequestRollout)
-	note := unversionedNote(mz.Spec.EnvironmentdImageRef)
-	poll := controller.Result{RequeueAfter: r.o.PollInterval}
+// statefulSetReady is upstream's gate before the leader API: a ready
+// replica, of the StatefulSet's current spec.
+func statefulSetReady(sts *appsv1.StatefulSet) bool {
+	return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.ReadyReplicas > 0
+}
+
+// observeLeader asks a generation's environmentd for its leader status.
+func (r *reconciler) observeLeader(ctx context.Context, leader *environmentd.Client, url, problem string) rollout.Observation {
+	if problem != "" {
+		return rollout.Observation{Ready: true, LeaderErr: problem}
+	}
 	status, err := leader.Status(ctx, url)
 	if err != nil {
-		if ctx.Err() != nil {
-			return controller.Result{}, ctx.Err()
-		}
-		reason := ReasonApplying
-		if current := meta.FindStatusCondition(mz.Status.Conditions, ConditionUpToDate); current != nil && current.Reason == ReasonPromoting {
-			reason = ReasonPromoting
-		}
-		return poll, r.setRolloutCondition(ctx, mz, st, started, reason,
-			prefix+fmt.Sprintf("waiting for generation %d: %v", desired, err)+note)
+		return rollout.Observation{Ready: true, LeaderErr: err.Error()}
 	}
-	switch status {
-	case environmentd.Initializing, environmentd.CatchingUp:
-		if !forced {
-			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
-				prefix+fmt.Sprintf("generation %d is %s", desired, status)+note)
-		}
-		// A forced promotion does not wait for the clusters to catch up.
-		if err := leader.SkipCatchup(ctx, url); err != nil {
-			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonApplying,
-				prefix+fmt.Sprintf("generation %d is %s: %v", desired, status, err)+note)
-		}
-		fallthrough
-	case environmentd.ReadyToPromote:
-		if mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote && !forced {
-			// Upstream's reason, which automation watches for.
-			return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonReadyToPromote,
-				prefix+fmt.Sprintf("generation %d is ready to promote; set spec.forcePromote to %s (at v1: status.requestedRolloutHash) to promote it", desired, mz.Spec.RequestRollout))
-		}
-		// Recorded before the call, as upstream: a promotion that was sent
-		// must never be cancelled, even if the call's answer is lost.
-		if err := r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired)); err != nil {
-			return controller.Result{}, err
-		}
-		if err := leader.Promote(ctx, url); err != nil {
-			return controller.Result{}, fmt.Errorf("promoting generation %d: %w", desired, err)
-		}
-		return poll, nil
-	case environmentd.Promoting:
-		return poll, r.setRolloutCondition(ctx, mz, st, started, ReasonPromoting, prefix+fmt.Sprintf("promoting generation %d", desired))
-	case environmentd.IsLeader:
-	default:
-		return poll, fmt.Errorf("generation %d reports unknown status %q", desired, status)
-	}
+	return rollout.Observation{Ready: true, Leader: string(status)}
+}
 
-	// The new generation leads: route to it, retire the old one, record it.
-	if err := r.applyPublicService(ctx, e, desired); err != nil {
-		return controller.Result{}, err
-	}
-	if old := st.ActiveGeneration; old > 0 && old != desired {
-		if err := r.deleteGeneration(ctx, e, old); err != nil {
-			return controller.Result{}, err
+// applyRefusedError is an ApplyGeneration the API server refused as invalid.
+type applyRefusedError struct{ err error }
+
+func (e *applyRefusedError) Error() string { return e.err.Error() }
+
+// act does a Step's actions in order.
+func (r *reconciler) act(ctx context.Context, e env, out rollout.Output, leader *environmentd.Client) error {
+	mz := e.mz
+	for _, a := range out.Actions {
+		url := r.o.EnvironmentdURL(mz, e.id, a.Generation)
+		var err error
+		switch a.Kind {
+		case rollout.DeleteGeneration:
+			err = r.deleteGeneration(ctx, e, a.Generation)
+		case rollout.ApplyGeneration:
+			err = r.applyGeneration(ctx, e, a.Generation)
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+				return &applyRefusedError{err: err}
+			}
+		case rollout.WriteStatus:
+			err = r.writeStatusWithEvent(ctx, mz, out.Status)
+		case rollout.SkipCatchup:
+			err = leader.SkipCatchup(ctx, url)
+		case rollout.Promote:
+			err = leader.Promote(ctx, url)
+		case rollout.Route:
+			err = r.applyPublicService(ctx, e, a.Generation)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	st.ActiveGeneration = desired
-	st.LastCompletedRolloutRequest = mz.Spec.RequestRollout
-	st.LastCompletedRolloutEnvironmentdImageRef = mz.Spec.EnvironmentdImageRef
-	st.ResourcesHash = hash
-	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "RolloutComplete", "generation %d is active (%s)", desired, mz.Spec.EnvironmentdImageRef)
-	// The same message as the steady state: the next reconcile writes nothing.
-	if err := r.setUpToDate(ctx, mz, st, metav1.ConditionTrue, ReasonApplied, activeMessage(desired)); err != nil {
-		return controller.Result{}, err
-	}
-	// The Balancer and Console applied next follow the image just rolled out.
-	mz.Status = st
-	return controller.Result{}, nil
+	return nil
 }
 
 // forcePromote is upstream's should_force_promote: spec.forcePromote names
@@ -548,18 +512,6 @@ func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize)
 	}
 	hash, err := conversion.V1RolloutHash(stored)
 	return err == nil && mz.Spec.ForcePromote == hash
-}
-
-// notPromoting tells a timed-out rollout that environmentd is not
-// promoting: Promoting is recorded before every promotion, and this asks
-// environmentd as well in case that record was lost with a conflict.
-func (r *reconciler) notPromoting(ctx context.Context, leader *environmentd.Client, url string) bool {
-	status, err := leader.Status(ctx, url)
-	return err != nil || (status != environmentd.Promoting && status != environmentd.IsLeader)
-}
-
-func activeMessage(gen uint64) string {
-	return fmt.Sprintf("generation %d is active and runs the requested spec", gen)
 }
 
 // applyGeneration applies a generation's objects in upstream's order: the
@@ -614,33 +566,6 @@ func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64) er
 	return del(err == nil, r.d.Kube.CoreV1().ConfigMaps(ns).Delete, e.listenersName(gen))
 }
 
-// setRolloutCondition reports a rollout in progress; the condition's
-// lastTransitionTime marks when the rollout started (for the timeout).
-func (r *reconciler) setRolloutCondition(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus, started time.Time, reason, msg string) error {
-	st.Conditions = cloneConditions(st.Conditions)
-	// In progress is Unknown, as upstream; a failed deploy is False.
-	status := metav1.ConditionUnknown
-	if reason == ReasonFailedDeploy {
-		status = metav1.ConditionFalse
-	}
-	cond := metav1.Condition{Type: ConditionUpToDate, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: mz.Generation, LastTransitionTime: metav1.NewTime(started.Truncate(time.Second))}
-	if existing := meta.FindStatusCondition(st.Conditions, ConditionUpToDate); existing != nil && existing.Status != metav1.ConditionTrue &&
-		strings.HasPrefix(existing.Message, rolloutPrefix(mz.Spec.RequestRollout)) {
-		cond.LastTransitionTime = existing.LastTransitionTime
-	}
-	meta.RemoveStatusCondition(&st.Conditions, ConditionUpToDate)
-	st.Conditions = append(st.Conditions, cond)
-	return r.writeStatusWithEvent(ctx, mz, st)
-}
-
-func (r *reconciler) setUpToDate(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus, status metav1.ConditionStatus, reason, msg string) error {
-	st.Conditions = cloneConditions(st.Conditions)
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionUpToDate, Status: status, Reason: reason,
-		Message: msg, ObservedGeneration: mz.Generation})
-	return r.writeStatusWithEvent(ctx, mz, st)
-}
-
 func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) error {
 	before := meta.FindStatusCondition(mz.Status.Conditions, ConditionUpToDate)
 	wrote, err := r.writeStatus(ctx, mz, st)
@@ -658,9 +583,9 @@ func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Mate
 	return nil
 }
 
-// writeStatus applies the whole status unless the live one already equals it.
-func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) (bool, error) {
-	// Empty fields stay out of the apply, as they stay out of the JSON.
+// statusApplyConfiguration is st as an apply configuration; empty fields
+// stay out of it, as they stay out of the JSON.
+func statusApplyConfiguration(st v1alpha1.MaterializeStatus) *mzac.MaterializeStatusApplyConfiguration {
 	status := mzac.MaterializeStatus().WithResourceID(st.ResourceID).WithObservedGeneration(st.ObservedGeneration)
 	if st.ActiveGeneration > 0 {
 		status.WithActiveGeneration(st.ActiveGeneration)
@@ -677,20 +602,45 @@ func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize
 	if st.LastCompletedRolloutHash != "" {
 		status.WithLastCompletedRolloutHash(st.LastCompletedRolloutHash)
 	}
+	if p := st.Rollout; p != nil {
+		rollout := mzac.MaterializeRolloutStatus().WithRequest(p.Request).WithGeneration(p.Generation).WithStartedAt(p.StartedAt)
+		if p.EnvironmentdImageRef != "" {
+			rollout.WithEnvironmentdImageRef(p.EnvironmentdImageRef)
+		}
+		if p.PromotionSentAt != nil {
+			rollout.WithPromotionSentAt(*p.PromotionSentAt)
+		}
+		status.WithRollout(rollout)
+	}
 	for _, c := range st.Conditions {
 		status.WithConditions(ctrlcomponent.ConditionApplyConfiguration(c))
 	}
-	desired := mzac.Materialize(live.Name, live.Namespace).WithStatus(status)
-	if apply.Subset(mustJSON(desired.Status), mustJSON(live.Status)) && len(st.Conditions) == len(live.Status.Conditions) {
-		return false, nil
-	}
-
-	_, err := r.d.MZ.MaterializeV1alpha1().Materializes(live.Namespace).ApplyStatus(ctx, desired, apply.Options())
-	return err == nil, err
+	return status
 }
 
-func cloneConditions(c []metav1.Condition) []metav1.Condition {
-	return append([]metav1.Condition(nil), c...)
+// ownedStatus is the status this reconciler writes, as live holds it: the
+// whole status, so a field the desired status drops (status.rollout when a
+// rollout ends) counts as a change.
+func ownedStatus(live *v1alpha1.Materialize, _ string) (*mzac.MaterializeApplyConfiguration, error) {
+	return mzac.Materialize(live.Name, live.Namespace).WithStatus(statusApplyConfiguration(live.Status)), nil
+}
+
+// writeStatus applies the whole status unless live already holds it. The
+// write carries the resourceVersion the status was decided on: a decision
+// made on a stale copy (a cache behind another writer, a new leader right
+// after a handover) conflicts and is made again, instead of, say, setting
+// activeGeneration back.
+func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) (bool, error) {
+	desired := mzac.Materialize(live.Name, live.Namespace).WithStatus(statusApplyConfiguration(st))
+	client := r.d.MZ.MaterializeV1alpha1().Materializes(live.Namespace)
+	return apply.Object(ctx, live, true, desired, ownedStatus,
+		func(ctx context.Context, ac *mzac.MaterializeApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Materialize, error) {
+			out, err := client.ApplyStatus(ctx, ac.WithResourceVersion(live.ResourceVersion), opts)
+			if err == nil {
+				r.recent.Put(live.Namespace+"/"+live.Name, "", out)
+			}
+			return out, err
+		})
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -140,6 +140,24 @@ type MaterializeSpec struct {
 	InternalCertificateSpec *MaterializeCertSpec `json:"internalCertificateSpec,omitempty"`
 }
 
+// MaterializeRolloutStatus is a rollout in progress.
+type MaterializeRolloutStatus struct {
+	// request is the request it carries out (the v1alpha1 spec.requestRollout, which a v1 rollout hash maps to).
+	Request string `json:"request"`
+	// generation is the environmentd generation being rolled out.
+	Generation uint64 `json:"generation"`
+	// environmentdImageRef is the image being rolled out.
+	// +optional
+	EnvironmentdImageRef string `json:"environmentdImageRef,omitempty"`
+	// startedAt is when the rollout started; spec.rolloutRequestTimeout counts from it.
+	StartedAt metav1.Time `json:"startedAt"`
+	// promotionSentAt is set before the operator first asks the generation to
+	// promote: from then on the rollout only promotes, since the generation
+	// may already have fenced the active one out; it never times out.
+	// +optional
+	PromotionSentAt *metav1.Time `json:"promotionSentAt,omitempty"`
+}
+
 // MaterializeStatus is the observed state of a Materialize environment.
 type MaterializeStatus struct {
 	// resourceId is the random identifier in the names of every child object (mz{resourceId}-…).
@@ -158,6 +176,11 @@ type MaterializeStatus struct {
 	// progress while it differs from lastCompletedRolloutHash.
 	// +optional
 	RequestedRolloutHash string `json:"requestedRolloutHash,omitempty"`
+	// rollout is the rollout in progress, recorded by the operator so that
+	// its clock and its point of no return survive restarts and handovers;
+	// absent when none is in progress.
+	// +optional
+	Rollout *MaterializeRolloutStatus `json:"rollout,omitempty"`
 	// conditions: UpToDate tells whether the active generation matches the spec.
 	// +optional
 	// +listType=map

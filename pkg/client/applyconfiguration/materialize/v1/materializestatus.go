@@ -38,6 +38,10 @@ type MaterializeStatusApplyConfiguration struct {
 	// requestedRolloutHash is the rollout hash of the spec; a rollout is in
 	// progress while it differs from lastCompletedRolloutHash.
 	RequestedRolloutHash *string `json:"requestedRolloutHash,omitempty"`
+	// rollout is the rollout in progress, recorded by the operator so that
+	// its clock and its point of no return survive restarts and handovers;
+	// absent when none is in progress.
+	Rollout *MaterializeRolloutStatusApplyConfiguration `json:"rollout,omitempty"`
 	// conditions: UpToDate tells whether the active generation matches the spec.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -85,6 +89,14 @@ func (b *MaterializeStatusApplyConfiguration) WithLastCompletedRolloutHash(value
 // If called multiple times, the RequestedRolloutHash field is set to the value of the last call.
 func (b *MaterializeStatusApplyConfiguration) WithRequestedRolloutHash(value string) *MaterializeStatusApplyConfiguration {
 	b.RequestedRolloutHash = &value
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *MaterializeStatusApplyConfiguration) WithRollout(value *MaterializeRolloutStatusApplyConfiguration) *MaterializeStatusApplyConfiguration {
+	b.Rollout = value
 	return b
 }
 

@@ -39,6 +39,10 @@ type MaterializeStatusApplyConfiguration struct {
 	ResourcesHash *string `json:"resourcesHash,omitempty"`
 	// lastCompletedRolloutHash is the rollout hash of the last completed rollout.
 	LastCompletedRolloutHash *string `json:"lastCompletedRolloutHash,omitempty"`
+	// rollout is the rollout in progress, recorded by the operator so that
+	// its clock and its point of no return survive restarts and handovers;
+	// absent when none is in progress.
+	Rollout *MaterializeRolloutStatusApplyConfiguration `json:"rollout,omitempty"`
 	// conditions: UpToDate tells whether the active generation matches the spec.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// observedGeneration is the metadata.generation the status describes.
@@ -96,6 +100,14 @@ func (b *MaterializeStatusApplyConfiguration) WithResourcesHash(value string) *M
 // If called multiple times, the LastCompletedRolloutHash field is set to the value of the last call.
 func (b *MaterializeStatusApplyConfiguration) WithLastCompletedRolloutHash(value string) *MaterializeStatusApplyConfiguration {
 	b.LastCompletedRolloutHash = &value
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *MaterializeStatusApplyConfiguration) WithRollout(value *MaterializeRolloutStatusApplyConfiguration) *MaterializeStatusApplyConfiguration {
+	b.Rollout = value
 	return b
 }
 

@@ -1,0 +1,157 @@
+package materialize_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/test/fixture"
+)
+
+// As upstream, environmentd's leader API is asked only once the
+// generation's StatefulSet has a ready replica; meanwhile the rollout is
+// recorded, typed, in status.rollout.
+func TestLeaderAPIWaitsForAReadyPod(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespaceWithoutPods(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	startController(t)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var mz *v1alpha1.Materialize
+	waitFor(t, "a rollout waiting for its pod", func() (bool, error) {
+		mz = get(t, ns, "mz")
+		c := upToDate(mz)
+		return c != nil && c.Reason == materialize.ReasonApplying && strings.Contains(c.Message, "waiting for its pod to be ready"), nil
+	})
+	id := mz.Status.ResourceID
+	if !stsExists(t, ns, id, 1) {
+		t.Fatal("generation 1 not created")
+	}
+	r := mz.Status.Rollout
+	if r == nil || r.Generation != 1 || r.Request != mz.Spec.RequestRollout || r.StartedAt.IsZero() || r.PromotionSentAt != nil ||
+		r.EnvironmentdImageRef != mz.Spec.EnvironmentdImageRef {
+		t.Fatalf("status.rollout = %+v", r)
+	}
+	if n := env.Requests(prefix(id, 1)); n != 0 {
+		t.Errorf("environmentd asked %d times before its pod was ready", n)
+	}
+	fixture.KeepStatefulSetsReady(t, kubernetes.NewForConfigOrDie(cp.Config), ns)
+	mz = waitRolledOut(t, ns, "mz", 1)
+	if mz.Status.Rollout != nil {
+		t.Errorf("status.rollout after the rollout completed: %+v", mz.Status.Rollout)
+	}
+	if n := env.Promotions(prefix(id, 1)); n != 1 {
+		t.Errorf("promoted %d times, want 1", n)
+	}
+}
+
+// As upstream, two environments cannot share an environmentId; here it is
+// a FailedDeploy condition with upstream's message, and nothing is created.
+func TestSharedEnvironmentIDIsRefused(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	startController(t, fastPreflight)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "first"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitRolledOut(t, ns, "first", 1)
+	second := newMaterialize(ns, "second")
+	second.Spec.EnvironmentID = first.Spec.EnvironmentID
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "Materialize resources " + ns + "/second and " + ns + "/first have the environmentId field set to the same value."
+	got := waitReason(t, ns, "second", materialize.ReasonFailedDeploy)
+	if c := upToDate(got); !strings.Contains(c.Message, want) {
+		t.Fatalf("condition %q, want it to contain %q", c.Message, want)
+	}
+	if stsExists(t, ns, got.Status.ResourceID, 1) {
+		t.Error("a generation was created for a duplicate environmentId")
+	}
+	if c := upToDate(get(t, ns, "first")); c.Reason != materialize.ReasonApplied {
+		t.Errorf("the first environment is disturbed: %s %s", c.Reason, c.Message)
+	}
+	// environmentId is immutable: the fix is a new Materialize.
+	third := newMaterialize(ns, "third")
+	third.Spec.EnvironmentID = uuid.NewString()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, third, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "third", 1)
+}
+
+// As upstream, an environment recreated over an existing catalog resumes
+// after the generation its annotation names: environmentd refuses to run a
+// generation older than the one its catalog recorded.
+func TestLastKnownActiveGenerationIsRestored(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	startController(t)
+	mz := newMaterialize(ns, "mz")
+	mz.Annotations = map[string]string{materialize.LastKnownActiveGenerationAnnotation: "7"}
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitRolledOut(t, ns, "mz", 8)
+	if !stsExists(t, ns, got.Status.ResourceID, 8) || stsExists(t, ns, got.Status.ResourceID, 1) {
+		t.Error("generation 8, and only it, should run")
+	}
+	if got.Status.LastCompletedRolloutEnvironmentdImageRef != mz.Spec.EnvironmentdImageRef {
+		t.Errorf("lastCompletedRolloutEnvironmentdImageRef = %q", got.Status.LastCompletedRolloutEnvironmentdImageRef)
+	}
+}
+
+// A switch from upstream orchestratord mid-rollout keeps the rollout's
+// clock: upstream's status has no status.rollout, only its UpToDate
+// condition, Unknown since the rollout began. Before the state was typed
+// the clock restarted (the condition's message lacked this operator's
+// prefix), so a rollout begun 25 hours earlier was given another 24.
+func TestRolloutAdoptedFromUpstreamKeepsItsClock(t *testing.T) {
+	env.SetAutoAdvance(true)
+	t.Cleanup(func() { env.SetAutoAdvance(true) })
+	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	first := startController(t)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id := waitRolledOut(t, ns, "mz", 1).Status.ResourceID
+	env.SetAutoAdvance(false)
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.2.0"
+		mz.Spec.RequestRollout = uuid.NewString()
+	})
+	waitFor(t, "generation 2 applying", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c.Reason == materialize.ReasonApplying && stsExists(t, ns, id, 2), nil
+	})
+	first.stop()
+
+	mz := get(t, ns, "mz")
+	mz.Status.Rollout = nil
+	mz.Status.Conditions = []metav1.Condition{{Type: materialize.ConditionUpToDate, Status: metav1.ConditionUnknown,
+		Reason: materialize.ReasonApplying, Message: "Applying changes for generation 2", ObservedGeneration: mz.Generation,
+		LastTransitionTime: metav1.NewTime(time.Now().Add(-25 * time.Hour))}}
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).UpdateStatus(ctx, mz, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startController(t)
+	got := waitReason(t, ns, "mz", materialize.ReasonRolloutTimeout)
+	if got.Status.ActiveGeneration != 1 || got.Status.Rollout != nil {
+		t.Errorf("status after the timeout: %+v", got.Status)
+	}
+	waitFor(t, "generation 2 removed", func() (bool, error) { return !stsExists(t, ns, id, 2), nil })
+}
