@@ -141,7 +141,7 @@ func (s *SelfSigned) Sync(ctx context.Context) error {
 	}
 	if current.Cert.NotAfter.Sub(now) < s.CAValidity/3 {
 		s.Log.Info("CA near expiry; rotating", zap.Time("notAfter", current.Cert.NotAfter))
-		if secret, err = RotateCA(ctx, s.Client, s.Namespace, s.SecretName, s.CAValidity, now); err != nil {
+		if secret, err = RotateCA(ctx, s.Client, secret, s.CAValidity, now); err != nil {
 			if !apierrors.IsConflict(err) {
 				return err
 			}
@@ -224,17 +224,14 @@ func (s *SelfSigned) ensureSecret(ctx context.Context, now time.Time) (*corev1.S
 	return secret, nil
 }
 
-// RotateCA replaces the CA in the Secret by a new one, keeping the old as
-// previous and both in the bundle. The update is conditional on the
-// resourceVersion read, so of two replicas rotating at once one gets a
-// Conflict and adopts the other's CA.
-func RotateCA(ctx context.Context, client kubernetes.Interface, namespace, name string, validity time.Duration, now time.Time) (*corev1.Secret, error) {
-	secrets := client.CoreV1().Secrets(namespace)
-	secret, err := secrets.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	current, _, err := parseCASecret(secret)
+// RotateCA replaces the CA in read, the Secret as it was read when the
+// rotation was decided, by a new one, keeping the old as previous and both
+// in the bundle. The update is conditional on read's resourceVersion: of two
+// replicas that decided at once, one gets a Conflict and adopts the other's
+// CA. Re-reading here instead would rotate twice, dropping from the bundle
+// the CA that replicas still sign with until the first rotation propagates.
+func RotateCA(ctx context.Context, client kubernetes.Interface, read *corev1.Secret, validity time.Duration, now time.Time) (*corev1.Secret, error) {
+	current, _, err := parseCASecret(read)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +239,7 @@ func RotateCA(ctx context.Context, client kubernetes.Interface, namespace, name 
 	if err != nil {
 		return nil, err
 	}
-	secret = secret.DeepCopy()
+	secret := read.DeepCopy()
 	secret.Data = map[string][]byte{
 		SecretKeyCert:         next.CertPEM,
 		SecretKeyKey:          next.KeyPEM,
@@ -250,7 +247,7 @@ func RotateCA(ctx context.Context, client kubernetes.Interface, namespace, name 
 		SecretKeyPreviousKey:  current.KeyPEM,
 		SecretKeyBundle:       append(append([]byte{}, next.CertPEM...), current.CertPEM...),
 	}
-	return secrets.Update(ctx, secret, metav1.UpdateOptions{})
+	return client.CoreV1().Secrets(read.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
 }
 
 func parseCASecret(secret *corev1.Secret) (current, previous *CA, err error) {

@@ -309,12 +309,16 @@ func TestCARotationFailsNoConversion(t *testing.T) {
 	}
 
 	time.Sleep(time.Second)
-	if _, err := servingcert.RotateCA(context.Background(), kube, ns, "orchestratord-webhook-ca", servingcert.DefaultCAValidity, time.Now()); err != nil {
+	read, err := kube.CoreV1().Secrets(ns).Get(context.Background(), "orchestratord-webhook-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servingcert.RotateCA(context.Background(), kube, read, servingcert.DefaultCAValidity, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// Both replicas move to the new CA once it has propagated; then the API
 	// server is pointed at a to exercise a replica switch as well.
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return a.servingCert(t).Issuer.CommonName != oldCA && b.servingCert(t).Issuer.CommonName != oldCA, nil
 	})
 	if err != nil {
