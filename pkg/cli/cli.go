@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -43,6 +44,18 @@ func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 	return errors.Join(errs...)
 }
 
+var memoryLimit int64
+
+// applyMemoryLimit keeps the heap under 90% of the container's limit, so
+// the garbage collector works harder near it instead of the kernel killing
+// the process; the rest is for stacks and what the runtime does not count.
+func applyMemoryLimit(limit int64) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set || limit <= 0 {
+		return
+	}
+	debug.SetMemoryLimit(limit / 10 * 9)
+}
+
 // NewRoot returns a root command whose flags fall back to the environment
 // and which has a version subcommand.
 func NewRoot(use, short, long string) *cobra.Command {
@@ -54,9 +67,15 @@ func NewRoot(use, short, long string) *cobra.Command {
 		SilenceErrors: true,
 		Version:       version.Get().String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return ApplyEnv(cmd.Flags(), os.LookupEnv)
+			if err := ApplyEnv(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
+			applyMemoryLimit(memoryLimit)
+			return nil
 		},
 	}
+	root.PersistentFlags().Int64Var(&memoryLimit, "memory-limit", 0,
+		"the container's memory limit in bytes (the chart passes limits.memory); the Go heap is kept under 90% of it unless GOMEMLIMIT is set")
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version and exit",

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +46,21 @@ func TestApplyEnvReportsBadValueWithVariableName(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "ORCHESTRATORD_SHUTDOWN_DRAIN") {
 		t.Fatalf("want an error naming the variable, got %v", err)
+	}
+}
+
+func TestMemoryLimitKeepsTheHeapUnder90Percent(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT")
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	applyMemoryLimit(1000 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 900<<20 {
+		t.Errorf("memory limit = %d, want %d", got, 900<<20)
+	}
+	t.Setenv("GOMEMLIMIT", "500MiB") // the user's choice wins
+	applyMemoryLimit(2000 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 900<<20 {
+		t.Errorf("memory limit = %d with GOMEMLIMIT set, want it untouched", got)
 	}
 }

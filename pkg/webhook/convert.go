@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,15 +21,71 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 )
 
-// DefaultMaxRequestBytes bounds a ConversionReview body. A LIST converts
-// every object in one review, so this is far above a single object's size.
-const DefaultMaxRequestBytes = 64 << 20
+// Sizing, measured by BenchmarkReview and docs/benchmarks.md: a review's
+// live heap peaks at about 7.5 times its body (the decoded objects, their
+// conversions and the encoded response). The API server sends one review
+// per get and one per LIST page (500 objects from client-go, about 0.6 MiB
+// of Materializes; 2-3 MiB with long managedFields); only an unpaginated
+// LIST of thousands of objects comes near the request limit.
+const (
+	// DefaultMaxRequestBytes bounds a ConversionReview body.
+	DefaultMaxRequestBytes = 16 << 20
+	// DefaultMaxInFlightBytes bounds the bodies of the reviews answered at
+	// once: about 180 MiB of live heap, within the chart's 256 MiB limit.
+	DefaultMaxInFlightBytes = 24 << 20
+	// DefaultMaxInFlightReviews bounds how many reviews are answered at once.
+	DefaultMaxInFlightReviews = 64
+)
 
 // ConvertHandler answers ConversionReview v1 requests.
 type ConvertHandler struct {
 	Log             *zap.Logger
 	Metrics         *Metrics
 	MaxRequestBytes int64
+	// MaxInFlightBytes and MaxInFlightReviews bound the reviews answered at
+	// once, by body size and by count (zero means the defaults). A review
+	// beyond them is answered 429 with Retry-After, which the API server's
+	// webhook client retries, instead of costing the replica its memory.
+	// One review is always admitted when none is in flight.
+	MaxInFlightBytes   int64
+	MaxInFlightReviews int
+
+	mu              sync.Mutex
+	inFlightBytes   int64
+	inFlightReviews int
+}
+
+// admit reserves room for a review of up to size bytes.
+func (h *ConvertHandler) admit(size int64) bool {
+	maxBytes, maxReviews := h.MaxInFlightBytes, h.MaxInFlightReviews
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxInFlightBytes
+	}
+	if maxReviews <= 0 {
+		maxReviews = DefaultMaxInFlightReviews
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inFlightReviews > 0 && (h.inFlightReviews >= maxReviews || h.inFlightBytes+size > maxBytes) {
+		return false
+	}
+	h.inFlightReviews++
+	h.inFlightBytes += size
+	return true
+}
+
+func (h *ConvertHandler) release(size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inFlightReviews--
+	h.inFlightBytes -= size
+}
+
+func (h *ConvertHandler) requestLimit() int64 {
+	if h.MaxRequestBytes > 0 {
+		return h.MaxRequestBytes
+	}
+	return DefaultMaxRequestBytes
 }
 
 type reviewError struct {
@@ -38,6 +95,19 @@ type reviewError struct {
 
 func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// A body of unknown length may be as large as the limit.
+	size := h.requestLimit()
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	if !h.admit(size) {
+		h.Log.Debug("conversion request throttled", zap.Int64("bytes", size))
+		h.Metrics.latency.WithLabelValues("throttled").Observe(time.Since(start).Seconds())
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many conversions in flight; retry", http.StatusTooManyRequests)
+		return
+	}
+	defer h.release(size)
 	h.Metrics.inFlight.Inc()
 	defer h.Metrics.inFlight.Dec()
 
@@ -76,10 +146,7 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*ap
 			return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", ct)}
 		}
 	}
-	limit := h.MaxRequestBytes
-	if limit <= 0 {
-		limit = DefaultMaxRequestBytes
-	}
+	limit := h.requestLimit()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -124,13 +191,13 @@ func (h *ConvertHandler) convert(req *apiextensionsv1.ConversionRequest) (resp *
 	for i, raw := range req.Objects {
 		obj, err := decodeObject(raw.Raw)
 		if err != nil {
-			h.Metrics.conversions.WithLabelValues("failure", "", req.DesiredAPIVersion).Inc()
+			h.Metrics.conversions.WithLabelValues("failure", "", versionLabel(req.DesiredAPIVersion)).Inc()
 			return fail("objects[%d]: %v", i, err)
 		}
 		from, _ := obj["apiVersion"].(string)
 		converted, err := conversion.Convert(obj, req.DesiredAPIVersion)
 		if err != nil {
-			h.Metrics.conversions.WithLabelValues("failure", from, req.DesiredAPIVersion).Inc()
+			h.Metrics.conversions.WithLabelValues("failure", versionLabel(from), versionLabel(req.DesiredAPIVersion)).Inc()
 			return fail("objects[%d] (%s): %v", i, objectName(obj), err)
 		}
 		encoded, err := json.Marshal(converted)
@@ -138,10 +205,21 @@ func (h *ConvertHandler) convert(req *apiextensionsv1.ConversionRequest) (resp *
 			return fail("objects[%d] (%s): encoding: %v", i, objectName(obj), err)
 		}
 		resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: encoded})
-		h.Metrics.conversions.WithLabelValues("success", from, req.DesiredAPIVersion).Inc()
+		h.Metrics.conversions.WithLabelValues("success", versionLabel(from), versionLabel(req.DesiredAPIVersion)).Inc()
 	}
 	resp.Result = metav1.Status{Status: metav1.StatusSuccess}
 	return resp
+}
+
+// versionLabel keeps metric labels to a closed set: the request is not
+// trusted (any pod can reach the port), and every distinct value would be
+// a new series.
+func versionLabel(apiVersion string) string {
+	switch apiVersion {
+	case conversion.V1Alpha1, conversion.V1, "":
+		return apiVersion
+	}
+	return "other"
 }
 
 func decodeObject(raw []byte) (map[string]any, error) {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -132,5 +133,56 @@ func TestEmptyUIDIsAFailure(t *testing.T) {
 	}
 	if out.Response.Result.Status != metav1.StatusFailure || !strings.Contains(out.Response.Result.Message, "uid") {
 		t.Errorf("want a Failure naming the uid, got %+v", out.Response.Result)
+	}
+}
+
+// Labels come from a closed set: an apiVersion chosen by whoever reaches
+// the port must not create a series. Before, the failure counter was
+// labelled with the request's apiVersions as sent.
+func TestMetricLabelsAreAClosedSet(t *testing.T) {
+	h := newHandler(t)
+	for i := range 3 {
+		obj := strings.Replace(alphaObject, "materialize.cloud/v1alpha1", fmt.Sprintf("evil.example/v%d", i), 1)
+		resp := decodeResponse(t, post(t, h, review(fmt.Sprintf("attacker/v%d", i), obj)))
+		if resp.Result.Status != metav1.StatusFailure {
+			t.Fatalf("converting to attacker/v%d succeeded", i)
+		}
+	}
+	if n := testutil.CollectAndCount(h.Metrics.conversions); n != 1 {
+		t.Errorf("%d series after 3 requests with distinct apiVersions, want 1", n)
+	}
+	if got := testutil.ToFloat64(h.Metrics.conversions.WithLabelValues("failure", "other", "other")); got != 3 {
+		t.Errorf(`conversions_total{result="failure",from="other",to="other"} = %v, want 3`, got)
+	}
+}
+
+// Reviews beyond the in-flight budget are answered 429 with Retry-After,
+// which the API server's webhook client retries; one review is admitted
+// whatever its size when none is in flight.
+func TestInFlightBudget(t *testing.T) {
+	h := newHandler(t)
+	h.MaxInFlightReviews = 2
+	h.MaxInFlightBytes = 64
+	body := review("materialize.cloud/v1", alphaObject)
+	decodeResponse(t, post(t, h, body)) // larger than the byte budget, alone: admitted
+
+	if !h.admit(1) {
+		t.Fatal("the first reservation was refused")
+	}
+	rec := post(t, h, body)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("beyond the byte budget: %d, Retry-After %q; want 429 and 1", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if !h.admit(1) {
+		t.Fatal("a review within both budgets was refused")
+	}
+	if h.admit(1) {
+		t.Fatal("a third review was admitted beyond MaxInFlightReviews=2")
+	}
+	h.release(1)
+	h.release(1)
+	decodeResponse(t, post(t, h, body))
+	if got := testutil.CollectAndCount(h.Metrics.latency); got != 2 { // success, throttled
+		t.Errorf("latency series = %d, want success and throttled", got)
 	}
 }

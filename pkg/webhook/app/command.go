@@ -36,26 +36,28 @@ const (
 // Options are the webhook's flags; their names are a contract that the Helm
 // chart and other tooling rely on.
 type Options struct {
-	Logging         logging.Options
-	Kubeconfig      string
-	ListenAddress   string
-	MetricsAddress  string
-	HealthAddress   string
-	Profiling       bool
-	TLSMode         string
-	TLSCertFile     string
-	TLSKeyFile      string
-	TLSCAFile       string
-	TLSSANs         []string
-	Namespace       string
-	ServiceName     string
-	ShutdownDrain   time.Duration
-	ShutdownTimeout time.Duration
-	MaxRequestBytes int64
-	CertResync      time.Duration
-	CAPropagation   time.Duration
-	CAValidity      time.Duration
-	LeafValidity    time.Duration
+	Logging            logging.Options
+	Kubeconfig         string
+	ListenAddress      string
+	MetricsAddress     string
+	HealthAddress      string
+	Profiling          bool
+	TLSMode            string
+	TLSCertFile        string
+	TLSKeyFile         string
+	TLSCAFile          string
+	TLSSANs            []string
+	Namespace          string
+	ServiceName        string
+	ShutdownDrain      time.Duration
+	ShutdownTimeout    time.Duration
+	MaxRequestBytes    int64
+	MaxInFlightBytes   int64
+	MaxInFlightReviews int
+	CertResync         time.Duration
+	CAPropagation      time.Duration
+	CAValidity         time.Duration
+	LeafValidity       time.Duration
 }
 
 // NewCommand returns the webhook root command.
@@ -82,6 +84,9 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", 10*time.Second, "after SIGTERM, how long to keep serving with /readyz failing")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, how long in-flight requests may take to finish")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest ConversionReview body accepted")
+	fs.Int64Var(&o.MaxInFlightBytes, "max-in-flight-bytes", webhook.DefaultMaxInFlightBytes,
+		"bodies of the ConversionReviews answered at once (a review's heap peaks near 7.5x its body); beyond it, 429 with Retry-After")
+	fs.IntVar(&o.MaxInFlightReviews, "max-in-flight-reviews", webhook.DefaultMaxInFlightReviews, "ConversionReviews answered at once; beyond it, 429 with Retry-After")
 	fs.DurationVar(&o.CertResync, "cert-resync-period", servingcert.DefaultResync, "self-signed mode: how often the CA Secret and caBundle are re-read")
 	fs.DurationVar(&o.CAPropagation, "ca-propagation-delay", servingcert.DefaultPropagationDelay, "self-signed mode: how long a new CA must be in the caBundle before leaves it signs are served")
 	fs.DurationVar(&o.CAValidity, "ca-validity", servingcert.DefaultCAValidity, "self-signed mode: lifetime of a CA; it rotates after two thirds")
@@ -121,8 +126,9 @@ func Run(ctx context.Context, o *Options) error {
 		Profiling:       o.Profiling,
 		ShutdownDrain:   o.ShutdownDrain,
 		ShutdownTimeout: o.ShutdownTimeout,
-		Convert:         &webhook.ConvertHandler{Log: logger, Metrics: webhook.NewMetrics(registry), MaxRequestBytes: o.MaxRequestBytes},
-		Gatherer:        registry,
+		Convert: &webhook.ConvertHandler{Log: logger, Metrics: webhook.NewMetrics(registry), MaxRequestBytes: o.MaxRequestBytes,
+			MaxInFlightBytes: o.MaxInFlightBytes, MaxInFlightReviews: o.MaxInFlightReviews},
+		Gatherer: registry,
 	}
 	source, err := o.certSource(logger.Named("tls"))
 	if err != nil {
@@ -173,8 +179,10 @@ func (o *Options) complete() error {
 }
 
 func (o *Options) certSource(log *zap.Logger) (certSource, error) {
-	if o.TLSMode == TLSModeCertManager {
-		// cert-manager's CA injector owns the caBundle.
+	if o.TLSMode == TLSModeCertManager || (o.TLSMode == TLSModeSecret && o.TLSCAFile == "") {
+		// cert-manager's CA injector, or the user, owns the caBundle: the
+		// webhook never calls the API server, so it needs no client
+		// configuration (and runs outside a cluster as well).
 		return &servingcert.FileSource{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, Log: log}, nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
@@ -188,14 +196,11 @@ func (o *Options) certSource(log *zap.Logger) (certSource, error) {
 	}
 	bundle := &servingcert.CRDCABundle{Client: ext, CRDName: crds.MaterializeCRDName}
 	if o.TLSMode == TLSModeSecret {
-		fs := &servingcert.FileSource{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.TLSCAFile, Log: log}
-		if o.TLSCAFile != "" {
-			fs.OnCABundle = func(ctx context.Context, b []byte) error {
+		return &servingcert.FileSource{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.TLSCAFile, Log: log,
+			OnCABundle: func(ctx context.Context, b []byte) error {
 				_, err := bundle.Ensure(ctx, b)
 				return err
-			}
-		}
-		return fs, nil
+			}}, nil
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/pem"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,5 +122,18 @@ func TestBadConfigurationExitsWithAClearMessage(t *testing.T) {
 				t.Errorf("output does not say %q:\n%s", tc.want, out)
 			}
 		})
+	}
+}
+
+// In secret mode without --tls-ca-file the webhook never calls the API
+// server, so it starts without any client configuration (here: none given,
+// and not in a pod). Before, it refused to start.
+func TestSecretModeWithoutCAFileNeedsNoCluster(t *testing.T) {
+	dir := t.TempDir()
+	writePair(t, dir)
+	hook := startWebhook(t, "unused", "--kubeconfig=", "--tls-mode=secret",
+		"--tls-cert-file="+filepath.Join(dir, "tls.crt"), "--tls-key-file="+filepath.Join(dir, "tls.key"))
+	if status := postReview(t, hook); status != http.StatusOK {
+		t.Errorf("POST /convert: %d", status)
 	}
 }
