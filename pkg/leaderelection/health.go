@@ -63,8 +63,9 @@ func (h *HealthChecker) Check(_ *http.Request) error {
 
 // WritesAllowed reports whether the process may still write on behalf of
 // its leases: false from the moment any held Lease has gone unrenewed past
-// its renew deadline, and from then on (the process is about to exit). It
-// fences writes that carry no lead context, such as queued Events.
+// its renew deadline, until this process acquires a Lease again (it rejoins
+// the election after a lost lease). It fences writes that carry no lead
+// context, such as queued Events.
 func (h *HealthChecker) WritesAllowed() bool {
 	if h == nil {
 		return true
@@ -99,6 +100,7 @@ func (h *HealthChecker) track(name, identity string, leaseDuration, renewDeadlin
 	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewDeadline: renewDeadline, renewedAt: renewedAt}
 	h.mu.Lock()
 	h.held[l] = struct{}{}
+	h.fenced = false // leading again: writes are this term's (WritesAllowed rechecks every held lease)
 	h.mu.Unlock()
 	return func() {
 		h.mu.Lock()

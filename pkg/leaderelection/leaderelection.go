@@ -8,8 +8,9 @@
 //     RenewDeadline of the previous successful one (measured from the moment
 //     that renewal was sent, on the monotonic clock), which is before any
 //     other candidate can consider the Lease expired (LeaseDuration after it
-//     observed that renewal). Run then returns ErrLeadershipLost and the
-//     caller must exit non-zero. Callers must pass the lead context to every
+//     observed that renewal). Run then returns ErrLeadershipLost, after lead
+//     has returned, and the caller may Run again to rejoin the election.
+//     Callers must pass the lead context to every
 //     write they make (and to nothing that outlives lead), so that a write is
 //     never started after that point. A request already on the wire when the
 //     context is cancelled can still land; the margin LeaseDuration −
@@ -67,7 +68,8 @@ func LeaseName(controller string) string {
 // ErrLeadershipLost is returned by Run when leadership ended for any reason
 // other than the cancellation of Run's own context: a renewal did not succeed
 // within the renew deadline, or client-go's elector stopped leading. The
-// caller should exit non-zero so that Kubernetes restarts the process.
+// caller may call Run again (rejoin): lead has returned, so nothing of the
+// lost term is still running.
 var ErrLeadershipLost = errors.New("leaderelection: leadership lost")
 
 // ErrLeadReturned is returned by Run when lead returned although its context
@@ -187,7 +189,7 @@ func DefaultIdentity() string {
 //     cancelled after DrainTimeout), lead returned, then the Lease was
 //     released (best effort) so a standby takes over at once.
 //   - ErrLeadershipLost when leadership ended for any other reason (a
-//     renewal failed within RenewDeadline); the caller must exit non-zero.
+//     renewal failed within RenewDeadline); the caller may Run again.
 //   - ErrLeadReturned when lead returned on its own; the Lease is released.
 //   - a configuration error, at once.
 func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Context)) error {

@@ -303,14 +303,13 @@ func Run(ctx context.Context, o *Options) error {
 	defer stopAll()
 	errs := make(chan error, len(ctrls))
 	for _, c := range ctrls {
-		go func() { errs <- leaderelection.Run(runCtx, leCfg, leaderelection.LeaseName(c.Name()), c.Run) }()
+		go func() { errs <- campaign(runCtx, leCfg, c, log) }()
 	}
 	var first error
 	for range ctrls {
 		if err := <-errs; err != nil && first == nil {
-			// One lease lost: release the others cleanly, then exit non-zero.
 			first = err
-			log.Error("leadership lost; stopping every controller and exiting", zap.Error(err))
+			log.Error("controller failed; stopping every controller and exiting", zap.Error(err))
 			stopAll()
 		}
 	}
@@ -319,6 +318,23 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	log.Info("controllers stopped; leases released")
 	return nil
+}
+
+// campaign runs one controller's elections until ctx ends. A lost lease
+// (fenced: its renewals failed, say while the API server was away) ends the
+// term, with every write of it stopped by the renew deadline; the
+// controller then rejoins the election in process, its informers still
+// warm, instead of exiting: a restarted container would wait out
+// CrashLoopBackOff after repeated outages, and the caches would start cold.
+func campaign(ctx context.Context, cfg leaderelection.Config, c *controller.Controller, log *zap.Logger) error {
+	lease := leaderelection.LeaseName(c.Name())
+	for {
+		err := leaderelection.Run(ctx, cfg, lease, c.Run)
+		if !errors.Is(err, leaderelection.ErrLeadershipLost) || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("lease lost; rejoining the election", zap.String("lease", lease))
+	}
 }
 
 func serve(log *zap.Logger, o *Options, registry *prometheus.Registry, health *leaderelection.HealthChecker, synced func() bool) (func(), error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"syscall"
@@ -229,7 +230,8 @@ func TestCrashFailoverWithinLeaseDuration(t *testing.T) {
 
 // SIGSTOP the holder past its lease, let a standby take over and write,
 // SIGCONT it: the audit log shows no write by the paused process after its
-// lease expired, and it exits non-zero.
+// lease expired, and it rejoins the election in process (no exit, no
+// container restart, healthy) instead of exiting.
 func TestPausedLeaderIsFenced(t *testing.T) {
 	ns := newNamespace(t, "fence-")
 	replicas := startReplicas(t, ns, 3)
@@ -264,13 +266,18 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	if err := old.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 30*time.Second, "the fenced replica to rejoin the election", func() bool {
+		raw, _ := os.ReadFile(old.log)
+		return strings.Contains(string(raw), "rejoining the election")
+	})
+	time.Sleep(2 * retryPeriod)
 	select {
 	case <-old.exited:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the fenced replica did not exit after SIGCONT")
+		t.Fatalf("the fenced replica exited (%v); it must rejoin in process", old.exitErr)
+	default:
 	}
-	if old.exitErr == nil {
-		t.Error("the fenced replica exited 0; it must exit non-zero so Kubernetes restarts it")
+	if code, _ := old.get(t, "/healthz"); code != http.StatusOK {
+		t.Errorf("the rejoined replica's /healthz = %d, want 200 (a failing probe restarts the container)", code)
 	}
 
 	events, err := cp.AuditEvents()
