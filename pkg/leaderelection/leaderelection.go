@@ -369,25 +369,32 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		})
 	}
 	stopping := make(chan struct{})
-	var drainTimer *time.Timer
-	var drainMu sync.Mutex
+	var (
+		drainMu    sync.Mutex
+		drainTimer *time.Timer
+		termOver   bool // the timer must not start once the term is over
+	)
 	stopOnShutdown := context.AfterFunc(ctx, func() {
 		close(stopping)
 		if c.cfg.DrainTimeout <= 0 {
 			end(errShutdown, "")
 			return
 		}
-		c.log.Info("shutting down; finishing in-flight work before releasing the lease", zap.Duration("drainTimeout", c.cfg.DrainTimeout))
 		drainMu.Lock()
+		defer drainMu.Unlock()
+		if termOver {
+			return
+		}
+		c.log.Info("shutting down; finishing in-flight work before releasing the lease", zap.Duration("drainTimeout", c.cfg.DrainTimeout))
 		drainTimer = time.AfterFunc(c.cfg.DrainTimeout, func() {
 			c.log.Warn("drain timeout reached; cancelling in-flight work")
 			end(errShutdown, "")
 		})
-		drainMu.Unlock()
 	})
 	defer func() {
 		stopOnShutdown()
 		drainMu.Lock()
+		termOver = true
 		if drainTimer != nil {
 			drainTimer.Stop()
 		}

@@ -165,9 +165,18 @@ func waitRolledOut(t *testing.T, ns, name string, gen uint64) *v1alpha1.Material
 func waitReason(t *testing.T, ns, name, reason string) *v1alpha1.Materialize {
 	t.Helper()
 	var mz *v1alpha1.Materialize
+	last := "no condition"
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last UpToDate while waiting for %s: %s", reason, last)
+		}
+	})
 	waitFor(t, "UpToDate reason "+reason, func() (bool, error) {
 		mz = get(t, ns, name)
 		c := upToDate(mz)
+		if c != nil {
+			last = fmt.Sprintf("%s/%s: %s (status.rollout %+v)", c.Status, c.Reason, c.Message, mz.Status.Rollout)
+		}
 		return c != nil && c.Reason == reason, nil
 	})
 	return mz

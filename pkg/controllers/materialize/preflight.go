@@ -25,24 +25,22 @@ type preflightResult struct {
 
 // preflight checks what environmentd needs before it is started, so that
 // bad input shows as a condition instead of a pod that crash-loops. Once
-// the generation is created the checks are behind it: a rollout
-// polling environmentd reads only mz_system's password, when it needs one,
-// instead of the Secret and ConfigMap on every poll.
+// the generation is created the Secret and ConfigMap checks are behind it:
+// a rollout polling environmentd reads only mz_system's password, when it
+// needs one, instead of them on every poll.
 func (r *reconciler) preflight(ctx context.Context, e env, created bool) (preflightResult, error) {
 	var res preflightResult
-	if other := r.sharingEnvironmentID(e.mz); other != nil {
+	if other := r.sharingEnvironmentID(e.mz); other != nil && !created {
 		// upstream's message: two environments on one environment ID would
 		// share a catalog's identity (and, with one backend, a catalog).
 		res.problem = fmt.Sprintf("Materialize resources %s/%s and %s/%s have the environmentId field set to the same value. "+
 			"This field must be unique across environments.", e.mz.Namespace, e.mz.Name, other.Namespace, other.Name)
 		return res, nil
 	}
-	needPassword := passwordLike(authenticatorKind(e.mz))
-	if created && !needPassword {
-		return res, nil
-	}
 	ref := e.mz.Spec.EnvironmentdImageRef
-	if v, _, ok := imageref.EnvironmentdVersion(ref); !created && ok && !v.AtLeast(MinimumEnvironmentdVersion) {
+	// The version checks cost no I/O and run on every pass, a generation
+	// created or not: an image changed mid-rollout is checked as well.
+	if v, _, ok := imageref.EnvironmentdVersion(ref); ok && !v.AtLeast(MinimumEnvironmentdVersion) {
 		res.problem = fmt.Sprintf("environmentd %s (image %s) is older than %s, the oldest version this operator runs",
 			v, ref, MinimumEnvironmentdVersion)
 		return res, nil
@@ -51,7 +49,7 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 	// match it): no rollback, at most one major version ahead of what the
 	// last completed rollout ran. Versions that do not parse pass, as
 	// upstream: environmentd refuses what it cannot upgrade from.
-	if last := e.mz.Status.LastCompletedRolloutEnvironmentdImageRef; !created && last != "" {
+	if last := e.mz.Status.LastCompletedRolloutEnvironmentdImageRef; last != "" {
 		active, _, okActive := imageref.EnvironmentdVersion(last)
 		next, _, okNext := imageref.EnvironmentdVersion(ref)
 		if okActive && okNext && !imageref.ValidUpgrade(active, next) {
@@ -61,6 +59,10 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 		}
 	}
 
+	needPassword := passwordLike(authenticatorKind(e.mz))
+	if created && !needPassword {
+		return res, nil
+	}
 	name := e.mz.Spec.BackendSecretName
 	secret, err := r.d.Kube.CoreV1().Secrets(e.ns()).Get(ctx, name, metav1.GetOptions{})
 	switch {

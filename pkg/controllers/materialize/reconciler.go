@@ -31,6 +31,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"k8s.io/apimachinery/pkg/labels"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -377,7 +378,7 @@ func applyChild[T any, AC any](ctx context.Context, live T, getErr error, desire
 }
 
 func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
-	if d, err := time.ParseDuration(mz.Spec.RolloutRequestTimeout); err == nil && d > 0 {
+	if d, err := rollout.ParseDuration(mz.Spec.RolloutRequestTimeout); err == nil && d > 0 {
 		return d
 	}
 	return defaultRolloutTimeout
@@ -399,7 +400,9 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 	leader := r.o.Leader
 	desired, pending := rollout.Pending(in)
 	if pending {
-		in.Forced = r.forcePromote(ctx, mz)
+		if in.Forced, err = r.forcePromote(ctx, mz); err != nil {
+			return controller.Result{}, false, err
+		}
 		sts, getErr := r.statefulSets.StatefulSets(e.ns()).Get(e.generationName(desired))
 		pre, err := r.preflight(ctx, e, getErr == nil)
 		if err != nil {
@@ -414,19 +417,26 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		}
 	}
 	out := rollout.Step(in)
-	if err := r.act(ctx, e, out, leader); err != nil {
-		var refused *applyRefusedError
-		if !errors.As(err, &refused) {
-			return controller.Result{}, false, err
-		}
-		// The API server refused the generation: FailedDeploy, and looked at
-		// again (the rollout's timeout included) without another event.
-		r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedDeploy, "generation %d: %v", desired, refused.err)
-		in.ApplyFailed = refused.err.Error()
+	err = r.act(ctx, e, out, leader)
+	var failed *applyFailedError
+	switch {
+	case errors.Is(err, errObserveAgain):
+		return controller.Result{RequeueAfter: r.o.PollInterval}, false, nil
+	case errors.As(err, &failed) && ctx.Err() == nil:
+		// The generation could not be applied: FailedDeploy, as upstream,
+		// and looked at again (the rollout's timeout included) without
+		// another event; an error the API server may not repeat (a
+		// timeout, a webhook down) is also retried with backoff.
+		in.ApplyFailed = failed.err.Error()
 		out = rollout.Step(in)
 		if err := r.act(ctx, e, out, leader); err != nil {
 			return controller.Result{}, false, err
 		}
+		if !apierrors.IsInvalid(failed.err) && !apierrors.IsBadRequest(failed.err) {
+			return controller.Result{}, false, failed
+		}
+	case err != nil:
+		return controller.Result{}, false, err
 	}
 	mz.Status = out.Status // the Balancer and Console follow what now runs
 	switch {
@@ -439,9 +449,11 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 }
 
 // statefulSetReady is upstream's gate before the leader API: a ready
-// replica, of the StatefulSet's current spec.
+// replica, of the StatefulSet's current spec (observed, and rolled out to
+// its pods, so a promotion never goes to a pod about to be replaced).
 func statefulSetReady(sts *appsv1.StatefulSet) bool {
-	return sts.Status.ObservedGeneration >= sts.Generation && sts.Status.ReadyReplicas > 0
+	st := sts.Status
+	return st.ObservedGeneration >= sts.Generation && st.ReadyReplicas > 0 && st.CurrentRevision == st.UpdateRevision
 }
 
 // observeLeader asks a generation's environmentd for its leader status.
@@ -456,29 +468,63 @@ func (r *reconciler) observeLeader(ctx context.Context, leader *environmentd.Cli
 	return rollout.Observation{Ready: true, Leader: string(status)}
 }
 
-// applyRefusedError is an ApplyGeneration the API server refused as invalid.
-type applyRefusedError struct{ err error }
+// applyFailedError is an ApplyGeneration that failed.
+type applyFailedError struct{ err error }
 
-func (e *applyRefusedError) Error() string { return e.err.Error() }
+func (e *applyFailedError) Error() string { return e.err.Error() }
 
-// act does a Step's actions in order.
+// errObserveAgain stops a Step's actions when what it was decided on is
+// outdated by this reconcile: the generation's StatefulSet just changed, so
+// its readiness (and environmentd's answer) were of the pod it replaces.
+var errObserveAgain = errors.New("the generation changed; observing it again")
+
+// act does a Step's actions in order. Deletes are the one write that no
+// precondition protects, so before the first one the Materialize is read
+// back: a decision made on a copy older than the stored object (a cache
+// behind, a new leader right after a handover) deletes nothing.
 func (r *reconciler) act(ctx context.Context, e env, out rollout.Output, leader *environmentd.Client) error {
 	mz := e.mz
+	confirmed := false
+	confirm := func() error {
+		if confirmed {
+			return nil
+		}
+		live, err := r.fresh(ctx, mz)
+		if err != nil {
+			return err
+		}
+		if live.ResourceVersion != mz.ResourceVersion {
+			return apierrors.NewConflict(v1alpha1.Resource("materializes"), mz.Name,
+				fmt.Errorf("decided on resourceVersion %s, stored is %s", mz.ResourceVersion, live.ResourceVersion))
+		}
+		confirmed = true
+		return nil
+	}
 	for _, a := range out.Actions {
 		url := r.o.EnvironmentdURL(mz, e.id, a.Generation)
 		var err error
 		switch a.Kind {
 		case rollout.DeleteGeneration:
-			err = r.deleteGeneration(ctx, e, a.Generation)
+			err = r.deleteGeneration(ctx, e, a.Generation, confirm)
 		case rollout.ApplyGeneration:
-			err = r.applyGeneration(ctx, e, a.Generation)
-			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-				return &applyRefusedError{err: err}
+			changed, err := r.applyGeneration(ctx, e, a.Generation)
+			if err != nil {
+				return &applyFailedError{err: fmt.Errorf("%s: %w", a, err)}
+			}
+			if changed {
+				return errObserveAgain
 			}
 		case rollout.WriteStatus:
-			err = r.writeStatusWithEvent(ctx, mz, out.Status)
+			var wrote bool
+			if wrote, err = r.writeStatusWithEvent(ctx, mz, out.Status); wrote {
+				confirmed = true // the write's precondition confirmed it
+			}
 		case rollout.SkipCatchup:
-			err = leader.SkipCatchup(ctx, url)
+			// A nudge: environmentd refuses it outside catching up (400),
+			// and the rollout promotes once it says ReadyToPromote anyway.
+			if err := leader.SkipCatchup(ctx, url); err != nil && ctx.Err() == nil {
+				r.log.Debug("skip-catchup refused; waiting", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
+			}
 		case rollout.Promote:
 			err = leader.Promote(ctx, url)
 		case rollout.Route:
@@ -494,43 +540,65 @@ func (r *reconciler) act(ctx context.Context, e env, out rollout.Output, leader 
 // forcePromote is upstream's should_force_promote: spec.forcePromote names
 // the request (v1alpha1) or the rollout hash (v1), or the strategy promotes
 // without waiting.
-func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize) bool {
+// A failed read is an error, not "not forced": a forced rollout past its
+// deadline would otherwise be cancelled over a transient error.
+func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize) (bool, error) {
 	if mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime {
-		return true
+		return true, nil
 	}
 	if mz.Spec.ForcePromote == "" {
-		return false
+		return false, nil
 	}
 	if mz.Spec.ForcePromote == mz.Spec.RequestRollout {
-		return true
+		return true, nil
 	}
 	// The v1 hash is computed from the stored JSON, as the webhook does.
 	stored, err := r.d.MZ.MaterializeV1alpha1().RESTClient().Get().
 		Namespace(mz.Namespace).Resource("materializes").Name(mz.Name).DoRaw(ctx)
 	if err != nil {
-		return false
+		return false, fmt.Errorf("reading the stored Materialize for spec.forcePromote: %w", err)
 	}
 	hash, err := conversion.V1RolloutHash(stored)
-	return err == nil && mz.Spec.ForcePromote == hash
+	if err != nil {
+		return false, fmt.Errorf("spec.forcePromote: computing the v1 rollout hash: %w", err)
+	}
+	return mz.Spec.ForcePromote == hash, nil
 }
 
 // applyGeneration applies a generation's objects in upstream's order: the
 // StatefulSet last, so its pod finds its Services and listeners file.
-func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) error {
+// changed reports whether the StatefulSet was written.
+func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) (changed bool, err error) {
 	g := e.generation(gen)
 	kube := r.d.Kube
 	for _, svc := range []*corev1ac.ServiceApplyConfiguration{g.service, g.persistPubSub} {
 		live, err := r.services.Services(e.ns()).Get(*svc.Name)
 		if err := applyChild(ctx, live, err, svc, corev1acExtractService, kube.CoreV1().Services(e.ns()).Apply); err != nil {
-			return err
+			return false, err
 		}
 	}
 	liveCM, err := r.configMaps.ConfigMaps(e.ns()).Get(*g.listeners.Name)
 	if err := applyChild(ctx, liveCM, err, g.listeners, corev1acExtractConfigMap, kube.CoreV1().ConfigMaps(e.ns()).Apply); err != nil {
-		return err
+		return false, err
 	}
-	liveSTS, err := r.statefulSets.StatefulSets(e.ns()).Get(*g.statefulSet.Name)
-	return applyChild(ctx, liveSTS, err, g.statefulSet, appsacExtractStatefulSet, kube.AppsV1().StatefulSets(e.ns()).Apply)
+	liveSTS, getErr := r.statefulSets.StatefulSets(e.ns()).Get(*g.statefulSet.Name)
+	if getErr != nil && !apierrors.IsNotFound(getErr) {
+		return false, getErr
+	}
+	var written *appsv1.StatefulSet
+	wrote, err := apply.Object(ctx, liveSTS, getErr == nil, g.statefulSet, appsacExtractStatefulSet,
+		func(ctx context.Context, ac *appsv1ac.StatefulSetApplyConfiguration, opts metav1.ApplyOptions) (*appsv1.StatefulSet, error) {
+			out, err := kube.AppsV1().StatefulSets(e.ns()).Apply(ctx, ac, opts)
+			written = out
+			return out, err
+		})
+	if err != nil || !wrote {
+		return false, err
+	}
+	// A new spec (metadata.generation) means new pods; an apply the API
+	// server found to change nothing (a quantity written another way) does
+	// not.
+	return getErr != nil || written.Generation != liveSTS.Generation, nil
 }
 
 func (r *reconciler) applyPublicService(ctx context.Context, e env, gen uint64) error {
@@ -539,12 +607,16 @@ func (r *reconciler) applyPublicService(ctx context.Context, e env, gen uint64) 
 	return applyChild(ctx, live, err, svc, corev1acExtractService, r.d.Kube.CoreV1().Services(e.ns()).Apply)
 }
 
-// deleteGeneration removes a generation's objects that still exist.
-func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64) error {
+// deleteGeneration removes a generation's objects that still exist,
+// calling confirm before the first delete.
+func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64, confirm func() error) error {
 	name, ns := e.generationName(gen), e.ns()
 	del := func(exists bool, remove func(context.Context, string, metav1.DeleteOptions) error, n string) error {
 		if !exists {
 			return nil
+		}
+		if err := confirm(); err != nil {
+			return err
 		}
 		err := remove(ctx, n, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)})
 		if apierrors.IsNotFound(err) {
@@ -566,11 +638,15 @@ func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64) er
 	return del(err == nil, r.d.Kube.CoreV1().ConfigMaps(ns).Delete, e.listenersName(gen))
 }
 
-func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) error {
+func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) (bool, error) {
 	before := meta.FindStatusCondition(mz.Status.Conditions, ConditionUpToDate)
+	if before != nil {
+		c := *before
+		before = &c
+	}
 	wrote, err := r.writeStatus(ctx, mz, st)
 	if err != nil || !wrote {
-		return err
+		return wrote, err
 	}
 	after := meta.FindStatusCondition(st.Conditions, ConditionUpToDate)
 	if after != nil && (before == nil || before.Reason != after.Reason || before.Status != after.Status) {
@@ -580,7 +656,7 @@ func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Mate
 		}
 		r.d.Recorder.Event(mz, kind, after.Reason, after.Message)
 	}
-	return nil
+	return true, nil
 }
 
 // statusApplyConfiguration is st as an apply configuration; empty fields
@@ -638,6 +714,8 @@ func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize
 			out, err := client.ApplyStatus(ctx, ac.WithResourceVersion(live.ResourceVersion), opts)
 			if err == nil {
 				r.recent.Put(live.Namespace+"/"+live.Name, "", out)
+				// What follows in this reconcile is decided on the write.
+				live.ResourceVersion, live.Status = out.ResourceVersion, out.Status
 			}
 			return out, err
 		})

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -154,4 +157,115 @@ func TestRolloutAdoptedFromUpstreamKeepsItsClock(t *testing.T) {
 		t.Errorf("status after the timeout: %+v", got.Status)
 	}
 	waitFor(t, "generation 2 removed", func() (bool, error) { return !stsExists(t, ns, id, 2), nil })
+}
+
+// A generation the API server refuses to create (here an admission policy;
+// in practice a quota, Gatekeeper or Kyverno) is a FailedDeploy with the
+// API server's reason, and the rollout is recorded before anything is
+// touched: with ImmediatelyPromoteCausingDowntime the active generation is
+// already gone, so a spec reverted meanwhile must not be reported as
+// Applied. Before, the rollout was written only after the apply succeeded:
+// the error left no condition, and the revert read as "No changes found"
+// with no generation running.
+func TestRefusedGenerationIsAFailedDeploy(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	startController(t, fastPreflight)
+	ctx := context.Background()
+	mz := newMaterialize(ns, "mz")
+	mz.Spec.RolloutStrategy = v1alpha1.RolloutImmediatelyPromoteCausingDowntime
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitRolledOut(t, ns, "mz", 1)
+	id := first.Status.ResourceID
+	release := denyStatefulSet(t, ns, prefix(id, 2))
+
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.2.0"
+		mz.Spec.RequestRollout = uuid.NewString()
+	})
+	got := waitReason(t, ns, "mz", materialize.ReasonFailedDeploy)
+	if c := upToDate(got); !strings.Contains(c.Message, "Failed to apply changes for generation 2") || !strings.Contains(c.Message, "denied") {
+		t.Errorf("condition %q: want the generation and the API server's reason", c.Message)
+	}
+	if got.Status.Rollout == nil || got.Status.Rollout.Generation != 2 {
+		t.Errorf("status.rollout = %+v, want the rollout to generation 2 recorded", got.Status.Rollout)
+	}
+	waitFor(t, "generation 1 removed (ImmediatelyPromoteCausingDowntime)", func() (bool, error) { return !stsExists(t, ns, id, 1), nil })
+
+	// The spec reverted, the request kept: generation 1 is gone, so this is
+	// still a rollout, not "No changes found".
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = first.Spec.EnvironmentdImageRef })
+	time.Sleep(time.Second)
+	if c := upToDate(get(t, ns, "mz")); c.Reason == materialize.ReasonApplied {
+		t.Fatalf("reported %s (%s) with no generation running", c.Reason, c.Message)
+	}
+	release()
+	waitRolledOut(t, ns, "mz", 2)
+}
+
+// denyStatefulSet makes the API server refuse to create the named
+// StatefulSet in ns, until the returned function is called.
+func denyStatefulSet(t *testing.T, ns, name string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	admission := kubernetes.NewForConfigOrDie(cp.Config).AdmissionregistrationV1()
+	policyName := "deny-" + ns
+	fail := admissionregistrationv1.Fail
+	forbidden := metav1.StatusReasonForbidden
+	_, err := admission.ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: policyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"statefulsets"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: `object.metadata.name != "` + name + `"`,
+				Message:    "denied by the test's admission policy",
+				Reason:     &forbidden, // 403, as a quota or a policy engine answers; not Invalid
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admission.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policyName,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release = func() {
+		if released {
+			return
+		}
+		released = true
+		_ = admission.ValidatingAdmissionPolicyBindings().Delete(ctx, policyName, metav1.DeleteOptions{})
+		_ = admission.ValidatingAdmissionPolicies().Delete(ctx, policyName, metav1.DeleteOptions{})
+	}
+	t.Cleanup(release)
+	// The policy takes effect once the API server has loaded it.
+	waitFor(t, "the admission policy to deny", func() (bool, error) {
+		_, err := kubernetes.NewForConfigOrDie(cp.Config).AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"probe": "x"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"probe": "x"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "denied"), nil
+	})
+	return release
 }

@@ -120,8 +120,8 @@ type MaterializeSpec struct {
 	// +kubebuilder:default=WaitUntilReady
 	RolloutStrategy MaterializeRolloutStrategy `json:"rolloutStrategy,omitempty"`
 	// rolloutRequestTimeout is how long a rollout may take before the new
-	// generation is removed and the rollout reported as RolloutTimeout; a Go
-	// duration such as 24h or 90m.
+	// generation is removed and the rollout reported as RolloutTimeout; parsed as
+	// upstream parses it (humantime): 24h, 90m, 1h 30m, 2d.
 	// +optional
 	// +kubebuilder:default="24h"
 	RolloutRequestTimeout string `json:"rolloutRequestTimeout,omitempty"`

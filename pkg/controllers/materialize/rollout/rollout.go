@@ -203,17 +203,13 @@ func Step(in Input) Output {
 }
 
 // settled: nothing to roll out, either because nothing changed or because
-// no rollout was requested. A rollout begun for a request that was then
-// withdrawn is torn down: its generation would hold back compaction.
+// no rollout was requested. The status is written first (conditional on
+// the resourceVersion decided on); then the generations either side of the
+// active one go if they exist: one begun for a request that was withdrawn
+// (it would hold back compaction) or timed out, one retired by a promotion
+// whose delete did not complete.
 func settled(in Input, st v1alpha1.MaterializeStatus, inProgress bool) Output {
-	var out Output
 	active := st.ActiveGeneration
-	if inProgress {
-		out.Actions = append(out.Actions, Action{DeleteGeneration, active + 1})
-	}
-	if active > 0 {
-		out.Actions = append(out.Actions, Action{Route, active})
-	}
 	// As upstream, the condition is rewritten only when the spec changed
 	// since it was written, a rollout was torn down or a request arrived:
 	// a RolloutTimeout stays until the user does something.
@@ -227,8 +223,13 @@ func settled(in Input, st v1alpha1.MaterializeStatus, inProgress bool) Output {
 	}
 	st.LastCompletedRolloutRequest = in.Request
 	st.Rollout = nil
-	out.Status = st
-	out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+	out := Output{Status: st, Actions: []Action{{Kind: WriteStatus}, {DeleteGeneration, active + 1}}}
+	if active > 1 {
+		out.Actions = append(out.Actions, Action{DeleteGeneration, active - 1})
+	}
+	if active > 0 {
+		out.Actions = append(out.Actions, Action{Route, active})
+	}
 	return out
 }
 
@@ -236,7 +237,21 @@ func settled(in Input, st v1alpha1.MaterializeStatus, inProgress bool) Output {
 func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeRolloutStatus, inProgress bool) Output {
 	active := st.ActiveGeneration
 	desired := active + 1
-	if !inProgress || p.Request != in.Request {
+	obs := in.Desired
+	if obs.Ready && (obs.Leader == Promoting || obs.Leader == IsLeader) {
+		// environmentd is taking over (a promotion whose record was lost,
+		// or one sent by hand): past the point of no return, whatever the
+		// clock or the strategy says.
+		if !inProgress {
+			p = v1alpha1.MaterializeRolloutStatus{Request: in.Request, EnvironmentdImageRef: in.Image, Generation: desired,
+				StartedAt: metav1.NewTime(in.Now.Truncate(time.Second))}
+		}
+		sent := metav1.NewTime(in.Now.Truncate(time.Second))
+		p.PromotionSentAt = &sent
+		return promoting(in, st, p)
+	}
+	starting := !inProgress || p.Request != in.Request
+	if starting {
 		// A new request restarts the clock: the timeout is the request's.
 		p = v1alpha1.MaterializeRolloutStatus{Generation: desired, StartedAt: metav1.NewTime(in.Now.Truncate(time.Second))}
 	}
@@ -244,17 +259,19 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 	deadline := p.StartedAt.Add(in.Timeout)
 
 	// Cancelled past the timeout, unless forced: by then the active
-	// generation may be gone (ImmediatelyPromoteCausingDowntime).
-	if inProgress && !in.Forced && !in.Now.Before(deadline) {
+	// generation may be gone (ImmediatelyPromoteCausingDowntime). The
+	// status goes first, so a decision made on a stale copy conflicts
+	// before anything is deleted.
+	if !starting && !in.Forced && !in.Now.Before(deadline) {
 		setCondition(&st, in, metav1.ConditionFalse, ReasonRolloutTimeout,
-			fmt.Sprintf("Cancelled rollout to generation %d after it exceeded the rollout timeout of %s", desired, in.Timeout))
+			fmt.Sprintf("Cancelled rollout to generation %d after it exceeded the rollout timeout of %s", desired, FormatDuration(in.Timeout)))
 		// Completed, so it is not retried: a new request retries.
 		st.LastCompletedRolloutRequest = in.Request
 		st.Rollout = nil
-		return Output{Status: st, Actions: []Action{{DeleteGeneration, desired}, {Kind: WriteStatus}}}
+		return Output{Status: st, Actions: []Action{{Kind: WriteStatus}, {DeleteGeneration, desired}}}
 	}
 	recheck := in.Retry
-	if inProgress && !in.Forced {
+	if !starting && !in.Forced {
 		recheck = min(recheck, deadline.Sub(in.Now))
 	}
 	if in.Blocked != "" {
@@ -267,6 +284,17 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		return Output{Status: st, Actions: []Action{{Kind: WriteStatus}}, RecheckAfter: recheck}
 	}
 	st.Rollout = &p
+	// As upstream: the recorded hash does not describe what runs until the
+	// generation is ready, so a spec reverted meanwhile is not taken as
+	// applied, and a rollout that fails half-way is retried.
+	st.ResourcesHash = ""
+	if starting {
+		// Recorded before anything is deleted or applied: a rollout that
+		// fails from here on is in progress (its clock runs, its condition
+		// says so), never mistaken for the settled state it left.
+		setCondition(&st, in, metav1.ConditionUnknown, ReasonApplying, fmt.Sprintf("Applying changes for generation %d", desired)+in.Note)
+		return Output{Status: st, Actions: []Action{{Kind: WriteStatus}}, Poll: true}
+	}
 	if in.ApplyFailed != "" {
 		setCondition(&st, in, metav1.ConditionFalse, ReasonFailedDeploy,
 			fmt.Sprintf("Failed to apply changes for generation %d: %s", desired, in.ApplyFailed))
@@ -279,9 +307,6 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		// generations: the old one goes first.
 		out.Actions = append(out.Actions, Action{DeleteGeneration, active})
 	}
-	// As upstream: the recorded hash does not describe what runs until the
-	// generation is ready, so a spec reverted meanwhile is not taken as applied.
-	st.ResourcesHash = ""
 	out.Actions = append(out.Actions, Action{ApplyGeneration, desired})
 	applying := func(detail string) Output {
 		setCondition(&st, in, metav1.ConditionUnknown, ReasonApplying,
@@ -291,7 +316,6 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		out.Poll = true
 		return out
 	}
-	obs := in.Desired
 	switch {
 	case !obs.Ready:
 		return applying("waiting for its pod to be ready")
@@ -299,15 +323,16 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		return applying(obs.LeaderErr)
 	case !validLeaderStatus(obs.Leader):
 		return applying(fmt.Sprintf("environmentd reports unknown leader status %q", obs.Leader))
-	case obs.Leader == IsLeader || obs.Leader == Promoting:
-	case in.Forced:
-		// A forced rollout does not wait for the clusters to catch up.
-		if obs.Leader == Initializing || obs.Leader == CatchingUp {
-			out.Actions = append(out.Actions, Action{SkipCatchup, desired})
-		}
 	case obs.Leader == Initializing || obs.Leader == CatchingUp:
+		if in.Forced {
+			// A forced rollout does not wait for the clusters to catch up;
+			// it promotes once environmentd says it is ready.
+			out.Actions = append(out.Actions, Action{SkipCatchup, desired})
+			return applying("environmentd is " + obs.Leader + "; skipping catch-up")
+		}
 		return applying("environmentd is " + obs.Leader)
 	}
+	// environmentd is ReadyToPromote.
 	st.ResourcesHash = in.Hash
 	if in.ManuallyPromote && !in.Forced {
 		// Upstream's reason, which automation watches for; the clock keeps
@@ -365,23 +390,23 @@ func promoting(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeRo
 		return waiting(fmt.Sprintf("environmentd reports unknown leader status %q", obs.Leader))
 	}
 
-	// The new generation leads: route to it, retire the old one, record it.
+	// The new generation leads: route to it, record it, retire the old one.
 	// What is recorded is what was promoted (the request and image of the
 	// rollout), even if the spec moved on meanwhile: that is a new rollout.
-	out = Output{Actions: []Action{{Route, desired}}}
-	if active > 0 && active != desired {
-		out.Actions = append(out.Actions, Action{DeleteGeneration, active})
-	}
 	st.ActiveGeneration = desired
 	st.LastCompletedRolloutRequest = p.Request
 	st.LastCompletedRolloutEnvironmentdImageRef = p.EnvironmentdImageRef
-	if st.ResourcesHash == "" {
-		st.ResourcesHash = in.Hash // a rollout adopted from a status without one
+	if in.Status.Rollout == nil || st.ResourcesHash == "" {
+		// Adopted from a status without status.rollout (upstream's, whose
+		// hash is computed differently): the spec's, as upstream records.
+		st.ResourcesHash = in.Hash
 	}
 	st.Rollout = nil
 	setCondition(&st, in, metav1.ConditionTrue, ReasonApplied, fmt.Sprintf("Successfully applied changes for generation %d", desired))
-	out.Status = st
-	out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+	out = Output{Status: st, Actions: []Action{{Route, desired}, {Kind: WriteStatus}}}
+	if active > 0 && active != desired {
+		out.Actions = append(out.Actions, Action{DeleteGeneration, active})
+	}
 	return out
 }
 

@@ -125,35 +125,41 @@ func TestStep(t *testing.T) {
 	}{
 		// Settled.
 		{"steady state writes nothing new", nil,
-			want{actions: "Route(1) WriteStatus", conditionKept: true, rollout: "none", lastRequest: "r1"}},
+			want{actions: "WriteStatus DeleteGeneration(2) Route(1)", conditionKept: true, rollout: "none", lastRequest: "r1"}},
 		{"spec changed without a request waits for approval", []mod{func(in *Input) { in.MetaGeneration, in.Hash = 4, hashNew }},
-			want{actions: "Route(1) WriteStatus", status: metav1.ConditionFalse, reason: ReasonWaitingForApproval,
+			want{actions: "WriteStatus DeleteGeneration(2) Route(1)", status: metav1.ConditionFalse, reason: ReasonWaitingForApproval,
 				message: "Changes detected, waiting for approval for generation 2", rollout: "none"}},
 		{"a request without changes completes at once", []mod{func(in *Input) { in.MetaGeneration, in.Request = 4, "r2" }},
-			want{actions: "Route(1) WriteStatus", status: metav1.ConditionTrue, reason: ReasonApplied,
+			want{actions: "WriteStatus DeleteGeneration(2) Route(1)", status: metav1.ConditionTrue, reason: ReasonApplied,
 				message: "No changes found from generation 1", lastRequest: "r2", rollout: "none"}},
 		{"a RolloutTimeout stays until the spec changes", []mod{func(in *Input) {
 			in.Hash = hashNew
 			in.Status.Conditions = []metav1.Condition{cond(metav1.ConditionFalse, ReasonRolloutTimeout, t0, 3)}
-		}}, want{actions: "Route(1) WriteStatus", conditionKept: true}},
+		}}, want{actions: "WriteStatus DeleteGeneration(2) Route(1)", conditionKept: true}},
 		{"a request withdrawn mid-rollout tears generation 2 down", []mod{rolling(t0, ReasonApplying), func(in *Input) { in.Request = "r1" }},
-			want{actions: "DeleteGeneration(2) Route(1) WriteStatus", status: metav1.ConditionFalse, reason: ReasonWaitingForApproval,
+			want{actions: "WriteStatus DeleteGeneration(2) Route(1)", status: metav1.ConditionFalse, reason: ReasonWaitingForApproval,
 				rollout: "none", lastRequest: "r1"}},
 		{"a request withdrawn mid-rollout with the spec reverted is Applied", []mod{rolling(t0, ReasonReadyToPromote), func(in *Input) {
 			in.Request, in.Hash, in.Status.ResourcesHash = "r1", hashActive, hashActive
-		}}, want{actions: "DeleteGeneration(2) Route(1) WriteStatus", status: metav1.ConditionTrue, reason: ReasonApplied, rollout: "none"}},
+		}}, want{actions: "WriteStatus DeleteGeneration(2) Route(1)", status: metav1.ConditionTrue, reason: ReasonApplied, rollout: "none"}},
 		{"a stale status.rollout (already completed) is ignored", []mod{func(in *Input) {
 			in.Status.Rollout = &v1alpha1.MaterializeRolloutStatus{Request: "r1", Generation: 1, StartedAt: metav1.NewTime(t0)}
-		}}, want{actions: "Route(1) WriteStatus", conditionKept: true, rollout: "none"}},
+		}}, want{actions: "WriteStatus DeleteGeneration(2) Route(1)", conditionKept: true, rollout: "none"}},
+
+		{"leftover generations on either side of the active one go", []mod{func(in *Input) { in.Status.ActiveGeneration = 3 }},
+			want{actions: "WriteStatus DeleteGeneration(4) DeleteGeneration(2) Route(3)", conditionKept: true}},
 
 		// Starting and applying.
 		{"first rollout of a new environment", []mod{func(in *Input) {
 			in.Status = v1alpha1.MaterializeStatus{ResourceID: "abc", LastCompletedRolloutEnvironmentdImageRef: imgActive}
-		}}, want{actions: "ApplyGeneration(1) WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying,
-			message: "Applying changes for generation 1: waiting for its pod to be ready", poll: true, rollout: "r1/1/1h0m0s", hash: str("")}},
-		{"requested: generation 2 is applied", []mod{newRequest},
-			want{actions: "ApplyGeneration(2) WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
+		}}, want{actions: "WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying,
+			message: "Applying changes for generation 1", poll: true, rollout: "r1/1/1h0m0s", hash: str("")}},
+		{"requested: the rollout is recorded before anything is touched", []mod{newRequest},
+			want{actions: "WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
 				rollout: "r2/2/1h0m0s", hash: str(""), lastRequest: "r1", active: 1}},
+		{"recorded: generation 2 is applied", []mod{rolling(t0.Add(time.Hour), ReasonApplying)},
+			want{actions: "ApplyGeneration(2) WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
+				message: "waiting for its pod to be ready", rollout: "r2/2/1h0m0s", hash: str("")}},
 		{"the clock runs from the start", []mod{rolling(t0, ReasonApplying), at(3 * time.Hour)},
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true, rollout: "r2/2/0s"}},
 		{"environmentd unreachable", []mod{rolling(t0, ReasonApplying), func(in *Input) {
@@ -175,23 +181,25 @@ func TestStep(t *testing.T) {
 		{"ManuallyPromote with forcePromote promotes", []mod{rolling(t0, ReasonReadyToPromote), leader(ReadyToPromote), manual, forced},
 			want{actions: "ApplyGeneration(2) WriteStatus Promote(2)", reason: ReasonPromoting, poll: true}},
 		{"forced: catch-up skipped", []mod{rolling(t0, ReasonApplying), leader(CatchingUp), forced},
-			want{actions: "ApplyGeneration(2) SkipCatchup(2) WriteStatus Promote(2)", reason: ReasonPromoting, poll: true}},
-		{"ImmediatelyPromoteCausingDowntime deletes the active generation first", []mod{newRequest, immediate},
+			want{actions: "ApplyGeneration(2) SkipCatchup(2) WriteStatus", reason: ReasonApplying, message: "skipping catch-up", poll: true}},
+		{"forced and initializing: catch-up skipped", []mod{rolling(t0, ReasonApplying), leader(Initializing), forced},
+			want{actions: "ApplyGeneration(2) SkipCatchup(2) WriteStatus", reason: ReasonApplying, poll: true}},
+		{"ImmediatelyPromoteCausingDowntime deletes the active generation first", []mod{rolling(t0, ReasonApplying), immediate},
 			want{actions: "DeleteGeneration(1) ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true}},
 
 		// Timeout.
 		{"timed out while applying: cancelled", []mod{rolling(t0, ReasonApplying), at(24 * time.Hour)},
-			want{actions: "DeleteGeneration(2) WriteStatus", status: metav1.ConditionFalse, reason: ReasonRolloutTimeout,
-				message: "Cancelled rollout to generation 2 after it exceeded the rollout timeout of 24h0m0s",
+			want{actions: "WriteStatus DeleteGeneration(2)", status: metav1.ConditionFalse, reason: ReasonRolloutTimeout,
+				message: "Cancelled rollout to generation 2 after it exceeded the rollout timeout of 1day",
 				rollout: "none", lastRequest: "r2", active: 1, lastImage: imgActive}},
 		{"timed out while ready to promote: cancelled", []mod{rolling(t0, ReasonReadyToPromote), leader(ReadyToPromote), manual, at(25 * time.Hour)},
-			want{actions: "DeleteGeneration(2) WriteStatus", reason: ReasonRolloutTimeout}},
+			want{actions: "WriteStatus DeleteGeneration(2)", reason: ReasonRolloutTimeout}},
 		{"timed out in FailedDeploy: cancelled", []mod{rolling(t0, ReasonFailedDeploy), at(25 * time.Hour), func(in *Input) { in.Blocked = "backend Secret gone" }},
-			want{actions: "DeleteGeneration(2) WriteStatus", reason: ReasonRolloutTimeout}},
+			want{actions: "WriteStatus DeleteGeneration(2)", reason: ReasonRolloutTimeout}},
 		{"forced rollouts never time out", []mod{rolling(t0, ReasonApplying), at(48 * time.Hour), forced},
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true}},
 		{"a new request restarts the clock", []mod{rolling(t0, ReasonApplying), at(25 * time.Hour), func(in *Input) { in.Request = "r3" }},
-			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true, rollout: "r3/2/25h0m0s"}},
+			want{actions: "WriteStatus", reason: ReasonApplying, poll: true, rollout: "r3/2/25h0m0s"}},
 
 		// Cannot go on.
 		{"blocked before anything is created", []mod{newRequest, func(in *Input) { in.Blocked = `backend Secret "mz" has no "license_key" entry` }},
@@ -204,9 +212,14 @@ func TestStep(t *testing.T) {
 			want{actions: "WriteStatus", status: metav1.ConditionFalse, reason: ReasonFailedDeploy,
 				message: "Failed to apply changes for generation 2: StatefulSet is invalid", recheck: 15 * time.Second, rollout: "r2/2/0s"}},
 
+		{"environmentd leads though no promotion was recorded: completed", []mod{rolling(t0, ReasonApplying), leader(IsLeader), manual},
+			want{actions: "Route(2) WriteStatus DeleteGeneration(1)", reason: ReasonApplied, active: 2, lastRequest: "r2"}},
+		{"environmentd promoting past the timeout: not cancelled", []mod{rolling(t0, ReasonApplying), leader(Promoting), at(25 * time.Hour)},
+			want{actions: "WriteStatus", reason: ReasonPromoting, poll: true, rollout: "r2/2/0s+25h0m0s"}},
+
 		// Promoting: past the point of no return.
 		{"promoted: routed, old generation retired, recorded", []mod{promotionSent(t0, t0), leader(IsLeader)},
-			want{actions: "Route(2) DeleteGeneration(1) WriteStatus", status: metav1.ConditionTrue, reason: ReasonApplied,
+			want{actions: "Route(2) WriteStatus DeleteGeneration(1)", status: metav1.ConditionTrue, reason: ReasonApplied,
 				message: "Successfully applied changes for generation 2", active: 2, lastRequest: "r2", lastImage: imgNew,
 				hash: str(hashNew), rollout: "none"}},
 		{"first generation promoted: nothing to retire", []mod{promotionSent(t0, t0), leader(IsLeader), func(in *Input) {
@@ -229,17 +242,17 @@ func TestStep(t *testing.T) {
 			want{actions: "WriteStatus", reason: ReasonPromoting, message: "unknown leader status", poll: true}},
 		{"promoted after the spec moved on: what was promoted is recorded", []mod{promotionSent(t0, t0), leader(IsLeader), func(in *Input) {
 			in.Request, in.Image, in.Hash = "r3", "materialize/environmentd:v26.3.0", "hash-3"
-		}}, want{actions: "Route(2) DeleteGeneration(1) WriteStatus", lastRequest: "r2", lastImage: imgNew, hash: str(hashNew)}},
+		}}, want{actions: "Route(2) WriteStatus DeleteGeneration(1)", lastRequest: "r2", lastImage: imgNew, hash: str(hashNew)}},
 
 		// A status written by upstream orchestratord, mid-rollout.
 		{"upstream Promoting: only promotes, never times out", []mod{upstreamStatus(ReasonPromoting, t0), leader(Promoting), at(48 * time.Hour)},
 			want{actions: "WriteStatus", reason: ReasonPromoting, poll: true, rollout: "r2/2/0s+0s"}},
 		{"upstream Applying past its timeout: cancelled", []mod{upstreamStatus(ReasonApplying, t0), at(25 * time.Hour)},
-			want{actions: "DeleteGeneration(2) WriteStatus", reason: ReasonRolloutTimeout}},
+			want{actions: "WriteStatus DeleteGeneration(2)", reason: ReasonRolloutTimeout}},
 		{"upstream ReadyToPromote keeps its clock", []mod{upstreamStatus(ReasonReadyToPromote, t0), leader(ReadyToPromote), manual, at(2 * time.Hour)},
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonReadyToPromote, rollout: "r2/2/0s", recheck: 22 * time.Hour}},
 		{"upstream Promoting, promoted", []mod{upstreamStatus(ReasonPromoting, t0), leader(IsLeader)},
-			want{actions: "Route(2) DeleteGeneration(1) WriteStatus", reason: ReasonApplied, active: 2, lastRequest: "r2",
+			want{actions: "Route(2) WriteStatus DeleteGeneration(1)", reason: ReasonApplied, active: 2, lastRequest: "r2",
 				lastImage: imgNew, hash: str(hashNew)}},
 	}
 	for _, c := range cases {

@@ -74,8 +74,8 @@ type MaterializeSpecApplyConfiguration struct {
 	// generation down first.
 	RolloutStrategy *materializev1.MaterializeRolloutStrategy `json:"rolloutStrategy,omitempty"`
 	// rolloutRequestTimeout is how long a rollout may take before the new
-	// generation is removed and the rollout reported as RolloutTimeout; a Go
-	// duration such as 24h or 90m.
+	// generation is removed and the rollout reported as RolloutTimeout; parsed as
+	// upstream parses it (humantime): 24h, 90m, 1h 30m, 2d.
 	RolloutRequestTimeout *string `json:"rolloutRequestTimeout,omitempty"`
 	// backendSecretName names a Secret with metadata_backend_url and persist_backend_url.
 	BackendSecretName *string `json:"backendSecretName,omitempty"`
