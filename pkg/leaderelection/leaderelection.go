@@ -81,6 +81,9 @@ var ErrLeadReturned = errors.New("leaderelection: lead returned while still lead
 // context is done.
 var errShutdown = errors.New("leaderelection: shutting down")
 
+// errHandOver ends a term whose Lease Spread gives to a less-loaded replica.
+var errHandOver = errors.New("leaderelection: handing the lease over")
+
 // Config configures Run. The same Config may be used for several leases.
 type Config struct {
 	// Client talks to the API server holding the Leases.
@@ -109,6 +112,9 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Health, when set, tracks the leases held by Run for /healthz.
 	Health *HealthChecker
+	// Spread, when set, places leadership among the replicas (see Spread);
+	// nil leaves it to whoever comes first.
+	Spread *Spread
 	// DrainTimeout is how long lead may go on, after Run's context is done,
 	// finishing in-flight work under a valid lead context (see Stopping).
 	// Zero cancels the lead context at once.
@@ -276,6 +282,9 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		Client:     c.cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.Identity},
 	}, c.cfg.RenewDeadline)
+	if c.cfg.Spread != nil {
+		lock.mayAcquire = func() bool { return c.cfg.Spread.MayAcquire(c.name) }
+	}
 	started := make(chan context.Context, 1)
 	stopped := make(chan struct{})
 	le, err := k8sle.NewLeaderElector(k8sle.LeaderElectionConfig{
@@ -368,28 +377,36 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 			}
 		})
 	}
+	// A term ends gracefully on shutdown or to hand the Lease over: lead
+	// is asked to stop (Stopping), its context stays valid while it drains,
+	// for at most DrainTimeout.
 	stopping := make(chan struct{})
 	var (
 		drainMu    sync.Mutex
 		drainTimer *time.Timer
+		stopCause  error
 		termOver   bool // the timer must not start once the term is over
 	)
-	stopOnShutdown := context.AfterFunc(ctx, func() {
-		close(stopping)
-		if c.cfg.DrainTimeout <= 0 {
-			end(errShutdown, "")
-			return
-		}
+	beginStop := func(cause error, msg string) {
 		drainMu.Lock()
 		defer drainMu.Unlock()
-		if termOver {
+		if stopCause != nil || termOver {
 			return
 		}
-		c.log.Info("shutting down; finishing in-flight work before releasing the lease", zap.Duration("drainTimeout", c.cfg.DrainTimeout))
+		stopCause = cause
+		close(stopping)
+		if c.cfg.DrainTimeout <= 0 {
+			end(cause, "")
+			return
+		}
+		c.log.Info(msg, zap.Duration("drainTimeout", c.cfg.DrainTimeout))
 		drainTimer = time.AfterFunc(c.cfg.DrainTimeout, func() {
 			c.log.Warn("drain timeout reached; cancelling in-flight work")
-			end(errShutdown, "")
+			end(cause, "")
 		})
+	}
+	stopOnShutdown := context.AfterFunc(ctx, func() {
+		beginStop(errShutdown, "shutting down; finishing in-flight work before releasing the lease")
 	})
 	defer func() {
 		stopOnShutdown()
@@ -403,6 +420,23 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	leadDone := make(chan struct{})
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
+	if c.cfg.Spread != nil {
+		watchers.Go(func() {
+			tick := time.NewTicker(c.cfg.RetryPeriod)
+			defer tick.Stop()
+			for {
+				select {
+				case <-leadDone:
+					return
+				case <-tick.C:
+					if c.cfg.Spread.ShouldHandOver(c.name) {
+						beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")
+						return
+					}
+				}
+			}
+		})
+	}
 	watchers.Go(func() {
 		select {
 		case <-leaderCtx.Done():
@@ -418,9 +452,14 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 			stoppingKey{}, stopping))
 	}
 	close(leadDone)
+	drainMu.Lock()
+	asked := stopCause
+	drainMu.Unlock()
 	switch {
+	case leadCtx.Err() == nil && asked != nil:
+		end(asked, "") // lead drained and returned, as asked
 	case leadCtx.Err() == nil && ctx.Err() != nil:
-		end(errShutdown, "") // lead drained and returned, as asked
+		end(errShutdown, "")
 	case leadCtx.Err() == nil:
 		end(ErrLeadReturned, "")
 	default:
@@ -445,6 +484,8 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	switch {
 	case errors.Is(endCause, errShutdown):
 		return outcomeShutdown, nil
+	case errors.Is(endCause, errHandOver):
+		return outcomeRestart, nil // a standby again
 	case errors.Is(endCause, ErrLeadReturned):
 		return outcomeLeadReturned, nil
 	default:

@@ -28,6 +28,9 @@ import (
 type fencedLock struct {
 	inner         resourcelock.Interface
 	renewDeadline time.Duration
+	// mayAcquire, when set, is asked before a write that would make us the
+	// holder of a Lease someone else (or no one) held: the Spread placement.
+	mayAcquire func() bool
 
 	gate     chan struct{} // closed once lead has returned or will not run
 	gateOnce sync.Once
@@ -63,7 +66,21 @@ func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 	return rec, raw, err
 }
 
+// errDeferring refuses an acquisition that the placement leaves to a less
+// loaded replica; client-go tries again at its next retry.
+var errDeferring = errors.New("deferring to a replica that leads fewer leases")
+
+// acquiring tells whether writing rec would take the Lease (not renew it).
+func (l *fencedLock) acquiring(rec resourcelock.LeaderElectionRecord) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return rec.HolderIdentity == l.Identity() && l.lastHolder != l.Identity()
+}
+
 func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if l.mayAcquire != nil && rec.HolderIdentity == l.Identity() && !l.mayAcquire() {
+		return fmt.Errorf("lease %s: %w", l.Describe(), errDeferring)
+	}
 	sent := time.Now()
 	err := l.inner.Create(ctx, rec)
 	l.wrote(rec, sent, err)
@@ -75,6 +92,9 @@ func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		return fmt.Errorf("lease %s: %w", l.Describe(), ErrFenced)
 	}
 	if rec.HolderIdentity != "" {
+		if l.mayAcquire != nil && l.acquiring(rec) && !l.mayAcquire() {
+			return fmt.Errorf("lease %s: %w", l.Describe(), errDeferring)
+		}
 		sent := time.Now()
 		err := l.inner.Update(ctx, rec)
 		l.wrote(rec, sent, err)

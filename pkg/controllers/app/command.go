@@ -57,6 +57,7 @@ type Options struct {
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
 	DrainTimeout            time.Duration
+	SpreadLeadership        bool
 	Controllers             []string
 	MetricsAddress          string
 	HealthAddress           string
@@ -93,6 +94,8 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "how often to try to acquire or renew a Lease")
 	fs.DurationVar(&o.DrainTimeout, "shutdown-drain-timeout", 30*time.Second,
 		"on SIGTERM, how long in-flight reconciles may run to completion (their writes still fenced by the Lease) before they are cancelled")
+	fs.BoolVar(&o.SpreadLeadership, "spread-leadership", true,
+		"spread the Leases over the replicas (each leads at most ceil(leases/replicas)), handing one over gracefully when a replica leads two more than another")
 	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz (fails when a held Lease is overdue) and /readyz")
@@ -301,6 +304,17 @@ func Run(ctx context.Context, o *Options) error {
 		zap.String("leaseNamespace", o.LeaderElectionNamespace))
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
+	if o.SpreadLeadership {
+		var names []string
+		for _, c := range ctrls {
+			names = append(names, leaderelection.LeaseName(c.Name()))
+		}
+		leCfg.Spread = leaderelection.NewSpread(leCfg, names)
+		spreadDone := make(chan struct{})
+		go func() { leCfg.Spread.Run(runCtx); close(spreadDone) }()
+		// Its presence Lease goes after the leases are released.
+		defer func() { stopAll(); <-spreadDone }()
+	}
 	errs := make(chan error, len(ctrls))
 	for _, c := range ctrls {
 		go func() { errs <- campaign(runCtx, leCfg, c, log) }()

@@ -1,0 +1,224 @@
+package leaderelection
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+)
+
+// ReplicaLabel marks the Leases that say a replica is alive (one per
+// replica, renewed like a lock), from which Spread counts the replicas.
+const ReplicaLabel = "orchestratord.materialize.cloud/replica"
+
+// ReplicaLeaseName is the name of a replica's presence Lease.
+func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" + identity }
+
+// Spread places leadership: with N live replicas and L Leases each replica
+// leads at most ceil(L/N). Without it whichever replica starts first takes
+// every Lease, so one crash stops every reconciler and one pod does all the
+// work.
+//
+// Two rules, both decided on the Leases as an informer sees them:
+//   - a replica acquires a free Lease only if no live replica leads fewer
+//     Leases than it does (or the Lease has been free for a whole lease
+//     duration, so a Lease is never left unheld by the rule);
+//   - a replica that leads at least two more Leases than the least-loaded
+//     live replica hands one over: a graceful release (its in-flight work
+//     drains first) that the less-loaded replica picks up through its
+//     watch. It hands over only one Lease at a time, one it has held for
+//     two lease durations.
+//
+// A hand-over moves a Lease from a replica with k to one with at most k-2,
+// which lowers the sum of the squared loads, so the moves stop: it cannot
+// flap. They stop when the loads differ by at most one, which is at most
+// ceil(L/N) each.
+type Spread struct {
+	cfg    Config
+	leases []string
+	lister coordinationlisters.LeaseLister
+	synced func() bool
+}
+
+// NewSpread returns the placement of leases among the replicas sharing
+// cfg's namespace. Run must be running for it to place anything.
+func NewSpread(cfg Config, leases []string) *Spread {
+	return &Spread{cfg: cfg, leases: slices.Clone(leases)}
+}
+
+// Run keeps this replica's presence Lease renewed and the view of every
+// Lease current until ctx ends, then deletes the presence Lease so that
+// the others count one replica fewer at once.
+func (s *Spread) Run(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.cfg.Client, 0, informers.WithNamespace(s.cfg.Namespace))
+	inf := factory.Coordination().V1().Leases()
+	s.lister = inf.Lister()
+	s.synced = inf.Informer().HasSynced
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	leases := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace)
+	name := ReplicaLeaseName(s.cfg.Identity)
+	log := s.cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	tick := time.NewTicker(s.cfg.RetryPeriod)
+	defer tick.Stop()
+	for {
+		if err := s.heartbeat(ctx, name); err != nil && ctx.Err() == nil {
+			log.Warn("replica presence lease not renewed", zap.String("lease", name), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RenewDeadline)
+			_ = leases.Delete(cleanup, name, metav1.DeleteOptions{})
+			cancel()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Spread) heartbeat(ctx context.Context, name string) error {
+	leases := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace)
+	now := metav1.NowMicro()
+	duration := int32(s.cfg.LeaseDuration / time.Second)
+	spec := coordinationv1.LeaseSpec{HolderIdentity: &s.cfg.Identity, LeaseDurationSeconds: &duration, RenewTime: &now}
+	current, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		spec.AcquireTime = &now
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ReplicaLabel: "true"}},
+			Spec:       spec,
+		}, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	current.Spec.HolderIdentity, current.Spec.LeaseDurationSeconds, current.Spec.RenewTime = spec.HolderIdentity, spec.LeaseDurationSeconds, spec.RenewTime
+	_, err = leases.Update(ctx, current, metav1.UpdateOptions{})
+	return err
+}
+
+// MayAcquire tells whether this replica may take the free Lease named lease.
+func (s *Spread) MayAcquire(lease string) bool {
+	v, ok := s.view()
+	if !ok {
+		return true // no view yet: first come, as without Spread
+	}
+	return v.mayAcquire(s.cfg.Identity, lease)
+}
+
+// ShouldHandOver tells whether this replica, leading lease, should give it
+// to a less-loaded replica.
+func (s *Spread) ShouldHandOver(lease string) bool {
+	v, ok := s.view()
+	return ok && v.shouldHandOver(s.cfg.Identity, lease, time.Now(), 2*s.cfg.LeaseDuration)
+}
+
+func (s *Spread) view() (placementView, bool) {
+	if s.lister == nil || !s.synced() {
+		return placementView{}, false
+	}
+	all, err := s.lister.List(labels.Everything())
+	if err != nil {
+		return placementView{}, false
+	}
+	return newPlacementView(all, s.leases, time.Now(), s.cfg.LeaseDuration), true
+}
+
+// placementView is who is alive and who leads what, at one moment.
+type placementView struct {
+	alive    map[string]bool     // replicas whose presence Lease is current
+	led      map[string][]string // identity -> Leases it leads (sorted)
+	freeFor  map[string]time.Duration
+	acquired map[string]time.Time // Lease -> when its holder acquired it
+	// horizon is how long a free Lease waits for a least-loaded replica
+	// before any replica may take it.
+	horizon time.Duration
+}
+
+func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time.Time, horizon time.Duration) placementView {
+	v := placementView{alive: map[string]bool{}, led: map[string][]string{}, freeFor: map[string]time.Duration{},
+		acquired: map[string]time.Time{}, horizon: horizon}
+	isControlled := map[string]bool{}
+	for _, name := range controlled {
+		isControlled[name] = true
+		v.freeFor[name] = 0
+	}
+	for _, l := range all {
+		holder, expires, current := leaseState(l, now)
+		switch {
+		case l.Labels[ReplicaLabel] == "true":
+			if current {
+				v.alive[holder] = true
+			}
+		case isControlled[l.Name]:
+			if current {
+				v.led[holder] = append(v.led[holder], l.Name)
+				if l.Spec.AcquireTime != nil {
+					v.acquired[l.Name] = l.Spec.AcquireTime.Time
+				}
+			} else {
+				v.freeFor[l.Name] = now.Sub(expires)
+			}
+		}
+	}
+	for _, names := range v.led {
+		slices.Sort(names)
+	}
+	return v
+}
+
+// leaseState returns a Lease's holder, when it expires (or was released),
+// and whether it is held now.
+func leaseState(l *coordinationv1.Lease, now time.Time) (holder string, expires time.Time, current bool) {
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil {
+		expires = l.Spec.RenewTime.Time
+		if holder != "" && l.Spec.LeaseDurationSeconds != nil {
+			expires = expires.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		}
+	}
+	return holder, expires, holder != "" && now.Before(expires)
+}
+
+// minLoad is the fewest Leases a live replica (me included) leads.
+func (v placementView) minLoad(me string) int {
+	lowest := len(v.led[me])
+	for id := range v.alive {
+		lowest = min(lowest, len(v.led[id]))
+	}
+	return lowest
+}
+
+func (v placementView) mayAcquire(me, lease string) bool {
+	if len(v.led[me]) <= v.minLoad(me) {
+		return true
+	}
+	// Whoever should take it has not: never leave a Lease unheld for long.
+	return v.freeFor[lease] > v.horizon
+}
+
+func (v placementView) shouldHandOver(me, lease string, now time.Time, minHold time.Duration) bool {
+	mine := v.led[me]
+	if len(mine) == 0 || mine[len(mine)-1] != lease {
+		return false // one at a time: the last of mine by name
+	}
+	if len(mine)-v.minLoad(me) < 2 {
+		return false
+	}
+	acquired, ok := v.acquired[lease]
+	return ok && now.Sub(acquired) >= minHold
+}

@@ -1,0 +1,154 @@
+package leaderelection
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var (
+	spreadNow    = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	spreadLeases = []string{LeaseBalancer, LeaseConsole, LeaseMaterialize}
+)
+
+// lease is a Lease held by holder (empty: released), renewed ago.
+func lease(name, holder string, ago time.Duration, replica bool) *coordinationv1.Lease {
+	renew := metav1.NewMicroTime(spreadNow.Add(-ago))
+	acquired := metav1.NewMicroTime(spreadNow.Add(-time.Hour))
+	duration := int32(15)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renew, AcquireTime: &acquired, LeaseDurationSeconds: &duration}}
+	if replica {
+		l.Labels = map[string]string{ReplicaLabel: "true"}
+	}
+	return l
+}
+
+func view(replicas []string, holders map[string]string) placementView {
+	var all []*coordinationv1.Lease
+	for _, r := range replicas {
+		all = append(all, lease(ReplicaLeaseName(r), r, time.Second, true))
+	}
+	for name, holder := range holders {
+		all = append(all, lease(name, holder, time.Second, false))
+	}
+	return newPlacementView(all, spreadLeases, spreadNow, 15*time.Second)
+}
+
+func TestSpreadMayAcquire(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		replicas []string
+		holders  map[string]string
+		me       string
+		want     bool
+	}{
+		{"alone, nothing held", []string{"a"}, nil, "a", true},
+		{"alone, holding two", []string{"a"}, map[string]string{LeaseBalancer: "a", LeaseConsole: "a"}, "a", true},
+		{"a peer leads fewer", []string{"a", "b"}, map[string]string{LeaseBalancer: "a"}, "a", false},
+		{"the least loaded", []string{"a", "b"}, map[string]string{LeaseBalancer: "a"}, "b", true},
+		{"tied", []string{"a", "b", "c"}, map[string]string{LeaseBalancer: "a", LeaseConsole: "b"}, "c", true},
+		{"a dead peer does not count", []string{"a"}, map[string]string{LeaseBalancer: "a"}, "a", true},
+	} {
+		v := view(c.replicas, c.holders)
+		if got := v.mayAcquire(c.me, LeaseMaterialize); got != c.want {
+			t.Errorf("%s: mayAcquire(%s) = %v, want %v", c.name, c.me, got, c.want)
+		}
+	}
+	// A Lease free for longer than the horizon goes to anyone.
+	all := []*coordinationv1.Lease{lease(ReplicaLeaseName("a"), "a", time.Second, true), lease(ReplicaLeaseName("b"), "b", time.Second, true),
+		lease(LeaseBalancer, "a", time.Second, false), lease(LeaseMaterialize, "", 20*time.Second, false)}
+	if !newPlacementView(all, spreadLeases, spreadNow, 15*time.Second).mayAcquire("a", LeaseMaterialize) {
+		t.Error("a Lease free for 20s is not offered to a loaded replica after a 15s horizon")
+	}
+}
+
+func TestSpreadHandOver(t *testing.T) {
+	all3 := map[string]string{LeaseBalancer: "a", LeaseConsole: "a", LeaseMaterialize: "a"}
+	v := view([]string{"a", "b", "c"}, all3)
+	handed := 0
+	for _, l := range spreadLeases {
+		if v.shouldHandOver("a", l, spreadNow, 30*time.Second) {
+			handed++
+			if l != LeaseMaterialize {
+				t.Errorf("handing over %s, want the last by name", l)
+			}
+		}
+	}
+	if handed != 1 {
+		t.Errorf("%d leases handed over at once, want 1", handed)
+	}
+	// Differences of one never move a Lease: no flapping.
+	for _, c := range []struct {
+		replicas []string
+		holders  map[string]string
+	}{
+		{[]string{"a", "b"}, map[string]string{LeaseBalancer: "a", LeaseConsole: "a", LeaseMaterialize: "b"}},
+		{[]string{"a", "b", "c"}, map[string]string{LeaseBalancer: "a", LeaseConsole: "b", LeaseMaterialize: "c"}},
+		{[]string{"a", "b", "c", "d"}, map[string]string{LeaseBalancer: "a", LeaseConsole: "b", LeaseMaterialize: "c"}},
+	} {
+		holders := c.holders
+		v := view(c.replicas, holders)
+		for _, id := range c.replicas {
+			for _, l := range spreadLeases {
+				if v.shouldHandOver(id, l, spreadNow, 30*time.Second) {
+					t.Errorf("%v: %s hands %s over", holders, id, l)
+				}
+			}
+		}
+	}
+	// Not right after acquiring it.
+	if v.shouldHandOver("a", LeaseMaterialize, spreadNow, 2*time.Hour) {
+		t.Error("handed over a Lease held for less than the minimum")
+	}
+}
+
+// Placing three Leases by the two rules, from any start, ends with one
+// Lease per replica, and every move lowers the sum of squared loads.
+func TestSpreadConverges(t *testing.T) {
+	replicas := []string{"a", "b", "c"}
+	holders := map[string]string{LeaseBalancer: "a", LeaseConsole: "a", LeaseMaterialize: "a"}
+	energy := func() int {
+		load := map[string]int{}
+		for _, h := range holders {
+			load[h]++
+		}
+		sum := 0
+		for _, n := range load {
+			sum += n * n
+		}
+		return sum
+	}
+	for step := 0; step < 10; step++ {
+		moved := false
+		for _, id := range replicas {
+			for _, l := range spreadLeases {
+				if holders[l] == id && view(replicas, holders).shouldHandOver(id, l, spreadNow, 0) {
+					before := energy()
+					delete(holders, l)
+					for _, other := range replicas {
+						if view(replicas, holders).mayAcquire(other, l) && other != id {
+							holders[l] = other
+							break
+						}
+					}
+					if energy() >= before {
+						t.Fatalf("a move did not lower the imbalance: %v", holders)
+					}
+					moved = true
+				}
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	got := fmt.Sprint(holders[LeaseBalancer] != holders[LeaseConsole] && holders[LeaseConsole] != holders[LeaseMaterialize] &&
+		holders[LeaseBalancer] != holders[LeaseMaterialize])
+	if got != "true" {
+		t.Errorf("placement did not spread: %v", holders)
+	}
+}
