@@ -1,0 +1,86 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/test/cluster"
+)
+
+// The API server stops answering for longer than the renew deadline: every
+// leader fences itself (no write after its deadline) and rejoins the
+// election in process. Nothing restarts, the Leases are led again soon
+// after the API server is back, and a rollout completes.
+func TestAPIServerOutageRejoinsWithoutRestart(t *testing.T) {
+	ctx := context.Background()
+	waitRolledOut(t, controllers)
+	leasesHeldByRunningPods(t)
+	before := pods(t, controllers)
+	webhookBefore := pods(t, webhook)
+
+	outage := leaseDuration + 5*time.Second // past the renew deadline and the lease
+	if d, err := time.ParseDuration(os.Getenv("E2E_API_OUTAGE")); err == nil && d > 0 {
+		outage = d // longer outages, measured by hand: E2E_API_OUTAGE=60s
+	}
+	stopped, resumed, err := cluster.APIServerOutage(ctx, outage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back time.Time
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.Discovery().ServerVersion()
+		back = time.Now()
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the API server did not come back: %v", err)
+	}
+	// Every Lease led again, renewed after the API server came back.
+	var led time.Time
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{leaderelection.LeaseMaterialize, leaderelection.LeaseBalancer, leaderelection.LeaseConsole} {
+			l, err := c.HeldByRunningPod(ctx, name)
+			if err != nil || l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(back) {
+				return false, nil
+			}
+		}
+		led = time.Now()
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the leases were not led again after the outage: %v", err)
+	}
+	t.Logf("API server stopped %v; answering again %v after it was continued; every lease led %v after that",
+		resumed.Sub(stopped).Round(time.Millisecond), back.Sub(resumed).Round(time.Millisecond), led.Sub(back).Round(time.Millisecond))
+	if after := pods(t, controllers); after != before {
+		t.Errorf("controllers pods restarted or replaced across the outage: before %v, after %v", before, after)
+	}
+	if after := pods(t, webhook); after != webhookBefore {
+		t.Errorf("webhook pods restarted or replaced across the outage: before %v, after %v", webhookBefore, after)
+	}
+	// The leaders fenced themselves and rejoined, in process.
+	list, err := c.Kube.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controllers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejoined := 0
+	for _, p := range list.Items {
+		raw, err := c.Kube.CoreV1().Pods(operatorNS).GetLogs(p.Name, &corev1.PodLogOptions{SinceTime: &metav1.Time{Time: stopped}}).DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rejoined += strings.Count(string(raw), "rejoining the election")
+	}
+	if rejoined == 0 {
+		t.Error(`no controllers pod logged "rejoining the election": the outage did not fence a leader`)
+	}
+	requestRolloutAndWait(t)
+}
