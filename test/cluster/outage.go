@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -47,4 +48,27 @@ func processNamed(name string) (int, error) {
 		return 0, errors.New("no " + name + " process found: this runs as root on the node")
 	}
 	return 0, errors.New("no " + name + " process on this node")
+}
+
+// KillContainer SIGKILLs the process named comm in the pod with the given
+// UID (found through its cgroup), as an OOM kill or a node problem would:
+// nothing drains. Runs as root on the node.
+func KillContainer(podUID, comm string) error {
+	forms := []string{podUID, strings.ReplaceAll(podUID, "-", "_")} // cgroupfs, systemd
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, path := range comms {
+		name, err := os.ReadFile(path)
+		if err != nil || string(bytes.TrimSpace(name)) != comm {
+			continue
+		}
+		dir := filepath.Dir(path)
+		cgroup, _ := os.ReadFile(filepath.Join(dir, "cgroup"))
+		for _, f := range forms {
+			if bytes.Contains(cgroup, []byte(f)) {
+				pid, _ := strconv.Atoi(filepath.Base(dir))
+				return syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	return fmt.Errorf("no %s process of pod %s on this node (this runs as root on the node)", comm, podUID)
 }

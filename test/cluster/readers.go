@@ -57,6 +57,9 @@ func (c *Clients) StartReaders(n int) *Readers {
 	return r
 }
 
+// Failed is the number of failed reads so far.
+func (r *Readers) Failed() int64 { return r.failed.Load() }
+
 // Total is the number of reads so far.
 func (r *Readers) Total() int64 { return r.ok.Load() + r.failed.Load() }
 

@@ -84,3 +84,46 @@ func TestAPIServerOutageRejoinsWithoutRestart(t *testing.T) {
 	}
 	requestRolloutAndWait(t)
 }
+
+// Each webhook pod in turn SIGKILLed under a steady load of reads at v1
+// (one of them is the one the API server's connection uses). The API
+// server does not retry a conversion whose connection dies, so reads in
+// flight to the killed pod fail: the figure is reported per kill, and reads
+// must succeed again within seconds (the other replicas serve; the kubelet
+// restarts the container).
+func TestWebhookPodSIGKILLUnderReads(t *testing.T) {
+	ctx := context.Background()
+	waitRolledOut(t, webhook)
+	list, err := c.Kube.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
+	if err != nil || len(list.Items) < 2 {
+		t.Fatalf("want at least 2 webhook pods: %v (%d)", err, len(list.Items))
+	}
+	readers := c.StartReaders(8)
+	defer readers.Stop()
+	time.Sleep(2 * time.Second)
+	for _, victim := range list.Items {
+		before, total := readers.Failed(), readers.Total()
+		if err := cluster.KillContainer(string(victim.UID), "webhook"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		settled := readers.Failed()
+		time.Sleep(5 * time.Second)
+		t.Logf("SIGKILL of %s under 8 readers: %d of %d reads failed in the 10 s after it, %d in the 5 s after that",
+			victim.Name, settled-before, readers.Total()-total, readers.Failed()-settled)
+		if readers.Failed() != settled {
+			t.Errorf("reads still failing 10 s after the SIGKILL of %s", victim.Name)
+		}
+		waitRolledOut(t, webhook)
+		after, err := c.Kube.CoreV1().Pods(operatorNS).Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if restarts := func(p *corev1.Pod) int32 { return p.Status.ContainerStatuses[0].RestartCount }; restarts(after) <= restarts(&victim) {
+			t.Errorf("%s was not restarted: the SIGKILL did not reach its webhook process", victim.Name)
+		}
+	}
+	if res := readers.Stop(); res.Failed > 0 {
+		t.Logf("first errors: %v", res.Failures)
+	}
+}
