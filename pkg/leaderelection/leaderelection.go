@@ -469,7 +469,12 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	}
 	watchers.Wait()
 
-	// lead has returned: only now may the Lease be released.
+	// lead has returned: only now may the Lease be released. A replica
+	// shutting down first stops counting as one, so the Lease goes to a
+	// replica that stays rather than waiting for this one.
+	if errors.Is(endCause, errShutdown) && c.cfg.Spread != nil {
+		c.cfg.Spread.Withdraw()
+	}
 	stopElector()
 	c.metrics.isLeader.Set(0)
 	c.metrics.transitions.Inc()

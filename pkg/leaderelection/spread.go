@@ -3,6 +3,8 @@ package leaderelection
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,30 +43,31 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 // flap. They stop when the loads differ by at most one, which is at most
 // ceil(L/N) each.
 type Spread struct {
-	cfg    Config
-	leases []string
-	lister coordinationlisters.LeaseLister
-	synced func() bool
+	cfg      Config
+	leases   []string
+	factory  informers.SharedInformerFactory
+	lister   coordinationlisters.LeaseLister
+	synced   func() bool
+	withdraw sync.Once
+	// withdrawn stops the heartbeat from recreating the presence Lease.
+	withdrawn atomic.Bool
 }
 
 // NewSpread returns the placement of leases among the replicas sharing
 // cfg's namespace. Run must be running for it to place anything.
 func NewSpread(cfg Config, leases []string) *Spread {
-	return &Spread{cfg: cfg, leases: slices.Clone(leases)}
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace))
+	inf := factory.Coordination().V1().Leases()
+	return &Spread{cfg: cfg, leases: slices.Clone(leases), factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced}
 }
 
 // Run keeps this replica's presence Lease renewed and the view of every
 // Lease current until ctx ends, then deletes the presence Lease so that
 // the others count one replica fewer at once.
 func (s *Spread) Run(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(s.cfg.Client, 0, informers.WithNamespace(s.cfg.Namespace))
-	inf := factory.Coordination().V1().Leases()
-	s.lister = inf.Lister()
-	s.synced = inf.Informer().HasSynced
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	s.factory.Start(ctx.Done())
+	defer s.factory.Shutdown()
 
-	leases := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace)
 	name := ReplicaLeaseName(s.cfg.Identity)
 	log := s.cfg.Logger
 	if log == nil {
@@ -78,16 +81,31 @@ func (s *Spread) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RenewDeadline)
-			_ = leases.Delete(cleanup, name, metav1.DeleteOptions{})
-			cancel()
+			s.Withdraw()
 			return
 		case <-tick.C:
 		}
 	}
 }
 
+// Withdraw deletes this replica's presence Lease, once: a replica that is
+// stopping must not be counted as the least loaded (the others would leave
+// it the Leases it is about to release). Run calls it when it ends; a term
+// ending for shutdown calls it before releasing its Lease, so the others
+// see the replica gone before they see the Lease free.
+func (s *Spread) Withdraw() {
+	s.withdraw.Do(func() {
+		s.withdrawn.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
+		defer cancel()
+		_ = s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace).Delete(ctx, ReplicaLeaseName(s.cfg.Identity), metav1.DeleteOptions{})
+	})
+}
+
 func (s *Spread) heartbeat(ctx context.Context, name string) error {
+	if ctx.Err() != nil || s.withdrawn.Load() {
+		return nil // stopping: not a candidate any more
+	}
 	leases := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace)
 	now := metav1.NowMicro()
 	duration := int32(s.cfg.LeaseDuration / time.Second)
@@ -110,12 +128,24 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 }
 
 // MayAcquire tells whether this replica may take the free Lease named lease.
+// It reads the Leases afresh rather than from the informer: the release
+// that makes a Lease free reaches each replica through that Lease's own
+// watch, which may run ahead of the informer, and a replica deciding on a
+// view without the releasing replica's withdrawal would defer to it and
+// wait a retry period. Acquisitions are rare; the list is a few Leases.
 func (s *Spread) MayAcquire(lease string) bool {
-	v, ok := s.view()
-	if !ok {
-		return true // no view yet: first come, as without Spread
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RetryPeriod)
+	defer cancel()
+	list, err := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		v, ok := s.view()
+		return !ok || v.mayAcquire(s.cfg.Identity, lease) // no view: first come, as without Spread
 	}
-	return v.mayAcquire(s.cfg.Identity, lease)
+	all := make([]*coordinationv1.Lease, len(list.Items))
+	for i := range list.Items {
+		all[i] = &list.Items[i]
+	}
+	return newPlacementView(all, s.leases, time.Now(), s.cfg.LeaseDuration).mayAcquire(s.cfg.Identity, lease)
 }
 
 // ShouldHandOver tells whether this replica, leading lease, should give it
@@ -126,7 +156,7 @@ func (s *Spread) ShouldHandOver(lease string) bool {
 }
 
 func (s *Spread) view() (placementView, bool) {
-	if s.lister == nil || !s.synced() {
+	if !s.synced() {
 		return placementView{}, false
 	}
 	all, err := s.lister.List(labels.Everything())

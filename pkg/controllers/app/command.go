@@ -311,7 +311,20 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		leCfg.Spread = leaderelection.NewSpread(leCfg, names)
 		spreadDone := make(chan struct{})
-		go func() { leCfg.Spread.Run(runCtx); close(spreadDone) }()
+		go func() {
+			defer close(spreadDone)
+			// Counted as a replica (and so handed Leases, which the others
+			// leave to it) only once it can lead at once: caches synced,
+			// its elections and their watches running.
+			for !synced.Load() {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			leCfg.Spread.Run(runCtx)
+		}()
 		// Its presence Lease goes after the leases are released.
 		defer func() { stopAll(); <-spreadDone }()
 	}
