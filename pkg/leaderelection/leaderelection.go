@@ -429,6 +429,11 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 				case <-leadDone:
 					return
 				case <-tick.C:
+					select {
+					case <-leadDone: // lead returned on its own: not a hand-over
+						return
+					default:
+					}
 					if c.cfg.Spread.ShouldHandOver(c.name) {
 						beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")
 						return

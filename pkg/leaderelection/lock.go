@@ -70,15 +70,20 @@ func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 // loaded replica; client-go tries again at its next retry.
 var errDeferring = errors.New("deferring to a replica that leads fewer leases")
 
-// acquiring tells whether writing rec would take the Lease (not renew it).
-func (l *fencedLock) acquiring(rec resourcelock.LeaderElectionRecord) bool {
+// takingReleased tells whether writing rec would take a Lease its holder
+// released. Placement applies only to those: a released Lease is taken at
+// once by the chosen replica's watch, while a Lease expired under a crashed
+// holder goes to whichever standby claims it first (at expiry), and the
+// hand-over rule rebalances afterwards, so placement never delays a
+// failover.
+func (l *fencedLock) takingReleased(rec resourcelock.LeaderElectionRecord) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return rec.HolderIdentity == l.Identity() && l.lastHolder != l.Identity()
+	return rec.HolderIdentity == l.Identity() && l.lastHolder == ""
 }
 
 func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	if l.mayAcquire != nil && rec.HolderIdentity == l.Identity() && !l.mayAcquire() {
+	if l.mayAcquire != nil && l.takingReleased(rec) && !l.mayAcquire() {
 		return fmt.Errorf("lease %s: %w", l.Describe(), errDeferring)
 	}
 	sent := time.Now()
@@ -92,7 +97,7 @@ func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		return fmt.Errorf("lease %s: %w", l.Describe(), ErrFenced)
 	}
 	if rec.HolderIdentity != "" {
-		if l.mayAcquire != nil && l.acquiring(rec) && !l.mayAcquire() {
+		if l.mayAcquire != nil && l.takingReleased(rec) && !l.mayAcquire() {
 			return fmt.Errorf("lease %s: %w", l.Describe(), errDeferring)
 		}
 		sent := time.Now()

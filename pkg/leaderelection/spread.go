@@ -29,9 +29,11 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 // work.
 //
 // Two rules, both decided on the Leases as an informer sees them:
-//   - a replica acquires a free Lease only if no live replica leads fewer
+//   - a replica takes a released Lease only if no live replica leads fewer
 //     Leases than it does (or the Lease has been free for a whole lease
-//     duration, so a Lease is never left unheld by the rule);
+//     duration, so a Lease is never left unheld by the rule); a Lease that
+//     expired under a crashed holder goes to the first standby to claim it,
+//     so placement never delays a failover;
 //   - a replica that leads at least two more Leases than the least-loaded
 //     live replica hands one over: a graceful release (its in-flight work
 //     drains first) that the less-loaded replica picks up through its
@@ -108,7 +110,10 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 	}
 	leases := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace)
 	now := metav1.NowMicro()
-	duration := int32(s.cfg.LeaseDuration / time.Second)
+	// Presence expires after a few missed heartbeats, well before the
+	// Leases of a crashed replica do, so a crashed replica never looks like
+	// the least loaded one when its Leases are claimed.
+	duration := int32(max(time.Second, 3*s.cfg.RetryPeriod) / time.Second)
 	spec := coordinationv1.LeaseSpec{HolderIdentity: &s.cfg.Identity, LeaseDurationSeconds: &duration, RenewTime: &now}
 	current, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -170,6 +175,7 @@ func (s *Spread) view() (placementView, bool) {
 type placementView struct {
 	alive    map[string]bool     // replicas whose presence Lease is current
 	led      map[string][]string // identity -> Leases it leads (sorted)
+	held     map[string]bool     // controlled Leases held now
 	freeFor  map[string]time.Duration
 	acquired map[string]time.Time // Lease -> when its holder acquired it
 	// horizon is how long a free Lease waits for a least-loaded replica
@@ -178,7 +184,7 @@ type placementView struct {
 }
 
 func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time.Time, horizon time.Duration) placementView {
-	v := placementView{alive: map[string]bool{}, led: map[string][]string{}, freeFor: map[string]time.Duration{},
+	v := placementView{alive: map[string]bool{}, led: map[string][]string{}, held: map[string]bool{}, freeFor: map[string]time.Duration{},
 		acquired: map[string]time.Time{}, horizon: horizon}
 	isControlled := map[string]bool{}
 	for _, name := range controlled {
@@ -194,6 +200,7 @@ func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time
 			}
 		case isControlled[l.Name]:
 			if current {
+				v.held[l.Name] = true
 				v.led[holder] = append(v.led[holder], l.Name)
 				if l.Spec.AcquireTime != nil {
 					v.acquired[l.Name] = l.Spec.AcquireTime.Time
@@ -248,6 +255,13 @@ func (v placementView) shouldHandOver(me, lease string, now time.Time, minHold t
 	}
 	if len(mine)-v.minLoad(me) < 2 {
 		return false
+	}
+	// A Lease in flight (released, not yet taken) is nobody's load yet:
+	// moving another now could move two where one was due.
+	for name := range v.freeFor {
+		if !v.held[name] {
+			return false
+		}
 	}
 	acquired, ok := v.acquired[lease]
 	return ok && now.Sub(acquired) >= minHold

@@ -100,6 +100,11 @@ func TestSpreadHandOver(t *testing.T) {
 			}
 		}
 	}
+	// Not while another Lease is in flight (released, not yet taken).
+	inFlight := view([]string{"a", "b", "c"}, map[string]string{LeaseBalancer: "a", LeaseConsole: "a"})
+	if inFlight.shouldHandOver("a", LeaseConsole, spreadNow, 30*time.Second) {
+		t.Error("handed a Lease over while another was free")
+	}
 	// Not right after acquiring it.
 	if v.shouldHandOver("a", LeaseMaterialize, spreadNow, 2*time.Hour) {
 		t.Error("handed over a Lease held for less than the minimum")

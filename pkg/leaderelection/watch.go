@@ -117,9 +117,6 @@ func (e *expiryClaim) claim(ctx context.Context, observed *coordinationv1.Lease)
 	if err != nil || current.ResourceVersion != observed.ResourceVersion {
 		return
 	}
-	if s := e.c.cfg.Spread; s != nil && !s.MayAcquire(e.c.name) {
-		return // a replica leading fewer leases takes it
-	}
 	now := metav1.NowMicro()
 	duration := int32(e.c.cfg.LeaseDuration / time.Second)
 	transitions := int32(1)

@@ -95,9 +95,16 @@ type reviewError struct {
 
 func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if limit := h.requestLimit(); r.ContentLength > limit {
+		// Refused before it takes any of the in-flight budget.
+		h.Log.Info("rejected conversion request", zap.Int("status", http.StatusRequestEntityTooLarge), zap.Int64("bytes", r.ContentLength))
+		h.Metrics.latency.WithLabelValues("bad_request").Observe(time.Since(start).Seconds())
+		http.Error(w, fmt.Sprintf("body larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
+		return
+	}
 	// A body of unknown length may be as large as the limit.
 	size := h.requestLimit()
-	if r.ContentLength >= 0 && r.ContentLength < size {
+	if r.ContentLength >= 0 {
 		size = r.ContentLength
 	}
 	if !h.admit(size) {

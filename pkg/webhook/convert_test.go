@@ -186,3 +186,20 @@ func TestInFlightBudget(t *testing.T) {
 		t.Errorf("latency series = %d, want success and throttled", got)
 	}
 }
+
+// A body declared larger than the limit is refused before it takes any of
+// the in-flight budget.
+func TestOversizedBodyIsRefusedBeforeAdmission(t *testing.T) {
+	h := newHandler(t)
+	h.MaxInFlightReviews = 1
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(review("materialize.cloud/v1", alphaObject)))
+	req.ContentLength = h.MaxRequestBytes + 1
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", rec.Code)
+	}
+	if !h.admit(1) {
+		t.Error("the refused request kept its in-flight reservation")
+	}
+}
