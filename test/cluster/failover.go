@@ -3,11 +3,9 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -188,22 +186,10 @@ func (c *Clients) WaitClaimed(ctx context.Context, lease string, crash *Crash, t
 // POD_NAME the chart puts in its environment.
 func processOf(pod string) (int, error) {
 	want := []byte("\x00POD_NAME=" + pod + "\x00")
-	environs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, path := range environs {
-		env, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		dir := filepath.Dir(path)
-		comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
-		if string(bytes.TrimSpace(comm)) == "controllers" && bytes.Contains(append([]byte{0}, env...), want) {
-			return strconv.Atoi(filepath.Base(dir))
-		}
-	}
-	if os.Geteuid() != 0 {
-		return 0, errors.New("no process found for " + pod + ": finding it reads /proc/*/environ, which needs root on the node")
-	}
-	return 0, errors.New("no controllers process with POD_NAME=" + pod + " on this node")
+	return findProcess("controllers", func(dir string) bool {
+		env, err := os.ReadFile(filepath.Join(dir, "environ"))
+		return err == nil && bytes.Contains(append([]byte{0}, env...), want)
+	})
 }
 
 // LeaderElectionTimings reads the lease duration and retry period the

@@ -36,39 +36,39 @@ func APIServerOutage(ctx context.Context, d time.Duration) (stopped, resumed tim
 	return stopped, time.Now(), ctx.Err()
 }
 
+// processNamed finds the process whose command is name on this node.
 func processNamed(name string) (int, error) {
+	return findProcess(name, func(string) bool { return true })
+}
+
+// findProcess finds the process whose command is comm and whose /proc
+// directory satisfies match. Reading other processes' /proc entries needs
+// root on the node.
+func findProcess(comm string, match func(procDir string) bool) (int, error) {
 	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
 	for _, path := range comms {
-		comm, err := os.ReadFile(path)
-		if err == nil && string(bytes.TrimSpace(comm)) == name {
+		name, err := os.ReadFile(path)
+		if err == nil && string(bytes.TrimSpace(name)) == comm && match(filepath.Dir(path)) {
 			return strconv.Atoi(filepath.Base(filepath.Dir(path)))
 		}
 	}
 	if os.Geteuid() != 0 {
-		return 0, errors.New("no " + name + " process found: this runs as root on the node")
+		return 0, errors.New("no " + comm + " process found: finding it reads /proc, which needs root on the node")
 	}
-	return 0, errors.New("no " + name + " process on this node")
+	return 0, errors.New("no matching " + comm + " process on this node")
 }
 
 // KillContainer SIGKILLs the process named comm in the pod with the given
 // UID (found through its cgroup), as an OOM kill or a node problem would:
 // nothing drains. Runs as root on the node.
 func KillContainer(podUID, comm string) error {
-	forms := []string{podUID, strings.ReplaceAll(podUID, "-", "_")} // cgroupfs, systemd
-	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, path := range comms {
-		name, err := os.ReadFile(path)
-		if err != nil || string(bytes.TrimSpace(name)) != comm {
-			continue
-		}
-		dir := filepath.Dir(path)
+	forms := [][]byte{[]byte(podUID), []byte(strings.ReplaceAll(podUID, "-", "_"))} // cgroupfs, systemd
+	pid, err := findProcess(comm, func(dir string) bool {
 		cgroup, _ := os.ReadFile(filepath.Join(dir, "cgroup"))
-		for _, f := range forms {
-			if bytes.Contains(cgroup, []byte(f)) {
-				pid, _ := strconv.Atoi(filepath.Base(dir))
-				return syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
+		return bytes.Contains(cgroup, forms[0]) || bytes.Contains(cgroup, forms[1])
+	})
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", podUID, err)
 	}
-	return fmt.Errorf("no %s process of pod %s on this node (this runs as root on the node)", comm, podUID)
+	return syscall.Kill(pid, syscall.SIGKILL)
 }

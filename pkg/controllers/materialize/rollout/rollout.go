@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -433,12 +434,7 @@ func conditionsNeedUpdate(in Input) bool {
 }
 
 func upToDate(st v1alpha1.MaterializeStatus) *metav1.Condition {
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == ConditionUpToDate {
-			return &st.Conditions[i]
-		}
-	}
-	return nil
+	return meta.FindStatusCondition(st.Conditions, ConditionUpToDate)
 }
 
 // setCondition sets UpToDate; its lastTransitionTime changes only with its
