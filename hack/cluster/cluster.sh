@@ -7,6 +7,9 @@
 #   hack/cluster/cluster.sh down        stop it and leave the machine as found
 #   hack/cluster/cluster.sh status      processes, health and `kubectl get nodes`
 #   hack/cluster/cluster.sh kubeconfig  print the admin kubeconfig's path
+#   hack/cluster/cluster.sh audit-log   print the API server's audit log's path
+#   hack/cluster/cluster.sh restart NAME...  stop components (etcd, kube-apiserver,
+#                                       ...) gracefully, then start them again
 #   hack/cluster/cluster.sh load TAR... import OCI/Docker image tarballs
 #   hack/cluster/cluster.sh purge       down, then delete the state directory
 #
@@ -854,6 +857,25 @@ cmd_status() {
   return $rc
 }
 
+# A component restarted on its own, as a node's supervisor would after an
+# upgrade or a crash: the chaos tests restart etcd and kube-apiserver with
+# the operator running.
+cmd_restart() {
+  [ "$(id -u)" = 0 ] || die "must run as root"
+  [ $# -gt 0 ] || die "usage: cluster.sh restart NAME..."
+  local name
+  for name in "$@"; do
+    case $name in
+      etcd | kube-apiserver | kube-controller-manager | kube-scheduler | containerd | kubelet | kube-proxy) ;;
+      *) die "restart: unknown component $name" ;;
+    esac
+  done
+  exec 9>"$work/.lock"
+  flock 9
+  stop 30 "$@"
+  cmd_up
+}
+
 cmd_load() {
   [ $# -gt 0 ] || die "usage: cluster.sh load IMAGE.tar..."
   running_pid containerd >/dev/null || die "containerd is not running: cluster.sh up first"
@@ -869,6 +891,8 @@ case ${1:-} in
   purge) cmd_purge ;;
   status) cmd_status ;;
   kubeconfig) echo "$admin_kubeconfig" ;;
+  audit-log) echo "$logs/audit.log" ;;
+  restart) shift; cmd_restart "$@" ;;
   load) shift; cmd_load "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 // ErrFenced is returned for a write attempted after the lease could have
@@ -63,4 +67,50 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return f.next.RoundTrip(req)
+}
+
+// FenceEvents wraps an Event sink so that an Event recorded in a term the
+// process has since lost is dropped instead of being sent once it leads
+// again (the broadcaster retries a failed Event for minutes). Events are
+// stamped when recorded (LastTimestamp, full precision in memory).
+func FenceEvents(sink record.EventSink, health *HealthChecker, log *zap.Logger) record.EventSink {
+	return fencedSink{next: sink, health: health, log: log}
+}
+
+type fencedSink struct {
+	next   record.EventSink
+	health *HealthChecker
+	log    *zap.Logger
+}
+
+// stale drops an Event from a lost term. Reporting success (rather than an
+// error) keeps the broadcaster from retrying it or logging it as refused.
+func (s fencedSink) stale(e *corev1.Event) bool {
+	if s.health.RecordedInThisTerm(e.LastTimestamp.Time) {
+		return false
+	}
+	s.log.Info("event from a lost term dropped", zap.String("reason", e.Reason),
+		zap.String("object", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name), zap.Time("recordedAt", e.LastTimestamp.Time))
+	return true
+}
+
+func (s fencedSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	if s.stale(e) {
+		return e, nil
+	}
+	return s.next.Create(e)
+}
+
+func (s fencedSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	if s.stale(e) {
+		return e, nil
+	}
+	return s.next.Update(e)
+}
+
+func (s fencedSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	if s.stale(e) {
+		return e, nil
+	}
+	return s.next.Patch(e, data)
 }

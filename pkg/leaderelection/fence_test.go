@@ -5,8 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestFenceTransportRefusesLateWritesOnly(t *testing.T) {
@@ -40,5 +45,47 @@ func TestFenceTransportRefusesLateWritesOnly(t *testing.T) {
 	}
 	if served != 3 {
 		t.Errorf("served %d requests, want 3", served)
+	}
+}
+
+type sinkCalls struct{ created []string }
+
+func (s *sinkCalls) Create(e *corev1.Event) (*corev1.Event, error) {
+	s.created = append(s.created, e.Reason)
+	return e, nil
+}
+func (s *sinkCalls) Update(e *corev1.Event) (*corev1.Event, error)          { return s.Create(e) }
+func (s *sinkCalls) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { return s.Create(e) }
+
+// An Event queued in a term that was then lost is dropped, even once the
+// process leads again; an Event of the new term goes out.
+func TestFenceEventsDropsEventsOfALostTerm(t *testing.T) {
+	health := NewHealthChecker(time.Second)
+	inner := &sinkCalls{}
+	sink := FenceEvents(inner, health, zap.NewNop())
+	renewed := time.Now()
+	untrack := health.track("materialize", "me", time.Hour, time.Hour, func() time.Time { return renewed })
+	event := func(reason string) *corev1.Event {
+		return &corev1.Event{Reason: reason, LastTimestamp: metav1.NewTime(time.Now())}
+	}
+
+	firstTerm := event("FirstTerm")
+	if _, err := sink.Create(event("Sent")); err != nil {
+		t.Fatal(err)
+	}
+	health.markFenced()
+	untrack()
+	if _, err := sink.Create(firstTerm); err != nil {
+		t.Fatal(err)
+	}
+	health.track("balancer", "me", time.Hour, time.Hour, func() time.Time { return time.Now() })
+	if _, err := sink.Update(firstTerm); err != nil { // the broadcaster's retry, under the new term
+		t.Fatal(err)
+	}
+	if _, err := sink.Patch(event("SecondTerm"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(inner.created, ","); got != "Sent,SecondTerm" {
+		t.Errorf("events written: %s, want Sent,SecondTerm (FirstTerm was recorded in the lost term)", got)
 	}
 }

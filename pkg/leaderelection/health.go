@@ -24,6 +24,9 @@ type HealthChecker struct {
 	mu     sync.Mutex
 	held   map[*heldLease]struct{}
 	fenced bool
+	// writableSince is when the process last regained the right to write
+	// after a fence: what was recorded before it belongs to a lost term.
+	writableSince time.Time
 }
 
 type heldLease struct {
@@ -81,6 +84,19 @@ func (h *HealthChecker) WritesAllowed() bool {
 	return !h.fenced
 }
 
+// RecordedInThisTerm reports whether something recorded at t (a queued
+// Event) may still be written: writes are allowed and t is not from before
+// the process last lost a lease. Without it an Event queued before a fence
+// would go out once the process led again, under a term it was not part of.
+func (h *HealthChecker) RecordedInThisTerm(t time.Time) bool {
+	if !h.WritesAllowed() {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !t.Before(h.writableSince)
+}
+
 // markFenced records that a lease was lost: no more writes from this process.
 func (h *HealthChecker) markFenced() {
 	if h == nil {
@@ -100,7 +116,12 @@ func (h *HealthChecker) track(name, identity string, leaseDuration, renewDeadlin
 	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewDeadline: renewDeadline, renewedAt: renewedAt}
 	h.mu.Lock()
 	h.held[l] = struct{}{}
-	h.fenced = false // leading again: writes are this term's (WritesAllowed rechecks every held lease)
+	if h.fenced {
+		// Leading again: writes are this term's (WritesAllowed rechecks
+		// every held lease); anything queued before belongs to a lost term.
+		h.fenced = false
+		h.writableSince = time.Now()
+	}
 	h.mu.Unlock()
 	return func() {
 		h.mu.Lock()

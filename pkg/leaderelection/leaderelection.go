@@ -370,8 +370,12 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 			case errors.Is(cause, ErrLeadershipLost):
 				c.cfg.Health.markFenced()
 				c.metrics.isLeader.Set(0)
+				// renewedAt (to the nanosecond) lets an audit of the
+				// API server's log check that nothing was written once
+				// the Lease could have expired.
 				c.log.Warn("lost lease", zap.String("reason", reason),
-					zap.Duration("sinceLastRenewal", time.Since(lock.renewedAt())))
+					zap.Duration("sinceLastRenewal", time.Since(lock.renewedAt())),
+					zap.String("renewedAt", lock.renewedAt().UTC().Format(time.RFC3339Nano)))
 			case errors.Is(cause, ErrLeadReturned):
 				c.log.Warn("lead returned while leading; giving the lease up")
 			}

@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,13 @@ import (
 // replica, renewed like a lock), from which Spread counts the replicas.
 const ReplicaLabel = "orchestratord.materialize.cloud/replica"
 
+// CampaignsAnnotation on a presence Lease lists (comma-separated, sorted)
+// the Leases the replica campaigns for: replicas may run different
+// --controllers, and a Lease is placed only among the replicas that can
+// lead it. A presence Lease without it (an older replica) campaigns for
+// every Lease.
+const CampaignsAnnotation = "orchestratord.materialize.cloud/campaigns"
+
 // ReplicaLeaseName is the name of a replica's presence Lease.
 func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" + identity }
 
@@ -29,13 +37,13 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 // work.
 //
 // Two rules, both decided on the Leases as an informer sees them:
-//   - a replica takes a released Lease only if no live replica leads fewer
-//     Leases than it does (or the Lease has been free for a whole lease
+//   - a replica takes a released Lease only if no live replica that
+//     campaigns for that Lease leads fewer Leases than it does (or the Lease has been free for a whole lease
 //     duration, so a Lease is never left unheld by the rule); a Lease that
 //     expired under a crashed holder goes to the first standby to claim it,
 //     so placement never delays a failover;
-//   - a replica that leads at least two more Leases than the least-loaded
-//     live replica hands one over: a graceful release (its in-flight work
+//   - a replica that leads at least two more Leases than a live replica
+//     that campaigns for one of them hands that one over: a graceful release (its in-flight work
 //     drains first) that the less-loaded replica picks up through its
 //     watch. It hands over only one Lease at a time, one it has held for
 //     two lease durations.
@@ -60,7 +68,9 @@ type Spread struct {
 func NewSpread(cfg Config, leases []string) *Spread {
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace))
 	inf := factory.Coordination().V1().Leases()
-	return &Spread{cfg: cfg, leases: slices.Clone(leases), factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	leases = slices.Clone(leases)
+	slices.Sort(leases)
+	return &Spread{cfg: cfg, leases: leases, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced}
 }
 
 // Run keeps this replica's presence Lease renewed and the view of every
@@ -109,6 +119,7 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 		return nil // stopping: not a candidate any more
 	}
 	leases := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace)
+	campaigns := strings.Join(s.leases, ",")
 	now := metav1.NowMicro()
 	// Presence expires after a few missed heartbeats, well before the
 	// Leases of a crashed replica do, so a crashed replica never looks like
@@ -119,8 +130,9 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 	if apierrors.IsNotFound(err) {
 		spec.AcquireTime = &now
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ReplicaLabel: "true"}},
-			Spec:       spec,
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ReplicaLabel: "true"},
+				Annotations: map[string]string{CampaignsAnnotation: campaigns}},
+			Spec: spec,
 		}, metav1.CreateOptions{})
 		return err
 	}
@@ -128,6 +140,7 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 		return err
 	}
 	current.Spec.HolderIdentity, current.Spec.LeaseDurationSeconds, current.Spec.RenewTime = spec.HolderIdentity, spec.LeaseDurationSeconds, spec.RenewTime
+	metav1.SetMetaDataAnnotation(&current.ObjectMeta, CampaignsAnnotation, campaigns)
 	_, err = leases.Update(ctx, current, metav1.UpdateOptions{})
 	return err
 }
@@ -173,41 +186,60 @@ func (s *Spread) view() (placementView, bool) {
 
 // placementView is who is alive and who leads what, at one moment.
 type placementView struct {
-	alive    map[string]bool     // replicas whose presence Lease is current
-	led      map[string][]string // identity -> Leases it leads (sorted)
-	held     map[string]bool     // controlled Leases held now
-	freeFor  map[string]time.Duration
-	acquired map[string]time.Time // Lease -> when its holder acquired it
+	alive map[string]bool // replicas whose presence Lease is current
+	// campaigns holds, per live replica that says, the Leases it campaigns
+	// for; a replica missing from it campaigns for every Lease.
+	campaigns map[string]map[string]bool
+	led       map[string][]string // identity -> Leases it leads (sorted)
+	held      map[string]bool     // controlled Leases held now
+	freeFor   map[string]time.Duration
+	acquired  map[string]time.Time // Lease -> when its holder acquired it
 	// horizon is how long a free Lease waits for a least-loaded replica
 	// before any replica may take it.
 	horizon time.Duration
 }
 
+// newPlacementView reads the Leases: the presence Leases, and the Leases
+// any live replica campaigns for (mine included, controlled), whose holders
+// carry them as load.
 func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time.Time, horizon time.Duration) placementView {
-	v := placementView{alive: map[string]bool{}, led: map[string][]string{}, held: map[string]bool{}, freeFor: map[string]time.Duration{},
-		acquired: map[string]time.Time{}, horizon: horizon}
+	v := placementView{alive: map[string]bool{}, campaigns: map[string]map[string]bool{}, led: map[string][]string{},
+		held: map[string]bool{}, freeFor: map[string]time.Duration{}, acquired: map[string]time.Time{}, horizon: horizon}
 	isControlled := map[string]bool{}
 	for _, name := range controlled {
 		isControlled[name] = true
+	}
+	for _, l := range all {
+		holder, _, current := leaseState(l, now)
+		if l.Labels[ReplicaLabel] != "true" || !current {
+			continue
+		}
+		v.alive[holder] = true
+		if list, ok := l.Annotations[CampaignsAnnotation]; ok {
+			names := map[string]bool{}
+			for _, name := range strings.Split(list, ",") {
+				names[name] = true
+				isControlled[name] = true
+			}
+			v.campaigns[holder] = names
+		}
+	}
+	for name := range isControlled {
 		v.freeFor[name] = 0
 	}
 	for _, l := range all {
 		holder, expires, current := leaseState(l, now)
-		switch {
-		case l.Labels[ReplicaLabel] == "true":
-			if current {
-				v.alive[holder] = true
+		if l.Labels[ReplicaLabel] == "true" || !isControlled[l.Name] {
+			continue
+		}
+		if current {
+			v.held[l.Name] = true
+			v.led[holder] = append(v.led[holder], l.Name)
+			if l.Spec.AcquireTime != nil {
+				v.acquired[l.Name] = l.Spec.AcquireTime.Time
 			}
-		case isControlled[l.Name]:
-			if current {
-				v.held[l.Name] = true
-				v.led[holder] = append(v.led[holder], l.Name)
-				if l.Spec.AcquireTime != nil {
-					v.acquired[l.Name] = l.Spec.AcquireTime.Time
-				}
-			} else {
-				v.freeFor[l.Name] = now.Sub(expires)
-			}
+		} else {
+			v.freeFor[l.Name] = now.Sub(expires)
 		}
 	}
 	for _, names := range v.led {
@@ -231,17 +263,26 @@ func leaseState(l *coordinationv1.Lease, now time.Time) (holder string, expires 
 	return holder, expires, holder != "" && now.Before(expires)
 }
 
-// minLoad is the fewest Leases a live replica (me included) leads.
-func (v placementView) minLoad(me string) int {
+// campaignsFor tells whether replica id campaigns for lease.
+func (v placementView) campaignsFor(id, lease string) bool {
+	names, said := v.campaigns[id]
+	return !said || names[lease]
+}
+
+// minLoad is the fewest Leases led by a live replica that campaigns for
+// lease (me included).
+func (v placementView) minLoad(me, lease string) int {
 	lowest := len(v.led[me])
 	for id := range v.alive {
-		lowest = min(lowest, len(v.led[id]))
+		if v.campaignsFor(id, lease) {
+			lowest = min(lowest, len(v.led[id]))
+		}
 	}
 	return lowest
 }
 
 func (v placementView) mayAcquire(me, lease string) bool {
-	if len(v.led[me]) <= v.minLoad(me) {
+	if len(v.led[me]) <= v.minLoad(me, lease) {
 		return true
 	}
 	// Whoever should take it has not: never leave a Lease unheld for long.
@@ -249,11 +290,16 @@ func (v placementView) mayAcquire(me, lease string) bool {
 }
 
 func (v placementView) shouldHandOver(me, lease string, now time.Time, minHold time.Duration) bool {
+	// One at a time: the last by name of mine that a replica leading at
+	// least two fewer campaigns for.
 	mine := v.led[me]
-	if len(mine) == 0 || mine[len(mine)-1] != lease {
-		return false // one at a time: the last of mine by name
+	var movable []string
+	for _, name := range mine {
+		if len(mine)-v.minLoad(me, name) >= 2 {
+			movable = append(movable, name)
+		}
 	}
-	if len(mine)-v.minLoad(me) < 2 {
+	if len(movable) == 0 || movable[len(movable)-1] != lease {
 		return false
 	}
 	// A Lease in flight (released, not yet taken) is nobody's load yet:

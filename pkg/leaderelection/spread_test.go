@@ -28,9 +28,18 @@ func lease(name, holder string, ago time.Duration, replica bool) *coordinationv1
 }
 
 func view(replicas []string, holders map[string]string) placementView {
+	return viewWith(replicas, nil, holders)
+}
+
+// viewWith is view with some replicas saying which Leases they campaign for.
+func viewWith(replicas []string, campaigns map[string]string, holders map[string]string) placementView {
 	var all []*coordinationv1.Lease
 	for _, r := range replicas {
-		all = append(all, lease(ReplicaLeaseName(r), r, time.Second, true))
+		l := lease(ReplicaLeaseName(r), r, time.Second, true)
+		if list, ok := campaigns[r]; ok {
+			l.Annotations = map[string]string{CampaignsAnnotation: list}
+		}
+		all = append(all, l)
 	}
 	for name, holder := range holders {
 		all = append(all, lease(name, holder, time.Second, false))
@@ -155,5 +164,48 @@ func TestSpreadConverges(t *testing.T) {
 		holders[LeaseBalancer] != holders[LeaseMaterialize])
 	if got != "true" {
 		t.Errorf("placement did not spread: %v", holders)
+	}
+}
+
+// Replicas running different --controllers: a Lease is placed only among
+// those that campaign for it, so a replica never hands a Lease to a peer
+// that cannot take it (it would come back after the horizon, again and
+// again).
+func TestSpreadOnlyAmongReplicasThatCampaignForTheLease(t *testing.T) {
+	onlyMaterialize := map[string]string{"m": LeaseMaterialize}
+	// a leads two, m (materialize only) leads none, c leads materialize:
+	// nothing a leads can go to m.
+	v := viewWith([]string{"a", "c", "m"}, onlyMaterialize, map[string]string{LeaseBalancer: "a", LeaseConsole: "a", LeaseMaterialize: "c"})
+	for _, l := range spreadLeases {
+		if v.shouldHandOver("a", l, spreadNow, 0) {
+			t.Errorf("a hands %s over with only a materialize-only replica leading fewer", l)
+		}
+	}
+	// The console Lease free: m, leading none, does not hold it up.
+	free := viewWith([]string{"a", "c", "m"}, onlyMaterialize, map[string]string{LeaseBalancer: "a", LeaseMaterialize: "c"})
+	if !free.mayAcquire("a", LeaseConsole) {
+		t.Error("a may not take a free console Lease that only m, which cannot lead it, leads fewer than")
+	}
+	// a leads all three: materialize goes to m, whatever its name's rank.
+	v = viewWith([]string{"a", "m"}, onlyMaterialize, map[string]string{LeaseBalancer: "a", LeaseConsole: "a", LeaseMaterialize: "a"})
+	for _, l := range spreadLeases {
+		if got := v.shouldHandOver("a", l, spreadNow, 0); got != (l == LeaseMaterialize) {
+			t.Errorf("a hands %s over: %v", l, got)
+		}
+	}
+	if !v.mayAcquire("m", LeaseMaterialize) {
+		t.Error("m may not take the materialize Lease it campaigns for")
+	}
+	// The Leases a peer campaigns for count as load even if this replica
+	// runs none of them (its own list is only materialize).
+	all := []*coordinationv1.Lease{
+		lease(ReplicaLeaseName("a"), "a", time.Second, true), lease(ReplicaLeaseName("m"), "m", time.Second, true),
+		lease(LeaseBalancer, "a", time.Second, false), lease(LeaseConsole, "a", time.Second, false),
+	}
+	all[0].Annotations = map[string]string{CampaignsAnnotation: LeaseBalancer + "," + LeaseConsole + "," + LeaseMaterialize}
+	all[1].Annotations = map[string]string{CampaignsAnnotation: LeaseMaterialize}
+	mv := newPlacementView(all, []string{LeaseMaterialize}, spreadNow, 15*time.Second)
+	if got := len(mv.led["a"]); got != 2 {
+		t.Errorf("m counts %d Leases led by a, want 2", got)
 	}
 }

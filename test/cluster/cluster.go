@@ -125,20 +125,32 @@ func (c *Clients) WaitRolledOut(ctx context.Context, deployment string, timeout 
 	return nil
 }
 
-// RequestRolloutAndWait changes the sample's environmentdExtraEnv (which
-// requests a new generation) and waits until the rollout completes and the
-// sample is UpToDate.
+// RequestRolloutAndWait requests a rollout of the sample and waits until it
+// completes (RequestRollout, then WaitRolloutComplete).
 func (c *Clients) RequestRolloutAndWait(ctx context.Context, timeout time.Duration) error {
+	if err := c.RequestRollout(ctx); err != nil {
+		return err
+	}
+	return c.WaitRolloutComplete(ctx, timeout)
+}
+
+// RequestRollout changes the sample's environmentdExtraEnv, which requests
+// a new generation of environmentd.
+func (c *Clients) RequestRollout(ctx context.Context) error {
 	obj, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	obj.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "E2E", Value: time.Now().Format("150405.000000")}}
 	obj.Spec.RequestRollout = ""
-	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, false, func(ctx context.Context) (bool, error) {
+	_, err = c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Update(ctx, obj, metav1.UpdateOptions{})
+	return err
+}
+
+// WaitRolloutComplete waits until the sample's requested rollout has
+// completed and it is UpToDate at its current generation.
+func (c *Clients) WaitRolloutComplete(ctx context.Context, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, false, func(ctx context.Context) (bool, error) {
 		got, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,10 @@ type Readers struct {
 	stop       context.CancelFunc
 	wg         sync.WaitGroup
 	ok, failed atomic.Int64
+	// conversionFailed counts the failures the API server reported as the
+	// conversion webhook's; the rest did not get that far (the API server
+	// itself was down, say).
+	conversionFailed atomic.Int64
 
 	mu       sync.Mutex
 	failures []string
@@ -25,6 +30,9 @@ type Readers struct {
 // ReadResult counts the reads of a Readers run.
 type ReadResult struct {
 	OK, Failed int64
+	// ConversionFailed is how many of the failures were the conversion
+	// webhook's.
+	ConversionFailed int64
 	// Failures holds the first few errors, for the report.
 	Failures []string
 }
@@ -45,11 +53,17 @@ func (c *Clients) StartReaders(n int) *Readers {
 					r.ok.Add(1)
 				case ctx.Err() == nil: // not an error of our own cancellation
 					r.failed.Add(1)
+					if strings.Contains(err.Error(), "conversion webhook") {
+						r.conversionFailed.Add(1)
+					}
 					r.mu.Lock()
 					if len(r.failures) < 5 {
 						r.failures = append(r.failures, err.Error())
 					}
 					r.mu.Unlock()
+					// An API server that refuses connections fails a read
+					// at once: do not spin.
+					time.Sleep(10 * time.Millisecond)
 				}
 			}
 		})
@@ -60,6 +74,10 @@ func (c *Clients) StartReaders(n int) *Readers {
 // Failed is the number of failed reads so far.
 func (r *Readers) Failed() int64 { return r.failed.Load() }
 
+// ConversionFailed is the number of reads failed by the conversion webhook
+// so far.
+func (r *Readers) ConversionFailed() int64 { return r.conversionFailed.Load() }
+
 // Total is the number of reads so far.
 func (r *Readers) Total() int64 { return r.ok.Load() + r.failed.Load() }
 
@@ -69,7 +87,7 @@ func (r *Readers) Stop() ReadResult {
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReadResult{OK: r.ok.Load(), Failed: r.failed.Load(), Failures: append([]string(nil), r.failures...)}
+	return ReadResult{OK: r.ok.Load(), Failed: r.failed.Load(), ConversionFailed: r.conversionFailed.Load(), Failures: append([]string(nil), r.failures...)}
 }
 
 // WebhookRolloutUnderReads runs `rollout restart` of the webhook while

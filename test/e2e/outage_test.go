@@ -82,6 +82,9 @@ func TestAPIServerOutageRejoinsWithoutRestart(t *testing.T) {
 	if rejoined == 0 {
 		t.Error(`no controllers pod logged "rejoining the election": the outage did not fence a leader`)
 	}
+	if len(noWriteWhileFenced(t)) == 0 {
+		t.Error("no fenced window found in the controllers' logs: the audit check proved nothing")
+	}
 	requestRolloutAndWait(t)
 }
 

@@ -220,7 +220,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}, health, log))
 	defer broadcaster.Shutdown()
 
 	deps := controller.Deps{

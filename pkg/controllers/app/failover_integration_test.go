@@ -19,6 +19,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/test/audit"
 )
 
 var leaseNames = []string{leaderelection.LeaseMaterialize, leaderelection.LeaseBalancer, leaderelection.LeaseConsole}
@@ -294,28 +295,16 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 			windowEnd = l.Spec.AcquireTime.Time
 		}
 	}
-	var late []string
 	writes := 0
 	for _, ev := range events {
-		if !strings.HasPrefix(ev.UserAgent, agent) || !ev.IsWrite() {
-			continue
-		}
-		// Its presence Lease says the process is alive; it is not a write
-		// on behalf of a Lease it led.
-		if strings.Contains(ev.RequestURI, "/leases/"+leaderelection.ReplicaLeaseName("")) {
-			continue
-		}
-		writes++
-		// A request the API server refused (a Conflict, say) wrote nothing.
-		if ev.RequestReceivedTimestamp.After(expiry) && ev.RequestReceivedTimestamp.Before(windowEnd) &&
-			(ev.ResponseStatus == nil || ev.ResponseStatus.Code < 300) {
-			late = append(late, fmt.Sprintf("%s %s %v", ev.Verb, ev.RequestURI, ev.RequestReceivedTimestamp))
+		if ev.UserAgent == agent && ev.IsWrite() && ev.ObjectRef != nil && ev.ObjectRef.Resource != "leases" {
+			writes++
 		}
 	}
 	if writes == 0 {
 		t.Fatalf("no writes by %s at all: the audit log is not attributing them", old.identity)
 	}
-	if len(late) > 0 {
+	if late := audit.LateWrites(events, agent, []audit.Window{{From: expiry, To: windowEnd}}); len(late) > 0 {
 		t.Errorf("%d writes by the paused replica after its lease expired at %v: %v", len(late), expiry, late)
 	}
 }
