@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -35,6 +36,12 @@ const (
 	DefaultMaxInFlightBytes = 24 << 20
 	// DefaultMaxInFlightReviews bounds how many reviews are answered at once.
 	DefaultMaxInFlightReviews = 64
+	// DefaultBodyReadTimeout bounds reading an admitted review's body: the
+	// API server sends it at once (16 MiB is well under a second on any
+	// cluster network), so a client that trickles its body holds a share
+	// of the in-flight budget for this long, not for the server's 30 s
+	// read timeout.
+	DefaultBodyReadTimeout = 5 * time.Second
 )
 
 // ConvertHandler answers ConversionReview v1 requests.
@@ -49,6 +56,9 @@ type ConvertHandler struct {
 	// One review is always admitted when none is in flight.
 	MaxInFlightBytes   int64
 	MaxInFlightReviews int
+	// BodyReadTimeout bounds reading a body once admitted (zero means
+	// DefaultBodyReadTimeout).
+	BodyReadTimeout time.Duration
 
 	mu              sync.Mutex
 	inFlightBytes   int64
@@ -154,11 +164,23 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*ap
 		}
 	}
 	limit := h.requestLimit()
+	timeout := h.BodyReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultBodyReadTimeout
+	}
+	// Both HTTP/1 and HTTP/2 (the API server's) support it; a recorder in
+	// a unit test does not, and needs no deadline.
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, &reviewError{http.StatusInternalServerError, "setting the body's read deadline: " + err.Error()}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("body not received within %v", timeout)}
 		}
 		return nil, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
 	}

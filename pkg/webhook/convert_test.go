@@ -3,10 +3,12 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -201,5 +203,76 @@ func TestOversizedBodyIsRefusedBeforeAdmission(t *testing.T) {
 	}
 	if !h.admit(1) {
 		t.Error("the refused request kept its in-flight reservation")
+	}
+}
+
+// A client that sends headers and then trickles its body (or stops) holds
+// its share of the in-flight budget only until BodyReadTimeout, over
+// HTTP/2 as the API server speaks it: then it is answered 408 and the next
+// review is admitted.
+func TestTricklingBodyReleasesItsBudgetAtTheReadDeadline(t *testing.T) {
+	h := newHandler(t)
+	h.MaxInFlightReviews = 1
+	h.BodyReadTimeout = time.Second
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	client := srv.Client()
+
+	body, stalled := io.Pipe()
+	defer stalled.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/convert", body)
+	req.Header.Set("Content-Type", "application/json")
+	req.ContentLength = 1000
+	slow := make(chan *http.Response, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			close(slow)
+			return
+		}
+		slow <- resp
+	}()
+	if _, err := stalled.Write([]byte(`{"apiVersion":`)); err != nil { // then nothing more
+		t.Fatal(err)
+	}
+
+	send := func() int {
+		resp, err := client.Post(srv.URL+"/convert", "application/json", strings.NewReader(review("materialize.cloud/v1", alphaObject)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// The trickling request's headers may still be on their way.
+	throttled := false
+	for range 50 {
+		if throttled = send() == http.StatusTooManyRequests; throttled {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !throttled {
+		t.Fatal("the trickling request never held the only slot")
+	}
+	var resp *http.Response
+	select {
+	case r, ok := <-slow:
+		if !ok {
+			return
+		}
+		resp = r
+	case <-time.After(30 * time.Second): // not a performance bound: without a body deadline it never ends
+		t.Fatal("the trickling request still holds its slot after 30 s")
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("the trickling request was answered %d, want 408", resp.StatusCode)
+	}
+	if code := send(); code != http.StatusOK {
+		t.Errorf("after the trickling request timed out: %d, want 200", code)
 	}
 }
