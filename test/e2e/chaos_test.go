@@ -119,17 +119,21 @@ func noWriteWhileFenced(t *testing.T) map[string]int {
 
 func TestChaosAPIServerRestartedMidRollout(t *testing.T) {
 	l := startLoad(t)
+	began := time.Now()
 	if err := cluster.RestartComponents(context.Background(), "kube-apiserver"); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kube-apiserver restarted (stopped, started, node Ready) in %v", time.Since(began).Round(time.Millisecond))
 	l.finish(t, time.Now())
 }
 
 func TestChaosEtcdRestartedMidRollout(t *testing.T) {
 	l := startLoad(t)
+	began := time.Now()
 	if err := cluster.RestartComponents(context.Background(), "etcd"); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("etcd restarted (stopped, started, node Ready) in %v", time.Since(began).Round(time.Millisecond))
 	l.finish(t, time.Now())
 }
 

@@ -4,7 +4,9 @@
 // promotes at once), and reports how long it takes until every one has
 // completed its first rollout (with its Balancer and Console), then the
 // controller's resident memory, and the time and memory of a full resync
-// (a restarted process reconciling N converged objects).
+// (a restarted process reconciling N converged objects), with the Go heap,
+// and the API writes per Materialize of each phase from the API server's
+// audit log.
 //
 //	go run ./hack/bench/controllers -n 1000
 package main
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +61,7 @@ func run(n, workers, qps int) error {
 	if err := program.Build(dir, "cmd/controllers"); err != nil {
 		return err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Audit: true})
 	if err != nil {
 		return err
 	}
@@ -84,7 +87,11 @@ func run(n, workers, qps int) error {
 	mz := versioned.NewForConfigOrDie(cp.Config)
 	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d\n\n", n, workers, qps)
 
-	proc, err := start("bench-1", "127.0.0.1:0")
+	metrics, err := program.FreeAddr()
+	if err != nil {
+		return err
+	}
+	proc, err := start("bench-1", metrics)
 	if err != nil {
 		return err
 	}
@@ -102,16 +109,19 @@ func run(n, workers, qps int) error {
 	}
 	converged := time.Since(began)
 	rss, hwm := memory(proc.Process.Pid)
+	heap := gauge(metrics, "go_memstats_heap_inuse_bytes")
 	fmt.Printf("| phase | result |\n|---|---|\n")
 	fmt.Printf("| create %d Materializes (client side) | %v |\n", n, created.Round(time.Millisecond))
 	fmt.Printf("| all %d rolled out (UpToDate=True, Balancer+Console applied) | %v (%.1f Materializes/s) |\n",
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
-	fmt.Printf("| controller RSS after convergence (peak) | %s (%s) |\n", mib(rss), mib(hwm))
+	fmt.Printf("| controller RSS after convergence (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
+	if err := printWrites(cp, "bench-1", n, "first rollout"); err != nil {
+		return err
+	}
 
 	_ = proc.Process.Signal(syscall.SIGTERM)
 	_ = proc.Wait()
-	metrics, err := program.FreeAddr()
-	if err != nil {
+	if metrics, err = program.FreeAddr(); err != nil {
 		return err
 	}
 	proc, err = start("bench-2", metrics)
@@ -125,8 +135,12 @@ func run(n, workers, qps int) error {
 		return err
 	}
 	rss, hwm = memory(proc.Process.Pid)
+	heap = gauge(metrics, "go_memstats_heap_inuse_bytes")
 	fmt.Printf("| full resync of %d converged Materializes by a new leader | %v |\n", n, time.Since(resyncStart).Round(time.Millisecond))
-	fmt.Printf("| controller RSS after the resync (peak) | %s (%s) |\n", mib(rss), mib(hwm))
+	fmt.Printf("| controller RSS after the resync (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
+	if err := printWrites(cp, "bench-2", n, "resync"); err != nil {
+		return err
+	}
 	_ = proc.Process.Signal(syscall.SIGTERM)
 	_ = proc.Wait()
 	return nil
@@ -217,6 +231,65 @@ func reconciles(metrics, controller string) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// printWrites reports the writes a controllers process made, per
+// Materialize, from the audit log: Lease writes (the election) apart,
+// Events apart, the rest by resource.
+func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase string) error {
+	events, err := cp.AuditEvents()
+	if err != nil {
+		return err
+	}
+	byResource := map[string]int{}
+	total, leases, recorded := 0, 0, 0
+	for _, ev := range events {
+		if ev.UserAgent != "orchestratord-controllers/"+identity || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil {
+			continue
+		}
+		switch ev.ObjectRef.Resource {
+		case "leases":
+			leases++
+		case "events":
+			recorded++
+		default:
+			total++
+			r := ev.ObjectRef.Resource
+			if ev.ObjectRef.Subresource != "" {
+				r += "/" + ev.ObjectRef.Subresource
+			}
+			byResource[ev.Verb+" "+r]++
+		}
+	}
+	keys := make([]string, 0, len(byResource))
+	for k := range byResource {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.2f", k, float64(byResource[k])/float64(n))
+	}
+	fmt.Printf("| API writes per Materialize, %s (Events %.2f and Lease writes %d apart) | %.2f: %s |\n",
+		phase, float64(recorded)/float64(n), leases, float64(total)/float64(n), strings.Join(parts, ", "))
+	return nil
+}
+
+// gauge reads one unlabelled metric from a /metrics endpoint; 0 when absent.
+func gauge(metrics, name string) int64 {
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if fields := strings.Fields(line); len(fields) == 2 && fields[0] == name {
+			v, _ := strconv.ParseFloat(fields[1], 64)
+			return int64(v)
+		}
+	}
+	return 0
 }
 
 func memory(pid int) (rss, hwm int64) {

@@ -230,8 +230,8 @@ func Run(ctx context.Context, o *Options) error {
 		// Only the operator's children: memory does not grow with the cluster.
 		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = children.ResourceIDLabel
-		})),
-		MZInformers: mzinformers.NewSharedInformerFactory(mz, 0),
+		}), informers.WithTransform(controller.TrimForCache)),
+		MZInformers: mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(controller.TrimForCache)),
 		Recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity}),
 		Log:         log,
 		Metrics:     controller.NewMetrics(registry),

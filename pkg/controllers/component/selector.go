@@ -57,6 +57,10 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, owner metav1.Ob
 	if !holds(live.Spec.Template, want) {
 		d := live.DeepCopy()
 		d.Spec.Template = want
+		// The cached copy holds only this operator's managedFields entries
+		// (controller.TrimForCache); sent back they would replace the
+		// server's record. Nil leaves it as it is.
+		d.ManagedFields = nil
 		out, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager})
 		if err != nil {
 			return false, 0, fmt.Errorf("relabelling the pods of deployment %s for its new selector: %w", live.Name, err)
