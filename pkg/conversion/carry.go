@@ -29,15 +29,115 @@ type carried struct {
 	Derived json.RawMessage `json:"derived,omitempty"`
 }
 
-// diff lists, in path order, the leaves where want (the original) and got
-// (what the plain conversion back would give) differ.
-func diff(want, got map[string]any) []carried {
+// fieldPaths is a trie of field paths: each key leads to the fields below
+// it; an empty node is a whole field.
+type fieldPaths map[string]fieldPaths
+
+func (p fieldPaths) add(path []string) {
+	node := p
+	for _, k := range path {
+		next := node[k]
+		if next == nil {
+			next = fieldPaths{}
+			node[k] = next
+		}
+		node = next
+	}
+}
+
+// changedByConversion are the fields plainToV1 and plainToV1alpha1 set or
+// delete, and the carry annotations.
+var changedByConversion = func() fieldPaths {
+	p := fieldPaths{}
+	for _, path := range [][]string{
+		{"apiVersion"},
+		{"metadata", "annotations", v1CarryAnnotation},
+		{"metadata", "annotations", v1alpha1CarryAnnotation},
+		{"spec", "requestRollout"}, {"spec", "inPlaceRollout"}, {"spec", "environmentdIamRoleArn"},
+		{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, {"spec", "forcePromote"},
+		{"status", "lastCompletedRolloutRequest"}, {"status", "resourcesHash"}, {"status", "observedGeneration"},
+		{"status", "requestedRolloutHash"}, {"status", "lastCompletedRolloutHash"},
+	} {
+		p.add(path)
+	}
+	return p
+}()
+
+// touched is every field a conversion carrying restored may change: the
+// fixed ones and the carried paths, which restore sets or removes.
+func touched(restored []carried) fieldPaths {
+	if len(restored) == 0 {
+		return changedByConversion
+	}
+	p := fieldPaths{}
+	var copyInto func(dst, src fieldPaths)
+	copyInto = func(dst, src fieldPaths) {
+		for k, sub := range src {
+			next := fieldPaths{}
+			dst[k] = next
+			copyInto(next, sub)
+		}
+	}
+	copyInto(p, changedByConversion)
+	for _, f := range restored {
+		if len(f.Path) > 0 {
+			p.add(f.Path)
+		}
+	}
+	return p
+}
+
+// copyPaths copies obj and every object on the way to a field in paths,
+// sharing everything else: the copy may have those fields set, deleted or
+// replaced (never modified in place) without touching obj.
+func copyPaths(obj map[string]any, paths fieldPaths) map[string]any {
+	out := make(map[string]any, len(obj)+1)
+	for k, v := range obj {
+		out[k] = v
+	}
+	for k, sub := range paths {
+		if len(sub) == 0 {
+			continue
+		}
+		if m, ok := out[k].(map[string]any); ok {
+			out[k] = copyPaths(m, sub)
+		}
+	}
+	return out
+}
+
+// diffAt is the diff of want and got, which differ at most at fields in
+// paths (all else is shared): it compares only there. At a whole field it
+// compares everything below, as the full diff would.
+func diffAt(paths fieldPaths, want, got map[string]any) []carried {
 	var out []carried
-	diffInto(&out, nil, want, got)
+	diffPaths(&out, nil, paths, want, got)
+	sortCarried(out)
+	return out
+}
+
+func diffPaths(out *[]carried, path []string, paths fieldPaths, want, got map[string]any) {
+	for k, sub := range paths {
+		w, wok := want[k]
+		g, gok := got[k]
+		wm, wIsMap := w.(map[string]any)
+		gm, gIsMap := g.(map[string]any)
+		p := append(append([]string(nil), path...), k)
+		switch {
+		case wok && gok && wIsMap && gIsMap && len(sub) > 0:
+			diffPaths(out, p, sub, wm, gm)
+		case wok && gok && wIsMap && gIsMap:
+			diffInto(out, p, wm, gm)
+		case wok != gok || !reflect.DeepEqual(w, g):
+			*out = append(*out, carried{Path: p, Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})
+		}
+	}
+}
+
+func sortCarried(out []carried) {
 	sort.Slice(out, func(i, j int) bool {
 		return strings.Join(out[i].Path, "\x00") < strings.Join(out[j].Path, "\x00")
 	})
-	return out
 }
 
 func diffInto(out *[]carried, path []string, want, got map[string]any) {
@@ -86,18 +186,30 @@ func restore(obj map[string]any, fields []carried) error {
 	return nil
 }
 
-// takeCarry removes the named carry annotation and returns its fields. An
-// annotation that does not parse is dropped: it can only have been written
-// by hand, and ignoring it loses nothing a conversion put there.
+// takeCarry removes the named carry annotation and returns its fields
+// (readCarry).
 func takeCarry(obj map[string]any, key string) []carried {
+	fields := readCarry(obj, key)
 	annotations, _ := lookupMap(obj, "metadata", "annotations")
-	raw, ok := annotations[key].(string)
-	if !ok {
-		return nil
+	if _, ok := annotations[key].(string); !ok {
+		return fields
 	}
 	delete(annotations, key)
 	if len(annotations) == 0 {
 		remove(obj, []string{"metadata", "annotations"})
+	}
+	return fields
+}
+
+// readCarry returns the fields of the named carry annotation. An annotation
+// that does not parse counts as empty (takeCarry drops it): it can only
+// have been written by hand, and ignoring it loses nothing a conversion put
+// there.
+func readCarry(obj map[string]any, key string) []carried {
+	annotations, _ := lookupMap(obj, "metadata", "annotations")
+	raw, ok := annotations[key].(string)
+	if !ok {
+		return nil
 	}
 	var fields []carried
 	if err := json.Unmarshal([]byte(raw), &fields); err != nil {

@@ -12,8 +12,6 @@ package conversion
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize"
 	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -34,8 +32,10 @@ const (
 	reasonPromoting   = "Promoting"
 )
 
-// Convert returns obj converted to apiVersion. obj is not modified. Objects
-// already at apiVersion come back unchanged.
+// Convert returns obj converted to apiVersion. obj is not modified; the
+// result shares the subtrees the conversion does not change with obj, so
+// neither may be modified afterwards (the webhook encodes the result and
+// drops both). Objects already at apiVersion come back as they are.
 func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
 	kind, _ := obj["kind"].(string)
 	if kind != Kind {
@@ -51,14 +51,13 @@ func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
 	if err := checkShape(obj); err != nil {
 		return nil, err
 	}
-	out := runtime.DeepCopyJSON(obj)
 	switch {
 	case from == apiVersion:
-		return out, nil
+		return obj, nil
 	case apiVersion == V1:
-		return toV1(out)
+		return toV1(obj)
 	default:
-		return toV1alpha1(out)
+		return toV1alpha1(obj)
 	}
 }
 
@@ -93,11 +92,20 @@ func checkShape(obj map[string]any) error {
 	return nil
 }
 
+// Both directions work on copies of only the maps on the way to a field a
+// conversion can change (touched): every other subtree is shared, read
+// only, by the input, the result and the way back, so where they can differ
+// is known in advance and the carry compares only there. A reference test
+// (reference_test.go) holds this to the whole-object copy and diff, byte
+// for byte.
+
 func toV1(obj map[string]any) (map[string]any, error) {
-	v1Carry := takeCarry(obj, v1CarryAnnotation)
-	original := runtime.DeepCopyJSON(obj)
+	v1Carry := readCarry(obj, v1CarryAnnotation)
+	changed := touched(v1Carry)
+	original := copyPaths(obj, changed)
+	takeCarry(original, v1CarryAnnotation)
 	hash := &rolloutHash{}
-	out := plainToV1(obj, hash)
+	out := plainToV1(copyPaths(original, changed), hash)
 	if len(v1Carry) > 0 {
 		if err := restore(out, v1Carry); err != nil {
 			return nil, fmt.Errorf("restoring %s: %w", v1CarryAnnotation, err)
@@ -107,20 +115,22 @@ func toV1(obj map[string]any) (map[string]any, error) {
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	back := plainToV1alpha1(runtime.DeepCopyJSON(out), hash)
-	putCarry(out, v1alpha1CarryAnnotation, diff(original, back))
+	back := plainToV1alpha1(copyPaths(out, changed), hash)
+	putCarry(out, v1alpha1CarryAnnotation, diffAt(changed, original, back))
 	return out, nil
 }
 
 func toV1alpha1(obj map[string]any) (map[string]any, error) {
-	alphaCarry := takeCarry(obj, v1alpha1CarryAnnotation)
-	original := runtime.DeepCopyJSON(obj)
-	out := plainToV1alpha1(obj, &rolloutHash{})
+	alphaCarry := readCarry(obj, v1alpha1CarryAnnotation)
+	changed := touched(alphaCarry)
+	original := copyPaths(obj, changed)
+	takeCarry(original, v1alpha1CarryAnnotation)
+	out := plainToV1alpha1(copyPaths(original, changed), &rolloutHash{})
 	if err := restore(out, alphaCarry); err != nil {
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
-	back := plainToV1(runtime.DeepCopyJSON(out), &rolloutHash{})
-	putCarry(out, v1CarryAnnotation, diff(original, back))
+	back := plainToV1(copyPaths(out, changed), &rolloutHash{})
+	putCarry(out, v1CarryAnnotation, diffAt(changed, original, back))
 	return out, nil
 }
 

@@ -100,6 +100,9 @@ func run(n, workers, qps int) error {
 	podsCtx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
 	go fixture.StatefulSetsReady(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default")
+	// Nor balancerd: a Console is applied once its Balancer is Ready, which
+	// needs balancerd's Deployment Available.
+	go fixture.DeploymentsAvailable(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default", "-balancerd")
 	if err := createAll(ctx, kubernetes.NewForConfigOrDie(cp.Config), mz, n); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ type webhookProcess struct {
 	exitErr                error
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	addr, err := program.FreeAddr()
 	if err != nil {
@@ -79,7 +79,7 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-"}}, metav1.CreateOptions{})
@@ -90,7 +90,7 @@ func newNamespace(t *testing.T) string {
 }
 
 // startWebhook runs the binary and waits until it is ready.
-func startWebhook(t *testing.T, namespace string, extra ...string) *webhookProcess {
+func startWebhook(t testing.TB, namespace string, extra ...string) *webhookProcess {
 	t.Helper()
 	p := &webhookProcess{https: freePort(t), health: freePort(t), metrics: freePort(t), exited: make(chan struct{})}
 	args := append([]string{
@@ -148,7 +148,7 @@ func (p *webhookProcess) get(path string) int {
 	return resp.StatusCode
 }
 
-func (p *webhookProcess) stop(t *testing.T) {
+func (p *webhookProcess) stop(t testing.TB) {
 	select {
 	case <-p.exited:
 		return
@@ -177,7 +177,7 @@ func (p *webhookProcess) servingCert(t *testing.T) *x509.Certificate {
 
 // pointCRDAt sends the Materialize CRD's conversions to url, keeping the
 // caBundle, in one write so no conversion sees a half-changed config.
-func pointCRDAt(t *testing.T, url string) {
+func pointCRDAt(t testing.TB, url string) {
 	t.Helper()
 	clientConfig := map[string]any{"url": url}
 	if bundle := crdCABundle(t); len(bundle) > 0 {
@@ -193,7 +193,7 @@ func pointCRDAt(t *testing.T, url string) {
 	}
 }
 
-func crdCABundle(t *testing.T) []byte {
+func crdCABundle(t testing.TB) []byte {
 	t.Helper()
 	crd, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().
 		Get(context.Background(), crds.MaterializeCRDName, metav1.GetOptions{})
