@@ -64,7 +64,8 @@ run-local: ## No root, no kubelet: both programs and a sample against a local et
 bench: kube-binaries ## Run the benchmarks of docs/benchmarks.md.
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/conversion
 	$(GO) run ./hack/bench/webhook -duration 10s
-	$(GO) run ./hack/bench/controllers -n 1000
+	$(GO) test -run '^$$' -bench ListThroughTheAPIServer -benchtime 20x ./pkg/webhook/app
+	$(GO) run ./hack/bench/controllers -n 1000 -workers 8 -qps 500
 
 .PHONY: bench-cluster
 bench-cluster: ## As root: failover and webhook-rollout figures on the local cluster (docs/benchmarks.md).
