@@ -184,6 +184,7 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*ap
 		}
 		return nil, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
 	}
+	h.Metrics.bytes.Observe(float64(len(body)))
 	review := &apiextensionsv1.ConversionReview{}
 	if err := json.Unmarshal(body, review); err != nil {
 		return nil, &reviewError{http.StatusBadRequest, "body is not a ConversionReview: " + err.Error()}

@@ -8,6 +8,7 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	inFlight    prometheus.Gauge
 	objects     prometheus.Histogram
+	bytes       prometheus.Histogram
 }
 
 // NewMetrics registers the metrics with reg.
@@ -31,7 +32,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Objects per ConversionReview (1 for a get, up to a page for a list).",
 			Buckets: []float64{1, 2, 5, 10, 50, 100, 250, 500, 1000},
 		}),
+		// Sizes the request limit and the in-flight byte budget from what
+		// the API server really sends.
+		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_review_bytes",
+			Help:    "Body size of each ConversionReview admitted and read.",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 10), // 1 KiB .. 256 MiB
+		}),
 	}
-	reg.MustRegister(m.conversions, m.latency, m.inFlight, m.objects)
+	reg.MustRegister(m.conversions, m.latency, m.inFlight, m.objects, m.bytes)
 	return m
 }

@@ -198,6 +198,7 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 			`orchestratord_webhook_conversion_review_duration_seconds_count{result="success"}`,
 			`orchestratord_webhook_conversion_reviews_in_flight`,
 			`orchestratord_webhook_conversion_review_objects_bucket{le="1"}`,
+			`orchestratord_webhook_conversion_review_bytes_bucket{le="4096"}`,
 		} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/metrics lacks %s", want)
