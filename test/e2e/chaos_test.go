@@ -117,23 +117,19 @@ func noWriteWhileFenced(t *testing.T) map[string]int {
 	return checked
 }
 
-func TestChaosAPIServerRestartedMidRollout(t *testing.T) {
-	l := startLoad(t)
-	began := time.Now()
-	if err := cluster.RestartComponents(context.Background(), "kube-apiserver"); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("kube-apiserver restarted (stopped, started, node Ready) in %v", time.Since(began).Round(time.Millisecond))
-	l.finish(t, time.Now())
-}
+func TestChaosAPIServerRestartedMidRollout(t *testing.T) { restartedMidRollout(t, "kube-apiserver") }
 
-func TestChaosEtcdRestartedMidRollout(t *testing.T) {
+func TestChaosEtcdRestartedMidRollout(t *testing.T) { restartedMidRollout(t, "etcd") }
+
+// restartedMidRollout restarts a control-plane component of the node
+// (SIGTERM, start, node Ready) under the load.
+func restartedMidRollout(t *testing.T, component string) {
 	l := startLoad(t)
 	began := time.Now()
-	if err := cluster.RestartComponents(context.Background(), "etcd"); err != nil {
+	if err := cluster.RestartComponents(context.Background(), component); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("etcd restarted (stopped, started, node Ready) in %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("%s restarted (stopped, started, node Ready) in %v", component, time.Since(began).Round(time.Millisecond))
 	l.finish(t, time.Now())
 }
 
