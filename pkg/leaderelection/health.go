@@ -89,6 +89,9 @@ func (h *HealthChecker) WritesAllowed() bool {
 // the process last lost a lease. Without it an Event queued before a fence
 // would go out once the process led again, under a term it was not part of.
 func (h *HealthChecker) RecordedInThisTerm(t time.Time) bool {
+	if h == nil {
+		return true
+	}
 	if !h.WritesAllowed() {
 		return false
 	}

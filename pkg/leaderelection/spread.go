@@ -38,15 +38,16 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 //
 // Two rules, both decided on the Leases as an informer sees them:
 //   - a replica takes a released Lease only if no live replica that
-//     campaigns for that Lease leads fewer Leases than it does (or the Lease has been free for a whole lease
-//     duration, so a Lease is never left unheld by the rule); a Lease that
-//     expired under a crashed holder goes to the first standby to claim it,
-//     so placement never delays a failover;
+//     campaigns for that Lease leads fewer Leases than it does (or the
+//     Lease has been free for a whole lease duration, so a Lease is never
+//     left unheld by the rule); a Lease that expired under a crashed
+//     holder goes to the first standby to claim it, so placement never
+//     delays a failover;
 //   - a replica that leads at least two more Leases than a live replica
-//     that campaigns for one of them hands that one over: a graceful release (its in-flight work
-//     drains first) that the less-loaded replica picks up through its
-//     watch. It hands over only one Lease at a time, one it has held for
-//     two lease durations.
+//     that campaigns for one of them hands that one over: a graceful
+//     release (its in-flight work drains first) that the less-loaded
+//     replica picks up through its watch. It hands over only one Lease at
+//     a time, one it has held for two lease durations.
 //
 // A hand-over moves a Lease from a replica with k to one with at most k-2,
 // which lowers the sum of the squared loads, so the moves stop: it cannot
@@ -218,6 +219,9 @@ func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time
 		if list, ok := l.Annotations[CampaignsAnnotation]; ok {
 			names := map[string]bool{}
 			for _, name := range strings.Split(list, ",") {
+				if name == "" {
+					continue
+				}
 				names[name] = true
 				isControlled[name] = true
 			}
