@@ -29,26 +29,45 @@ type carried struct {
 	Derived json.RawMessage `json:"derived,omitempty"`
 }
 
-// fieldPaths is a trie of field paths: each key leads to the fields below
-// it; an empty node is a whole field.
-type fieldPaths map[string]fieldPaths
+// fieldPaths is a trie of field paths: below leads to the fields under a
+// field; whole marks a field compared (and replaced) as a whole, which a
+// carried path may make of a field that also has touched fields below.
+type fieldPaths struct {
+	whole bool
+	below map[string]*fieldPaths
+}
 
-func (p fieldPaths) add(path []string) {
+func (p *fieldPaths) add(path []string) {
 	node := p
 	for _, k := range path {
-		next := node[k]
+		if node.below == nil {
+			node.below = map[string]*fieldPaths{}
+		}
+		next := node.below[k]
 		if next == nil {
-			next = fieldPaths{}
-			node[k] = next
+			next = &fieldPaths{}
+			node.below[k] = next
 		}
 		node = next
 	}
+	node.whole = true
+}
+
+func (p *fieldPaths) clone() *fieldPaths {
+	out := &fieldPaths{whole: p.whole}
+	for k, sub := range p.below {
+		if out.below == nil {
+			out.below = map[string]*fieldPaths{}
+		}
+		out.below[k] = sub.clone()
+	}
+	return out
 }
 
 // changedByConversion are the fields plainToV1 and plainToV1alpha1 set or
 // delete, and the carry annotations.
-var changedByConversion = func() fieldPaths {
-	p := fieldPaths{}
+var changedByConversion = func() *fieldPaths {
+	p := &fieldPaths{}
 	for _, path := range [][]string{
 		{"apiVersion"},
 		{"metadata", "annotations", v1CarryAnnotation},
@@ -65,20 +84,11 @@ var changedByConversion = func() fieldPaths {
 
 // touched is every field a conversion carrying restored may change: the
 // fixed ones and the carried paths, which restore sets or removes.
-func touched(restored []carried) fieldPaths {
+func touched(restored []carried) *fieldPaths {
 	if len(restored) == 0 {
 		return changedByConversion
 	}
-	p := fieldPaths{}
-	var copyInto func(dst, src fieldPaths)
-	copyInto = func(dst, src fieldPaths) {
-		for k, sub := range src {
-			next := fieldPaths{}
-			dst[k] = next
-			copyInto(next, sub)
-		}
-	}
-	copyInto(p, changedByConversion)
+	p := changedByConversion.clone()
 	for _, f := range restored {
 		if len(f.Path) > 0 {
 			p.add(f.Path)
@@ -90,13 +100,13 @@ func touched(restored []carried) fieldPaths {
 // copyPaths copies obj and every object on the way to a field in paths,
 // sharing everything else: the copy may have those fields set, deleted or
 // replaced (never modified in place) without touching obj.
-func copyPaths(obj map[string]any, paths fieldPaths) map[string]any {
+func copyPaths(obj map[string]any, paths *fieldPaths) map[string]any {
 	out := make(map[string]any, len(obj)+1)
 	for k, v := range obj {
 		out[k] = v
 	}
-	for k, sub := range paths {
-		if len(sub) == 0 {
+	for k, sub := range paths.below {
+		if len(sub.below) == 0 {
 			continue
 		}
 		if m, ok := out[k].(map[string]any); ok {
@@ -109,22 +119,22 @@ func copyPaths(obj map[string]any, paths fieldPaths) map[string]any {
 // diffAt is the diff of want and got, which differ at most at fields in
 // paths (all else is shared): it compares only there. At a whole field it
 // compares everything below, as the full diff would.
-func diffAt(paths fieldPaths, want, got map[string]any) []carried {
+func diffAt(paths *fieldPaths, want, got map[string]any) []carried {
 	var out []carried
 	diffPaths(&out, nil, paths, want, got)
 	sortCarried(out)
 	return out
 }
 
-func diffPaths(out *[]carried, path []string, paths fieldPaths, want, got map[string]any) {
-	for k, sub := range paths {
+func diffPaths(out *[]carried, path []string, paths *fieldPaths, want, got map[string]any) {
+	for k, sub := range paths.below {
 		w, wok := want[k]
 		g, gok := got[k]
 		wm, wIsMap := w.(map[string]any)
 		gm, gIsMap := g.(map[string]any)
 		p := append(append([]string(nil), path...), k)
 		switch {
-		case wok && gok && wIsMap && gIsMap && len(sub) > 0:
+		case wok && gok && wIsMap && gIsMap && !sub.whole:
 			diffPaths(out, p, sub, wm, gm)
 		case wok && gok && wIsMap && gIsMap:
 			diffInto(out, p, wm, gm)

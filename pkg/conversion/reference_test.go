@@ -85,6 +85,9 @@ func TestConvertMatchesTheReference(t *testing.T) {
 			} else {
 				obj = g.v1alpha1()
 			}
+			if seed%3 == 0 {
+				addCarriedPaths(obj, seed)
+			}
 			before, _ := json.Marshal(obj)
 			for _, to := range []string{V1, V1Alpha1} {
 				want, wantErr := referenceConvert(runtime.DeepCopyJSON(obj), to)
@@ -107,4 +110,39 @@ func TestConvertMatchesTheReference(t *testing.T) {
 	if objects < 20_000 {
 		t.Fatalf("only %d objects compared", objects)
 	}
+}
+
+// carriedPathPool are paths a hand-made carry annotation may name: prefixes
+// of fields the conversion changes, fields it never touches, and the top.
+var carriedPathPool = [][]string{
+	{"spec"}, {"spec", "podLabels", "l"}, {"kind"}, {"metadata", "labels"}, {"status"},
+	{"spec", "environmentdExtraEnv"}, {"spec", "requestRollout"}, {"x", "y"}, {"spec", "serviceAccountAnnotations"},
+}
+
+// addCarriedPaths puts on obj the carry annotation its conversion reads,
+// naming paths from the pool; for some the derived value is what the plain
+// conversion gives there, so that restore applies them.
+func addCarriedPaths(obj map[string]any, seed int) {
+	key, plain := v1CarryAnnotation, func(o map[string]any) map[string]any { return plainToV1(o, &rolloutHash{}) }
+	if obj["apiVersion"] == V1 {
+		key, plain = v1alpha1CarryAnnotation, func(o map[string]any) map[string]any { return plainToV1alpha1(o, &rolloutHash{}) }
+	}
+	bare := runtime.DeepCopyJSON(obj)
+	takeCarry(bare, key)
+	converted := plain(bare)
+	values := []json.RawMessage{json.RawMessage(`{"a":"b"}`), json.RawMessage(`"v"`), nil}
+	var fields []carried
+	for i := range 1 + seed%3 {
+		path := carriedPathPool[(seed/3+i*5)%len(carriedPathPool)]
+		f := carried{Path: path, Value: values[(seed+i)%len(values)]}
+		if (seed/7+i)%2 == 0 {
+			cur, ok := lookup(converted, path)
+			f.Derived = rawOrNil(cur, ok)
+		} else {
+			f.Derived = json.RawMessage(`"stale"`)
+		}
+		fields = append(fields, f)
+	}
+	raw, _ := json.Marshal(fields)
+	set(obj, []string{"metadata", "annotations", key}, string(raw))
 }

@@ -21,9 +21,10 @@ import (
 type HealthChecker struct {
 	tolerance time.Duration
 
-	mu     sync.Mutex
-	held   map[*heldLease]struct{}
-	fenced bool
+	mu      sync.Mutex
+	held    map[*heldLease]struct{}
+	fenced  bool
+	onFence func()
 	// writableSince is when the process last regained the right to write
 	// after a fence: what was recorded before it belongs to a lost term.
 	writableSince time.Time
@@ -100,6 +101,11 @@ func (h *HealthChecker) RecordedInThisTerm(t time.Time) bool {
 	return !t.Before(h.writableSince)
 }
 
+// OnFence sets what runs each time a lease is lost to its renew deadline,
+// such as aborting the API connections (Connections.Abort). Set it before
+// any Run starts.
+func (h *HealthChecker) OnFence(f func()) { h.onFence = f }
+
 // markFenced records that a lease was lost: no more writes from this process.
 func (h *HealthChecker) markFenced() {
 	if h == nil {
@@ -108,6 +114,9 @@ func (h *HealthChecker) markFenced() {
 	h.mu.Lock()
 	h.fenced = true
 	h.mu.Unlock()
+	if h.onFence != nil {
+		h.onFence()
+	}
 }
 
 // track records a held Lease until the returned function is called. A nil

@@ -51,8 +51,9 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 //
 // A hand-over moves a Lease from a replica with k to one with at most k-2,
 // which lowers the sum of the squared loads, so the moves stop: it cannot
-// flap. They stop when the loads differ by at most one, which is at most
-// ceil(L/N) each.
+// flap. When every replica campaigns for every Lease they stop when the
+// loads differ by at most one, which is at most ceil(L/N) each; otherwise
+// when no replica leads two more than one that could take a Lease of it.
 type Spread struct {
 	cfg      Config
 	leases   []string

@@ -174,6 +174,9 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*ap
 		return nil, &reviewError{http.StatusInternalServerError, "setting the body's read deadline: " + err.Error()}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	// Answering takes what it takes (the write timeout bounds it); over
+	// HTTP/1 a read deadline still set would close the connection.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

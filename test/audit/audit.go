@@ -63,17 +63,42 @@ func Read(path, containing string) ([]Event, error) {
 	var events []Event
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	var bad error
 	for sc.Scan() {
 		if containing != "" && !bytes.Contains(sc.Bytes(), []byte(containing)) {
 			continue
 		}
+		if bad != nil {
+			return nil, bad // not the last line: the log is corrupt
+		}
 		var ev Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("audit log line: %w", err)
+			// The API server may be writing the last line as it is read.
+			bad = fmt.Errorf("audit log line: %w", err)
+			continue
 		}
 		events = append(events, ev)
 	}
 	return events, sc.Err()
+}
+
+// Begins returns when the audit log at path begins: its first event.
+func Begins(path string) (time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	if !sc.Scan() {
+		return time.Time{}, sc.Err()
+	}
+	var ev Event
+	if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+		return time.Time{}, fmt.Errorf("audit log's first line: %w", err)
+	}
+	return ev.RequestReceivedTimestamp, nil
 }
 
 // Window is a span during which an identity must not write: from the

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,14 +39,31 @@ func RestartComponents(ctx context.Context, names ...string) error {
 	return nil
 }
 
-// AuditLog reads the API server's audit log, decoding only the lines that
-// contain containing.
-func AuditLog(containing string) ([]audit.Event, error) {
+// AuditLog reads the API server's audit log, its rotated backup included,
+// decoding only the lines that contain containing. It also returns when
+// the oldest file read begins: nothing before can be checked.
+func AuditLog(containing string) (events []audit.Event, since time.Time, err error) {
 	out, err := exec.Command(clusterScript(), "audit-log").Output()
 	if err != nil {
-		return nil, fmt.Errorf("cluster.sh audit-log: %w", err)
+		return nil, time.Time{}, fmt.Errorf("cluster.sh audit-log: %w", err)
 	}
-	return audit.Read(strings.TrimSpace(string(out)), containing)
+	current := strings.TrimSpace(string(out))
+	// The API server renames a full log to audit-<time>.log (lexical order
+	// is time order) and keeps --audit-log-maxbackup of them.
+	backups, _ := filepath.Glob(strings.TrimSuffix(current, ".log") + "-*.log")
+	slices.Sort(backups)
+	files := append(backups, current)
+	if since, err = audit.Begins(files[0]); err != nil {
+		return nil, time.Time{}, err
+	}
+	for _, path := range files {
+		read, err := audit.Read(path, containing)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		events = append(events, read...)
+	}
+	return events, since, nil
 }
 
 // UserAgent is what a controllers pod's requests carry: its identity.

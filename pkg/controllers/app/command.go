@@ -165,8 +165,8 @@ func (o *Options) environmentdURL() (func(*v1alpha1.Materialize, string, uint64)
 }
 
 // Run starts the controllers and blocks until ctx ends and every lease is
-// released, or until a lease is lost (then it returns an error: the process
-// exits non-zero and Kubernetes restarts it).
+// released. A lost lease is rejoined in process; a controller that fails
+// stops them all with an error (the process exits non-zero).
 func Run(ctx context.Context, o *Options) error {
 	log, err := o.Logging.New(os.Stderr)
 	if err != nil {
@@ -187,8 +187,11 @@ func Run(ctx context.Context, o *Options) error {
 	// The identity in the user agent attributes every request in the audit log.
 	cfg.UserAgent = "orchestratord-controllers/" + o.LeaderElectionIdentity
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	// No write leaves the process once its lease could have expired.
+	// No write leaves the process once its lease could have expired, and
+	// none sent before is delivered after: a fence aborts the connections.
 	cfg.Wrap(leaderelection.FenceTransport)
+	conns := leaderelection.NewConnections()
+	cfg.Dial = conns.Dial
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -209,6 +212,9 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	health := leaderelection.NewHealthChecker(o.RetryPeriod)
+	health.OnFence(func() {
+		log.Warn("fenced: API connections aborted, unsent writes discarded", zap.Int("connections", conns.Abort()))
+	})
 	// Events are sent asynchronously, without a lead context: their client
 	// stops writing as soon as any lease could have expired.
 	eventsCfg := rest.CopyConfig(cfg)
