@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -33,8 +32,6 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned/scheme"
-	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
-	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/test/controlplane"
 )
@@ -104,9 +101,7 @@ func StartController(t *testing.T, name string, newController func(controller.De
 	t.Helper()
 	ua := fmt.Sprintf("orchestratord-test-%s-%d", name, controllerSeq.Add(1))
 	c := NewClients(t, ua)
-	kinf := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = children.ResourceIDLabel }))
-	mzinf := mzinformers.NewSharedInformerFactory(c.MZ, 0)
+	kinf, mzinf := controller.NewInformerFactories(c.Kube, c.MZ)
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
 	events := &EventLog{}

@@ -214,6 +214,9 @@ func TestChaosMaterializeLeaderCutFromAPIServer(t *testing.T) {
 		if err != nil || !strings.Contains(string(raw), "rejoining the election") {
 			return false, nil
 		}
+		if !strings.Contains(string(raw), "API connections aborted") {
+			return false, fmt.Errorf("%s fenced without resetting its API connections", cut)
+		}
 		fences, err = c.Fences(ctx, cut, cutAt)
 		return err == nil && len(fences) > 0, nil
 	}); err != nil {
@@ -263,7 +266,7 @@ func TestChaosMaterializeLeaderPausedAcrossItsLease(t *testing.T) {
 // restarts the others).
 func TestChaosAllWebhookPodsButOneSIGKILLed(t *testing.T) {
 	ctx := context.Background()
-	scaleWebhook(t, 3)
+	scaleFor(t, webhook, 3)
 	l := startLoad(t)
 	list, err := c.Kube.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
 	if err != nil {
@@ -285,25 +288,6 @@ func TestChaosAllWebhookPodsButOneSIGKILLed(t *testing.T) {
 		t.Errorf("%d reads failed more than 10 s after the SIGKILLs", late)
 	}
 	l.finish(t, killed, webhook)
-}
-
-func scaleWebhook(t *testing.T, n int) {
-	t.Helper()
-	ctx := context.Background()
-	d, err := c.Kube.AppsV1().Deployments(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	was := *d.Spec.Replicas
-	scale := func(n int32) {
-		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
-		if _, err := c.Kube.AppsV1().Deployments(operatorNS).Patch(ctx, webhook, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitRolledOut(t, webhook)
-	}
-	scale(int32(n))
-	t.Cleanup(func() { scale(was) })
 }
 
 // A node drain: cordon, then evict every pod on the node through the

@@ -18,6 +18,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
@@ -62,6 +63,27 @@ func waitRolledOut(t *testing.T, deployment string) {
 	if err := c.WaitRolledOut(context.Background(), deployment, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scaleFor scales one of the operator's Deployments to n replicas for the
+// rest of the test, then back to what it had.
+func scaleFor(t *testing.T, deployment string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := c.Kube.AppsV1().Deployments(operatorNS).Get(ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := *d.Spec.Replicas
+	scale := func(n int32) {
+		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+		if _, err := c.Kube.AppsV1().Deployments(operatorNS).Patch(ctx, deployment, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRolledOut(t, deployment)
+	}
+	scale(n)
+	t.Cleanup(func() { scale(was) })
 }
 
 func requestRolloutAndWait(t *testing.T) {

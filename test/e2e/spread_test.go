@@ -4,12 +4,9 @@ package e2e
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
@@ -22,16 +19,7 @@ import (
 // pod, so one crash stops one reconciler, not three.
 func TestLeadershipSpreadsOverThreeControllerPods(t *testing.T) {
 	ctx := context.Background()
-	scale := func(n int) {
-		t.Helper()
-		patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(n) + `}}`)
-		if _, err := c.Kube.AppsV1().Deployments(operatorNS).Patch(ctx, controllers, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitRolledOut(t, controllers)
-	}
-	scale(3)
-	t.Cleanup(func() { scale(2) })
+	scaleFor(t, controllers, 3)
 
 	oneEach := func(after string) {
 		t.Helper()

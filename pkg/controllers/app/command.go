@@ -20,9 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -34,9 +32,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/cli"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzscheme "github.com/materializeinc/orchestratord/pkg/client/clientset/versioned/scheme"
-	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/controllers/balancer"
-	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/console"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
@@ -229,19 +225,17 @@ func Run(ctx context.Context, o *Options) error {
 	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}, health, log))
 	defer broadcaster.Shutdown()
 
+	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
 	deps := controller.Deps{
-		Kube:    kube,
-		MZ:      mz,
-		Dynamic: dyn,
-		// Only the operator's children: memory does not grow with the cluster.
-		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = children.ResourceIDLabel
-		}), informers.WithTransform(controller.TrimForCache)),
-		MZInformers: mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(controller.TrimForCache)),
-		Recorder:    broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity}),
-		Log:         log,
-		Metrics:     controller.NewMetrics(registry),
-		Workers:     o.Workers,
+		Kube:          kube,
+		MZ:            mz,
+		Dynamic:       dyn,
+		KubeInformers: kubeInformers,
+		MZInformers:   mzInformers,
+		Recorder:      broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity}),
+		Log:           log,
+		Metrics:       controller.NewMetrics(registry),
+		Workers:       o.Workers,
 	}
 	var ctrls []*controller.Controller
 	for _, name := range o.Controllers {

@@ -44,9 +44,7 @@ func TestConsoleWaitsForTheBalancer(t *testing.T) {
 // A Materialize upstream orchestratord ran carries its finalizer; deleting
 // it after the switch completes instead of hanging in Terminating.
 func TestUpstreamFinalizerIsReleasedOnDelete(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	startController(t)
 	ctx := context.Background()
 	mz := newMaterialize(ns, "mz")

@@ -109,6 +109,17 @@ func newNamespace(t *testing.T) string {
 	return ns
 }
 
+// environmentNamespace is newNamespace where environments come up on their
+// own: the stand-in environmentd advances by itself, Balancers become
+// Ready (a Console waits for one).
+func environmentNamespace(t *testing.T) string {
+	t.Helper()
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	return ns
+}
+
 // newNamespaceWithoutPods is newNamespace whose StatefulSets stay unready.
 func newNamespaceWithoutPods(t *testing.T) string {
 	t.Helper()

@@ -18,13 +18,10 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
-	"github.com/materializeinc/orchestratord/test/fixture"
 )
 
 func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	startController(t)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "prod"), metav1.CreateOptions{}); err != nil {
@@ -227,9 +224,7 @@ func TestRolloutStrategies(t *testing.T) {
 // A resync of a converged environment (a new leadership term lists and
 // reconciles every object) writes nothing.
 func TestNoOpResyncWritesNothing(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	first := startController(t)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "quiet"), metav1.CreateOptions{}); err != nil {
@@ -264,9 +259,7 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 // With --create-balancers=false and --create-consoles=false the
 // environment's Balancer and Console are deleted.
 func TestDisabledComponentsAreDeleted(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	first := startController(t)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
@@ -345,9 +338,7 @@ func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
 // Console it owns: the no-op check compares the operator's own fields, not
 // a subset of the live object.
 func TestRemovedFieldsLeaveTheBalancerAndConsole(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	startController(t)
 	ctx := context.Background()
 	mz := newMaterialize(ns, "mz")

@@ -60,9 +60,7 @@ func TestLeaderAPIWaitsForAReadyPod(t *testing.T) {
 // As upstream, two environments cannot share an environmentId; here it is
 // a FailedDeploy condition with upstream's message, and nothing is created.
 func TestSharedEnvironmentIDIsRefused(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	startController(t, fastPreflight)
 	ctx := context.Background()
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "first"), metav1.CreateOptions{}); err != nil {
@@ -98,9 +96,7 @@ func TestSharedEnvironmentIDIsRefused(t *testing.T) {
 // after the generation its annotation names: environmentd refuses to run a
 // generation older than the one its catalog recorded.
 func TestLastKnownActiveGenerationIsRestored(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	startController(t)
 	mz := newMaterialize(ns, "mz")
 	mz.Annotations = map[string]string{materialize.LastKnownActiveGenerationAnnotation: "7"}
@@ -168,9 +164,7 @@ func TestRolloutAdoptedFromUpstreamKeepsItsClock(t *testing.T) {
 // the error left no condition, and the revert read as "No changes found"
 // with no generation running.
 func TestRefusedGenerationIsAFailedDeploy(t *testing.T) {
-	env.SetAutoAdvance(true)
-	ns := newNamespace(t)
-	fixture.KeepBalancersReady(t, mzClient(), ns)
+	ns := environmentNamespace(t)
 	startController(t, fastPreflight)
 	ctx := context.Background()
 	mz := newMaterialize(ns, "mz")
