@@ -3,9 +3,12 @@ package conversion
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 )
 
 // Annotations under AnnotationPrefix carry what one version cannot express
@@ -101,10 +104,7 @@ func touched(restored []carried) *fieldPaths {
 // sharing everything else: the copy may have those fields set, deleted or
 // replaced (never modified in place) without touching obj.
 func copyPaths(obj map[string]any, paths *fieldPaths) map[string]any {
-	out := make(map[string]any, len(obj)+1)
-	for k, v := range obj {
-		out[k] = v
-	}
+	out := maps.Clone(obj)
 	for k, sub := range paths.below {
 		if len(sub.below) == 0 {
 			continue
@@ -132,22 +132,20 @@ func diffPaths(out *[]carried, path []string, paths *fieldPaths, want, got map[s
 		g, gok := got[k]
 		wm, wIsMap := w.(map[string]any)
 		gm, gIsMap := g.(map[string]any)
-		p := append(append([]string(nil), path...), k)
+		p := append(path, k) // scratch: cloned where kept
 		switch {
 		case wok && gok && wIsMap && gIsMap && !sub.whole:
 			diffPaths(out, p, sub, wm, gm)
 		case wok && gok && wIsMap && gIsMap:
 			diffInto(out, p, wm, gm)
 		case wok != gok || !reflect.DeepEqual(w, g):
-			*out = append(*out, carried{Path: p, Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})
+			*out = append(*out, carried{Path: slices.Clone(p), Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})
 		}
 	}
 }
 
 func sortCarried(out []carried) {
-	sort.Slice(out, func(i, j int) bool {
-		return strings.Join(out[i].Path, "\x00") < strings.Join(out[j].Path, "\x00")
-	})
+	slices.SortFunc(out, func(a, b carried) int { return slices.Compare(a.Path, b.Path) })
 }
 
 func diffInto(out *[]carried, path []string, want, got map[string]any) {
@@ -234,20 +232,48 @@ func putCarry(obj map[string]any, key string, fields []carried) {
 	if len(fields) == 0 {
 		return
 	}
-	raw, _ := json.Marshal(fields)
-	set(obj, []string{"metadata", "annotations", key}, string(raw))
+	set(obj, []string{"metadata", "annotations", key}, string(encodeCarry(fields)))
 }
 
 func rawOrNil(v any, present bool) json.RawMessage {
 	if !present {
 		return nil
 	}
-	raw, err := json.Marshal(v)
+	raw, err := jsonvalue.Append(nil, v)
 	if err != nil {
 		// Values come from decoded JSON, which always re-encodes.
 		panic(err)
 	}
 	return raw
+}
+
+// encodeCarry writes fields as json.Marshal would, without reflection:
+// the read path writes an annotation for every object it converts.
+func encodeCarry(fields []carried) []byte {
+	out := []byte{'['}
+	for i, f := range fields {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"path":[`...)
+		for j, k := range f.Path {
+			if j > 0 {
+				out = append(out, ',')
+			}
+			out = jsonvalue.AppendString(out, k)
+		}
+		out = append(out, ']')
+		// Value and Derived come from jsonvalue.Append: compact and
+		// escaped as json.Marshal leaves a RawMessage.
+		if len(f.Value) > 0 {
+			out = append(append(out, `,"value":`...), f.Value...)
+		}
+		if len(f.Derived) > 0 {
+			out = append(append(out, `,"derived":`...), f.Derived...)
+		}
+		out = append(out, '}')
+	}
+	return append(out, ']')
 }
 
 func bytesEqual(a, b json.RawMessage) bool {

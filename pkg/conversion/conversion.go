@@ -102,8 +102,7 @@ func checkShape(obj map[string]any) error {
 func toV1(obj map[string]any) (map[string]any, error) {
 	v1Carry := readCarry(obj, v1CarryAnnotation)
 	changed := touched(v1Carry)
-	original := copyPaths(obj, changed)
-	takeCarry(original, v1CarryAnnotation)
+	original := withoutCarry(obj, changed, v1CarryAnnotation)
 	hash := &rolloutHash{}
 	out := plainToV1(copyPaths(original, changed), hash)
 	if len(v1Carry) > 0 {
@@ -123,8 +122,7 @@ func toV1(obj map[string]any) (map[string]any, error) {
 func toV1alpha1(obj map[string]any) (map[string]any, error) {
 	alphaCarry := readCarry(obj, v1alpha1CarryAnnotation)
 	changed := touched(alphaCarry)
-	original := copyPaths(obj, changed)
-	takeCarry(original, v1alpha1CarryAnnotation)
+	original := withoutCarry(obj, changed, v1alpha1CarryAnnotation)
 	out := plainToV1alpha1(copyPaths(original, changed), &rolloutHash{})
 	if err := restore(out, alphaCarry); err != nil {
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
@@ -132,6 +130,18 @@ func toV1alpha1(obj map[string]any) (map[string]any, error) {
 	back := plainToV1(copyPaths(out, changed), &rolloutHash{})
 	putCarry(out, v1CarryAnnotation, diffAt(changed, original, back))
 	return out, nil
+}
+
+// withoutCarry is obj without the named carry annotation: obj itself
+// (read only) when it has none, which is every object never written at the
+// other version.
+func withoutCarry(obj map[string]any, changed *fieldPaths, key string) map[string]any {
+	if _, ok := lookup(obj, []string{"metadata", "annotations", key}); !ok {
+		return obj
+	}
+	original := copyPaths(obj, changed)
+	takeCarry(original, key)
+	return original
 }
 
 // plainToV1 applies SPEC.md's v1alpha1 -> v1 rules in place.

@@ -48,7 +48,9 @@ func RolloutHash(spec map[string]any, annotations map[string]string) (string, er
 // Rust names. Fields upstream's types do not have are dropped, as serde
 // ignores them.
 func UpstreamSpecJSON(spec map[string]any) ([]byte, error) {
-	w := &serdeWriter{}
+	// The document of a realistic spec is under 1 KiB; the stacks are
+	// shallow.
+	w := &serdeWriter{buf: make([]byte, 0, 1024), path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
 	w.object(func() {
 		w.requiredString(spec, "environmentdImageRef")
 		w.option(spec, "environmentdExtraArgs", w.strings)
@@ -483,29 +485,34 @@ func (w *serdeWriter) secretTemplate(v any) {
 func appendSerdeString(buf []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	buf = append(buf, '"')
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c == '"':
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		buf = append(buf, s[start:i]...)
+		start = i + 1
+		switch c {
+		case '"':
 			buf = append(buf, '\\', '"')
-		case c == '\\':
+		case '\\':
 			buf = append(buf, '\\', '\\')
-		case c == '\b':
+		case '\b':
 			buf = append(buf, '\\', 'b')
-		case c == '\t':
+		case '\t':
 			buf = append(buf, '\\', 't')
-		case c == '\n':
+		case '\n':
 			buf = append(buf, '\\', 'n')
-		case c == '\f':
+		case '\f':
 			buf = append(buf, '\\', 'f')
-		case c == '\r':
+		case '\r':
 			buf = append(buf, '\\', 'r')
-		case c < 0x20:
-			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		default:
-			buf = append(buf, c)
+			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 	}
+	buf = append(buf, s[start:]...)
 	return append(buf, '"')
 }
 

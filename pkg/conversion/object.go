@@ -1,21 +1,12 @@
 package conversion
 
-import (
-	"bytes"
-	"encoding/json"
-)
+import "github.com/materializeinc/orchestratord/pkg/jsonvalue"
 
 // Objects are handled as decoded JSON (numbers kept as json.Number) so that
 // every field either version does not know passes through untouched.
 
 func decodeValue(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return jsonvalue.Decode(raw)
 }
 
 func lookup(obj map[string]any, path []string) (any, bool) {

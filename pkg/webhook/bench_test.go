@@ -25,7 +25,7 @@ func BenchmarkReview(b *testing.B) {
 		for i := range objects {
 			objects[i] = string(fixture.V1alpha1Materialize(i))
 		}
-		body := review("materialize.cloud/v1", objects...)
+		body := reviewBody("materialize.cloud/v1", objects...)
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
 			h := &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry())}
 			b.ReportAllocs()

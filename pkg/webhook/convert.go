@@ -4,7 +4,6 @@ package webhook
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +15,9 @@ import (
 
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/materializeinc/orchestratord/pkg/conversion"
+	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 )
 
 // Sizing, measured by BenchmarkReview and docs/benchmarks.md: a review's
@@ -135,26 +133,46 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, rerr.msg, rerr.status)
 		return
 	}
-	h.Metrics.objects.Observe(float64(len(review.Request.Objects)))
-	resp := h.convert(review.Request)
+	h.Metrics.objects.Observe(float64(len(review.objects)))
+	// Converted objects grow by their carry annotation and hashes.
+	out := make([]byte, 0, len(review.body)*3/2+512)
+	out = append(out, `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","response":{"uid":`...)
+	out = jsonvalue.AppendString(out, review.uid)
+	out = append(out, `,"convertedObjects":`...)
 	result := "success"
-	if resp.Result.Status != metav1.StatusSuccess {
+	if converted, failure := h.convert(review, append(out, '[')); failure == "" {
+		out = append(converted, `],"result":{"metadata":{},"status":"Success"}}}`...)
+	} else {
 		result = "failure"
-		h.Log.Info("conversion failed", zap.String("uid", string(resp.UID)),
-			zap.String("desiredAPIVersion", review.Request.DesiredAPIVersion), zap.String("reason", resp.Result.Message))
-	}
-	out, err := json.Marshal(&apiextensionsv1.ConversionReview{TypeMeta: review.TypeMeta, Response: resp})
-	if err != nil {
-		h.Log.Error("encoding ConversionReview response", zap.Error(err))
-		http.Error(w, "encoding response: "+err.Error(), http.StatusInternalServerError)
-		return
+		h.Log.Info("conversion failed", zap.String("uid", review.uid),
+			zap.String("desiredAPIVersion", review.desiredAPIVersion), zap.String("reason", failure))
+		out = append(out, `null,"result":{"metadata":{},"status":"Failure","message":`...)
+		out = append(jsonvalue.AppendString(out, failure), "}}}"...)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
-func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*apiextensionsv1.ConversionReview, *reviewError) {
+// readBody reads all of body into a string (which the decoded objects'
+// strings then share) sized by the request's Content-Length, which the
+// caller has checked against the limit.
+func readBody(body io.Reader, contentLength int64) (string, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, max(contentLength, 0)+bytes.MinRead))
+	_, err := buf.ReadFrom(body)
+	return buf.String(), err
+}
+
+// review is the request of a ConversionReview, decoded in one pass; the
+// response is written by hand around the converted objects, so no object
+// is encoded or validated twice.
+type review struct {
+	body                   string
+	uid, desiredAPIVersion string
+	objects                []any
+}
+
+func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*review, *reviewError) {
 	if r.Method != http.MethodPost {
 		return nil, &reviewError{http.StatusMethodNotAllowed, "only POST is allowed"}
 	}
@@ -173,7 +191,7 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*ap
 	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, &reviewError{http.StatusInternalServerError, "setting the body's read deadline: " + err.Error()}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	// Answering takes what it takes (the write timeout bounds it); over
 	// HTTP/1 a read deadline still set would close the connection.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
@@ -188,60 +206,95 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*ap
 		return nil, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
 	}
 	h.Metrics.bytes.Observe(float64(len(body)))
-	review := &apiextensionsv1.ConversionReview{}
-	if err := json.Unmarshal(body, review); err != nil {
-		return nil, &reviewError{http.StatusBadRequest, "body is not a ConversionReview: " + err.Error()}
+	rv, msg := parseReview(body)
+	if msg != "" {
+		return nil, &reviewError{http.StatusBadRequest, msg}
 	}
-	if review.APIVersion != apiextensionsv1.SchemeGroupVersion.String() || review.Kind != "ConversionReview" {
-		return nil, &reviewError{http.StatusBadRequest, fmt.Sprintf("want apiextensions.k8s.io/v1 ConversionReview, got %s %s", review.APIVersion, review.Kind)}
-	}
-	if review.Request == nil {
-		return nil, &reviewError{http.StatusBadRequest, "ConversionReview has no request"}
-	}
-	return review, nil
+	return rv, nil
 }
 
-// convert converts every object or none: one failure fails the review, as
-// the API server requires.
-func (h *ConvertHandler) convert(req *apiextensionsv1.ConversionRequest) (resp *apiextensionsv1.ConversionResponse) {
-	resp = &apiextensionsv1.ConversionResponse{UID: req.UID}
-	fail := func(format string, args ...any) *apiextensionsv1.ConversionResponse {
-		resp.ConvertedObjects = nil
-		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf(format, args...)}
-		return resp
+// parseReview reads the fields of a ConversionReview the webhook uses;
+// a malformed review is described in the returned message.
+func parseReview(body string) (*review, string) {
+	v, err := jsonvalue.DecodeString(body)
+	if err != nil {
+		return nil, "body is not a ConversionReview: " + err.Error()
 	}
+	top, ok := v.(map[string]any)
+	if !ok {
+		return nil, "body is not a ConversionReview: not a JSON object"
+	}
+	apiVersion, _ := top["apiVersion"].(string)
+	kind, _ := top["kind"].(string)
+	if apiVersion != apiextensionsv1.SchemeGroupVersion.String() || kind != "ConversionReview" {
+		return nil, fmt.Sprintf("want apiextensions.k8s.io/v1 ConversionReview, got %s %s", apiVersion, kind)
+	}
+	request, ok := top["request"].(map[string]any)
+	if !ok {
+		return nil, "ConversionReview has no request"
+	}
+	rv := &review{body: body}
+	for field, dst := range map[string]*string{"uid": &rv.uid, "desiredAPIVersion": &rv.desiredAPIVersion} {
+		if v, present := request[field]; present && v != nil {
+			if *dst, ok = v.(string); !ok {
+				return nil, fmt.Sprintf("request.%s: must be a string", field)
+			}
+		}
+	}
+	if objects, present := request["objects"]; present && objects != nil {
+		if rv.objects, ok = objects.([]any); !ok {
+			return nil, "request.objects: must be a list"
+		}
+	}
+	return rv, ""
+}
+
+// convert appends every object converted, comma-separated, to out, or
+// returns why one could not be: one failure fails the review, as the API
+// server requires.
+func (h *ConvertHandler) convert(rv *review, out []byte) (_ []byte, failure string) {
+	to := versionLabel(rv.desiredAPIVersion)
 	defer func() {
 		// A bug must cost one request, never the process or a hung connection.
 		if p := recover(); p != nil {
-			h.Log.Error("panic converting objects", zap.Any("panic", p), zap.String("uid", string(req.UID)))
-			resp = fail("internal error converting objects")
+			h.Log.Error("panic converting objects", zap.Any("panic", p), zap.String("uid", rv.uid))
+			failure = "internal error converting objects"
 		}
 	}()
-	if req.UID == "" {
-		return fail("request.uid is empty")
+	if rv.uid == "" {
+		return nil, "request.uid is empty"
 	}
-	resp.ConvertedObjects = make([]runtime.RawExtension, 0, len(req.Objects))
-	for i, raw := range req.Objects {
-		obj, err := decodeObject(raw.Raw)
-		if err != nil {
-			h.Metrics.conversions.WithLabelValues("failure", "", versionLabel(req.DesiredAPIVersion)).Inc()
-			return fail("objects[%d]: %v", i, err)
+	// Counted per review: a LIST page is 500 objects, nearly always of
+	// one version.
+	converted := map[string]float64{}
+	defer func() {
+		for from, n := range converted {
+			h.Metrics.conversions.WithLabelValues("success", from, to).Add(n)
+		}
+	}()
+	for i, v := range rv.objects {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
+			return nil, fmt.Sprintf("objects[%d]: not a JSON object", i)
 		}
 		from, _ := obj["apiVersion"].(string)
-		converted, err := conversion.Convert(obj, req.DesiredAPIVersion)
+		result, err := conversion.Convert(obj, rv.desiredAPIVersion)
 		if err != nil {
-			h.Metrics.conversions.WithLabelValues("failure", versionLabel(from), versionLabel(req.DesiredAPIVersion)).Inc()
-			return fail("objects[%d] (%s): %v", i, objectName(obj), err)
+			h.Metrics.conversions.WithLabelValues("failure", versionLabel(from), to).Inc()
+			return nil, fmt.Sprintf("objects[%d] (%s): %v", i, objectName(obj), err)
 		}
-		encoded, err := json.Marshal(converted)
-		if err != nil {
-			return fail("objects[%d] (%s): encoding: %v", i, objectName(obj), err)
+		if i > 0 {
+			out = append(out, ',')
 		}
-		resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: encoded})
-		h.Metrics.conversions.WithLabelValues("success", versionLabel(from), versionLabel(req.DesiredAPIVersion)).Inc()
+		if out, err = jsonvalue.Append(out, result); err != nil {
+			return nil, fmt.Sprintf("objects[%d] (%s): encoding: %v", i, objectName(obj), err)
+		}
+		// The decoded object is garbage once written.
+		rv.objects[i] = nil
+		converted[versionLabel(from)]++
 	}
-	resp.Result = metav1.Status{Status: metav1.StatusSuccess}
-	return resp
+	return out, ""
 }
 
 // versionLabel keeps metric labels to a closed set: the request is not
@@ -253,22 +306,6 @@ func versionLabel(apiVersion string) string {
 		return apiVersion
 	}
 	return "other"
-}
-
-func decodeObject(raw []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	if obj == nil {
-		return nil, errors.New("not a JSON object: null")
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the object")
-	}
-	return obj, nil
 }
 
 func objectName(obj map[string]any) string {

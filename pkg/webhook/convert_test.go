@@ -31,7 +31,7 @@ func post(t *testing.T, h http.Handler, body string) *httptest.ResponseRecorder 
 	return rec
 }
 
-func review(desired string, objects ...string) string {
+func reviewBody(desired string, objects ...string) string {
 	return `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u-1","desiredAPIVersion":"` +
 		desired + `","objects":[` + strings.Join(objects, ",") + `]}}`
 }
@@ -56,7 +56,7 @@ func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) *apiextensions
 
 func TestConvertsEveryObject(t *testing.T) {
 	h := newHandler(t)
-	resp := decodeResponse(t, post(t, h, review("materialize.cloud/v1", alphaObject, alphaObject)))
+	resp := decodeResponse(t, post(t, h, reviewBody("materialize.cloud/v1", alphaObject, alphaObject)))
 	if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != 2 {
 		t.Fatalf("want 2 converted objects and Success, got %+v", resp.Result)
 	}
@@ -74,10 +74,10 @@ func TestConvertsEveryObject(t *testing.T) {
 
 func TestFailuresAreConversionReviewFailures(t *testing.T) {
 	cases := map[string]struct{ body, want string }{
-		"unknown desired version": {review("materialize.cloud/v7", alphaObject), `desired apiVersion: "materialize.cloud/v7"`},
-		"wrong kind":              {review("materialize.cloud/v1", `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Console"}`), `objects[0] (): kind "Console"`},
-		"object not JSON object":  {review("materialize.cloud/v1", alphaObject, `[1,2]`), "objects[1]: not a JSON object"},
-		"one bad object fails all": {review("materialize.cloud/v1", alphaObject, `{"apiVersion":"x/v1","kind":"Materialize","metadata":{"name":"b","namespace":"n"}}`),
+		"unknown desired version": {reviewBody("materialize.cloud/v7", alphaObject), `desired apiVersion: "materialize.cloud/v7"`},
+		"wrong kind":              {reviewBody("materialize.cloud/v1", `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Console"}`), `objects[0] (): kind "Console"`},
+		"object not JSON object":  {reviewBody("materialize.cloud/v1", alphaObject, `[1,2]`), "objects[1]: not a JSON object"},
+		"one bad object fails all": {reviewBody("materialize.cloud/v1", alphaObject, `{"apiVersion":"x/v1","kind":"Materialize","metadata":{"name":"b","namespace":"n"}}`),
 			`objects[1] (n/b): object apiVersion: "x/v1"`},
 	}
 	for name, tc := range cases {
@@ -104,9 +104,15 @@ func TestMalformedRequestsAre4xx(t *testing.T) {
 		"wrong type":     {http.MethodPost, "application/json", `{"apiVersion":"v1","kind":"Pod"}`, http.StatusBadRequest, "want apiextensions.k8s.io/v1 ConversionReview"},
 		"v1beta1 review": {http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1beta1","kind":"ConversionReview","request":{}}`, http.StatusBadRequest, "want apiextensions.k8s.io/v1"},
 		"no request":     {http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest, "has no request"},
-		"GET":            {http.MethodGet, "", "", http.StatusMethodNotAllowed, "only POST"},
-		"yaml":           {http.MethodPost, "application/yaml", "{}", http.StatusUnsupportedMediaType, "want application/json"},
-		"oversize body":  {http.MethodPost, "application/json", `{"x":"` + strings.Repeat("a", 2<<20) + `"}`, http.StatusRequestEntityTooLarge, "larger than"},
+		"uid not a string": {http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":7}}`,
+			http.StatusBadRequest, "request.uid: must be a string"},
+		"objects not a list": {http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","objects":{}}}`,
+			http.StatusBadRequest, "request.objects: must be a list"},
+		"truncated":     {http.MethodPost, "application/json", reviewBody("materialize.cloud/v1", alphaObject)[:100], http.StatusBadRequest, "unexpected end of JSON input"},
+		"trailing data": {http.MethodPost, "application/json", reviewBody("materialize.cloud/v1", alphaObject) + "{}", http.StatusBadRequest, "data after the top-level value"},
+		"GET":           {http.MethodGet, "", "", http.StatusMethodNotAllowed, "only POST"},
+		"yaml":          {http.MethodPost, "application/yaml", "{}", http.StatusUnsupportedMediaType, "want application/json"},
+		"oversize body": {http.MethodPost, "application/json", `{"x":"` + strings.Repeat("a", 2<<20) + `"}`, http.StatusRequestEntityTooLarge, "larger than"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -127,7 +133,7 @@ func TestMalformedRequestsAre4xx(t *testing.T) {
 }
 
 func TestEmptyUIDIsAFailure(t *testing.T) {
-	body := strings.Replace(review("materialize.cloud/v1", alphaObject), `"uid":"u-1"`, `"uid":""`, 1)
+	body := strings.Replace(reviewBody("materialize.cloud/v1", alphaObject), `"uid":"u-1"`, `"uid":""`, 1)
 	rec := post(t, newHandler(t), body)
 	var out apiextensionsv1.ConversionReview
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
@@ -145,7 +151,7 @@ func TestMetricLabelsAreAClosedSet(t *testing.T) {
 	h := newHandler(t)
 	for i := range 3 {
 		obj := strings.Replace(alphaObject, "materialize.cloud/v1alpha1", fmt.Sprintf("evil.example/v%d", i), 1)
-		resp := decodeResponse(t, post(t, h, review(fmt.Sprintf("attacker/v%d", i), obj)))
+		resp := decodeResponse(t, post(t, h, reviewBody(fmt.Sprintf("attacker/v%d", i), obj)))
 		if resp.Result.Status != metav1.StatusFailure {
 			t.Fatalf("converting to attacker/v%d succeeded", i)
 		}
@@ -165,7 +171,7 @@ func TestInFlightBudget(t *testing.T) {
 	h := newHandler(t)
 	h.MaxInFlightReviews = 2
 	h.MaxInFlightBytes = 64
-	body := review("materialize.cloud/v1", alphaObject)
+	body := reviewBody("materialize.cloud/v1", alphaObject)
 	decodeResponse(t, post(t, h, body)) // larger than the byte budget, alone: admitted
 
 	if !h.admit(1) {
@@ -195,7 +201,7 @@ func TestOversizedBodyIsRefusedBeforeAdmission(t *testing.T) {
 	h := newHandler(t)
 	h.MaxInFlightReviews = 1
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(review("materialize.cloud/v1", alphaObject)))
+	req := httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(reviewBody("materialize.cloud/v1", alphaObject)))
 	req.ContentLength = h.MaxRequestBytes + 1
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusRequestEntityTooLarge {
@@ -240,7 +246,7 @@ func TestTricklingBodyReleasesItsBudgetAtTheReadDeadline(t *testing.T) {
 	}
 
 	send := func() int {
-		resp, err := client.Post(srv.URL+"/convert", "application/json", strings.NewReader(review("materialize.cloud/v1", alphaObject)))
+		resp, err := client.Post(srv.URL+"/convert", "application/json", strings.NewReader(reviewBody("materialize.cloud/v1", alphaObject)))
 		if err != nil {
 			t.Fatal(err)
 		}
