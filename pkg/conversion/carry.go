@@ -121,7 +121,7 @@ func copyPaths(obj map[string]any, paths *fieldPaths) map[string]any {
 // compares everything below, as the full diff would.
 func diffAt(paths *fieldPaths, want, got map[string]any) []carried {
 	var out []carried
-	diffPaths(&out, nil, paths, want, got)
+	diffPaths(&out, make([]string, 0, 8), paths, want, got)
 	sortCarried(out)
 	return out
 }
@@ -250,7 +250,14 @@ func rawOrNil(v any, present bool) json.RawMessage {
 // encodeCarry writes fields as json.Marshal would, without reflection:
 // the read path writes an annotation for every object it converts.
 func encodeCarry(fields []carried) []byte {
-	out := []byte{'['}
+	size := 2
+	for _, f := range fields {
+		size += 32 + len(f.Value) + len(f.Derived)
+		for _, k := range f.Path {
+			size += len(k) + 3
+		}
+	}
+	out := append(make([]byte, 0, size), '[')
 	for i, f := range fields {
 		if i > 0 {
 			out = append(out, ',')

@@ -228,15 +228,8 @@ func rolloutHashOf(obj map[string]any) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	annotations := map[string]string{}
-	if m, ok := lookupMap(obj, "metadata", "annotations"); ok {
-		for k, v := range m {
-			if s, ok := v.(string); ok {
-				annotations[k] = s
-			}
-		}
-	}
-	hash, err := RolloutHash(spec, annotations)
+	force, forced := lookupString(obj, "metadata", "annotations", ForceRolloutAnnotation)
+	hash, err := hashSpec(spec, force, forced)
 	if err != nil {
 		return "", false
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -28,16 +30,29 @@ const ForceRolloutAnnotation = "materialize.cloud/force-rollout"
 // read the spec either (a missing required field, a malformed UUID, a value
 // of the wrong type); such a spec has no hash.
 func RolloutHash(spec map[string]any, annotations map[string]string) (string, error) {
-	doc, err := UpstreamSpecJSON(spec)
+	force, forced := annotations[ForceRolloutAnnotation]
+	return hashSpec(spec, force, forced)
+}
+
+// serdeDocs holds the buffers hashed documents are written into: every
+// conversion hashes one, and drops it at once.
+var serdeDocs = sync.Pool{New: func() any { return new([]byte) }}
+
+func hashSpec(spec map[string]any, force string, forced bool) (string, error) {
+	buf := serdeDocs.Get().(*[]byte)
+	defer serdeDocs.Put(buf)
+	doc, err := appendUpstreamSpecJSON((*buf)[:0], spec)
+	*buf = doc
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
 	h.Write(doc)
-	if force, ok := annotations[ForceRolloutAnnotation]; ok {
-		h.Write([]byte(force))
+	if forced {
+		_, _ = io.WriteString(h, force)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
 // UpstreamSpecJSON is the document RolloutHash hashes. serde_json writes
@@ -48,9 +63,12 @@ func RolloutHash(spec map[string]any, annotations map[string]string) (string, er
 // Rust names. Fields upstream's types do not have are dropped, as serde
 // ignores them.
 func UpstreamSpecJSON(spec map[string]any) ([]byte, error) {
-	// The document of a realistic spec is under 1 KiB; the stacks are
-	// shallow.
-	w := &serdeWriter{buf: make([]byte, 0, 1024), path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
+	return appendUpstreamSpecJSON(nil, spec)
+}
+
+func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
+	// The stacks are as deep as the spec.
+	w := &serdeWriter{buf: buf, path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
 	w.object(func() {
 		w.requiredString(spec, "environmentdImageRef")
 		w.option(spec, "environmentdExtraArgs", w.strings)
@@ -80,10 +98,7 @@ func UpstreamSpecJSON(spec map[string]any) ([]byte, error) {
 		w.nullField("consoleExternalCertificateSpec")
 		w.option(spec, "internalCertificateSpec", w.certSpec)
 	})
-	if w.err != nil {
-		return nil, w.err
-	}
-	return w.buf, nil
+	return w.buf, w.err
 }
 
 // serdeWriter writes JSON as serde_json's compact serializer does. The

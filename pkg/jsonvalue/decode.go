@@ -128,6 +128,8 @@ func (d *Decoder) object() (any, error) {
 		return nil, err
 	}
 	d.pos++ // '{'
+	// One allocation for a map of up to 8 members, where an empty literal
+	// allocates its table on the first insert.
 	m := map[string]any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
@@ -234,6 +236,10 @@ func (d *Decoder) scanString() (body string, plain bool, err error) {
 	plain = true
 	for d.pos < len(d.data) {
 		c := d.data[d.pos]
+		if c < utf8.RuneSelf && plainInString[c] {
+			d.pos++
+			continue
+		}
 		switch {
 		case c == '"':
 			body = d.data[start:d.pos]
@@ -273,6 +279,14 @@ func (d *Decoder) scanString() (body string, plain bool, err error) {
 	}
 	return "", false, d.unexpected("in string literal")
 }
+
+// plainInString marks the ASCII bytes that stand for themselves in a string.
+var plainInString = func() (t [utf8.RuneSelf]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -154,13 +155,51 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
-// readBody reads all of body into a string (which the decoded objects'
-// strings then share) sized by the request's Content-Length, which the
-// caller has checked against the limit.
+// readBodyWithin is readBody bounded by timeout. The read deadline is set
+// only once the timeout has passed: over HTTP/2 (the API server's) setting
+// one is a round trip through the connection's serving goroutine, which
+// would cost every review two of them.
+func readBodyWithin(w http.ResponseWriter, body io.Reader, contentLength int64, timeout time.Duration) (string, error) {
+	rc := http.NewResponseController(w)
+	var mu sync.Mutex
+	done, expired := false, false
+	timer := time.AfterFunc(timeout, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			expired = true
+			// A recorder in a unit test cannot; nothing would be reading.
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+	out, err := readBody(body, contentLength)
+	timer.Stop()
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	if expired {
+		// Answering takes what it takes (the write timeout bounds it); over
+		// HTTP/1 a read deadline still set would close the connection.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return out, err
+}
+
+// readBody reads all of body, in a buffer sized by the request's
+// Content-Length (which the caller has checked against the limit), into a
+// string that the decoded objects' strings then share.
 func readBody(body io.Reader, contentLength int64) (string, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, max(contentLength, 0)+bytes.MinRead))
-	_, err := buf.ReadFrom(body)
-	return buf.String(), err
+	if _, err := buf.ReadFrom(body); err != nil {
+		return "", err
+	}
+	b := buf.Bytes()
+	if len(b) == 0 {
+		return "", nil
+	}
+	// Nothing writes to b after this: the string is its only reference,
+	// which spares a copy of every body (up to 16 MiB).
+	return unsafe.String(&b[0], len(b)), nil
 }
 
 // review is the request of a ConversionReview, decoded in one pass; the
@@ -186,15 +225,7 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*re
 	if timeout <= 0 {
 		timeout = DefaultBodyReadTimeout
 	}
-	// Both HTTP/1 and HTTP/2 (the API server's) support it; a recorder in
-	// a unit test does not, and needs no deadline.
-	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return nil, &reviewError{http.StatusInternalServerError, "setting the body's read deadline: " + err.Error()}
-	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
-	// Answering takes what it takes (the write timeout bounds it); over
-	// HTTP/1 a read deadline still set would close the connection.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	body, err := readBodyWithin(w, http.MaxBytesReader(w, r.Body, limit), r.ContentLength, timeout)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

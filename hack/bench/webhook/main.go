@@ -1,10 +1,15 @@
-// Command webhook-bench measures the conversion webhook over TLS: reviews of
-// 1 and of 500 Materialize objects sent to the real /convert handler and, on
-// the same TLS server, to an echo handler that only decodes the
-// ConversionReview and encodes the objects back unchanged. The ratio of the
-// two isolates what conversion itself costs on top of the transport.
+// Command webhook-bench measures the conversion webhook against two
+// references, in one run: an echo handler that only decodes the
+// ConversionReview and encodes the objects back unchanged (what any handler
+// pays), and controller-runtime's conversion webhook with hub/spoke Go types
+// (peer.go; what a Go operator author would otherwise ship). Reviews of 1
+// and of 500 v1alpha1 Materializes converted to v1, called in process and
+// over TLS (HTTP/2), each repeated; ratios are throughput over the echo's.
 //
-//	go run ./hack/bench/webhook -duration 10s -concurrency 4
+// It is its own module so that the operator does not depend on
+// controller-runtime:
+//
+//	cd hack/bench/webhook && go run . -duration 5s -repeats 3
 package main
 
 import (
@@ -17,12 +22,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,11 +44,12 @@ import (
 )
 
 func main() {
-	duration := flag.Duration("duration", 10*time.Second, "load time per scenario")
-	concurrency := flag.Int("concurrency", 4, "concurrent clients")
+	duration := flag.Duration("duration", 5*time.Second, "TLS load time per handler and size")
+	concurrency := flag.Int("concurrency", 4, "concurrent TLS clients")
+	repeats := flag.Int("repeats", 3, "rounds; each round measures every handler once")
 	sizes := flag.String("objects", "1,500", "objects per review, comma separated")
 	flag.Parse()
-	if err := run(*duration, *concurrency, *sizes); err != nil {
+	if err := run(*duration, *concurrency, *repeats, *sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "webhook-bench:", err)
 		os.Exit(1)
 	}
@@ -62,7 +71,24 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(&review)
 }
 
-func run(duration time.Duration, concurrency int, sizes string) error {
+// handlers are measured in this order, echo first: ratios are over it.
+var handlerNames = []string{"echo", "orchestratord", "controller-runtime"}
+
+func run(duration time.Duration, concurrency, repeats int, sizes string) error {
+	peer, err := peerHandler()
+	if err != nil {
+		return err
+	}
+	handlers := map[string]http.Handler{
+		"echo":               http.HandlerFunc(echo),
+		"orchestratord":      &webhook.ConvertHandler{Log: zap.NewNop(), Metrics: webhook.NewMetrics(prometheus.NewRegistry())},
+		"controller-runtime": peer,
+	}
+	for _, name := range handlerNames[1:] {
+		if err := checkConverts(handlers[name]); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	ca, err := servingcert.NewCA("bench", time.Hour, time.Now())
 	if err != nil {
 		return err
@@ -72,8 +98,9 @@ func run(duration time.Duration, concurrency int, sizes string) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/convert", &webhook.ConvertHandler{Log: zap.NewNop(), Metrics: webhook.NewMetrics(prometheus.NewRegistry())})
-	mux.HandleFunc("/echo", echo)
+	for name, h := range handlers {
+		mux.Handle("/"+name, h)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -90,34 +117,106 @@ func run(duration time.Duration, concurrency int, sizes string) error {
 	}}
 	base := "https://" + ln.Addr().String()
 
-	fmt.Printf("go %s, %d CPUs, concurrency %d, %s per scenario; client and server share the machine\n\n",
-		runtime.Version(), runtime.NumCPU(), concurrency, duration)
-	fmt.Println("| objects/review | handler | reviews/s | objects/s | p50 | p99 |")
+	fmt.Printf("go %s, %d CPUs; in process: one caller; TLS: %d concurrent clients for %s per handler; %d rounds\n\n",
+		runtime.Version(), runtime.NumCPU(), concurrency, duration, repeats)
+	fmt.Println("| objects/review | path | echo objects/s | orchestratord objects/s (× echo) | controller-runtime objects/s (× echo) | orchestratord / controller-runtime |")
 	fmt.Println("|---:|---|---:|---:|---:|---:|")
-	var ratios []string
 	for _, field := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil {
 			return fmt.Errorf("-objects: %w", err)
 		}
 		body := reviewBody(n)
-		results := map[string]result{}
-		for _, path := range []string{"/echo", "/convert"} {
-			r, err := load(client, base+path, body, duration, concurrency)
-			if err != nil {
-				return err
+		for _, path := range []string{"in process", "TLS"} {
+			rates := map[string][]float64{}
+			for range repeats {
+				for _, name := range handlerNames {
+					var rate float64
+					if path == "in process" {
+						rate, err = inProcess(handlers[name], body)
+					} else {
+						var r result
+						r, err = load(client, base+"/"+name, body, duration, concurrency)
+						rate = r.rate
+					}
+					if err != nil {
+						return fmt.Errorf("%s, %d objects, %s: %w", name, n, path, err)
+					}
+					rates[name] = append(rates[name], rate*float64(n))
+				}
 			}
-			results[path] = r
-			fmt.Printf("| %d | %s | %.0f | %.0f | %s | %s |\n", n, strings.TrimPrefix(path, "/"), r.rate, r.rate*float64(n), r.p50, r.p99)
+			fmt.Printf("| %d | %s | %s | %s (%s) | %s (%s) | %s |\n", n, path,
+				span(rates["echo"], 1, "%.0f"),
+				span(rates["orchestratord"], 1, "%.0f"), ratios(rates["orchestratord"], rates["echo"]),
+				span(rates["controller-runtime"], 1, "%.0f"), ratios(rates["controller-runtime"], rates["echo"]),
+				ratios(rates["orchestratord"], rates["controller-runtime"]))
 		}
-		ratios = append(ratios, fmt.Sprintf("%d objects: convert/echo throughput %.2f, p99 %.2fx",
-			n, results["/convert"].rate/results["/echo"].rate, float64(results["/convert"].p99)/float64(results["/echo"].p99)))
-	}
-	fmt.Println()
-	for _, r := range ratios {
-		fmt.Println("- " + r)
 	}
 	return nil
+}
+
+// checkConverts makes sure a handler does the work measured: a v1 object
+// with its rollout hash back for the fixture.
+func checkConverts(h http.Handler) error {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(reviewBody(1))))
+	var out struct {
+		Response struct {
+			ConvertedObjects []struct {
+				APIVersion string `json:"apiVersion"`
+				Status     struct {
+					RequestedRolloutHash string `json:"requestedRolloutHash"`
+				} `json:"status"`
+			} `json:"convertedObjects"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		return fmt.Errorf("response: %w: %s", err, rec.Body)
+	}
+	if objs := out.Response.ConvertedObjects; len(objs) != 1 || objs[0].APIVersion != "materialize.cloud/v1" || objs[0].Status.RequestedRolloutHash == "" {
+		return fmt.Errorf("did not convert the fixture to v1 with a rollout hash: %s", rec.Body)
+	}
+	return nil
+}
+
+// inProcess is reviews per second of h called directly, as a benchmark.
+func inProcess(h http.Handler, body []byte) (float64, error) {
+	var failure error
+	r := testing.Benchmark(func(b *testing.B) {
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"status":"Success"`)) {
+				failure = fmt.Errorf("%d %s", rec.Code, rec.Body)
+				b.SkipNow()
+			}
+		}
+	})
+	if failure != nil {
+		return 0, failure
+	}
+	return float64(r.N) / r.T.Seconds(), nil
+}
+
+// span is the range of xs (each times scale) as "lo–hi".
+func span(xs []float64, scale float64, format string) string {
+	lo, hi := slices.Min(xs)*scale, slices.Max(xs)*scale
+	if fmt.Sprintf(format, lo) == fmt.Sprintf(format, hi) {
+		return fmt.Sprintf(format, lo)
+	}
+	return fmt.Sprintf(format+"–"+format, lo, hi)
+}
+
+// ratios is the range of a[i]/b[i]: each round's two measurements ran
+// back to back, so their ratio is the round's.
+func ratios(a, b []float64) string {
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = a[i] / b[i]
+	}
+	return span(rs, 1, "%.2f")
 }
 
 type result struct {
