@@ -5,6 +5,8 @@ package apply
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -52,7 +54,46 @@ func Object[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
 	return true, nil
 }
 
+// OwnedDigestAnnotation marks a cached stub (controller.TrimForCache): an
+// object cut down to what the reconcilers read, whose annotation holds the
+// Digest of the fields FieldManager owned in the whole object. It exists
+// only in the controllers' caches and is never written.
+const OwnedDigestAnnotation = "orchestratord.materialize.cloud/cached-owned-fields-digest"
+
+// Digest fingerprints an apply configuration for the no-op check: two
+// digests are equal when the configurations' JSON values are (and, for
+// JSON the API server wrote, only then).
+func Digest(ac any) (string, error) {
+	v, err := asJSON(ac)
+	if err != nil {
+		return "", err
+	}
+	// Marshalled from decoded JSON: map keys sorted, numbers as float64,
+	// one encoding per value.
+	canonical, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// OwnedDigest is the Digest of the fields of live that FieldManager owns.
+func OwnedDigest[T any, AC any](live T, extract func(T, string) (AC, error)) (string, error) {
+	owned, err := extract(live, FieldManager)
+	if err != nil {
+		return "", fmt.Errorf("extracting owned fields: %w", err)
+	}
+	return Digest(owned)
+}
+
 func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, error)) (bool, error) {
+	if extract != nil {
+		if digest, stub := CachedDigest(live); stub {
+			want, err := Digest(desired)
+			return want == digest, err
+		}
+	}
 	want, err := asJSON(desired)
 	if err != nil {
 		return false, err
@@ -78,6 +119,18 @@ func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, err
 		delete(m, "kind")
 	}
 	return Subset(want, got), nil
+}
+
+// CachedDigest returns the owned-fields digest of a cached stub. A whole
+// object (a write's result, a GET) is none, even if someone wrote the
+// annotation on it: it has managedFields, which a stub never has.
+func CachedDigest(obj any) (string, bool) {
+	o, err := meta.Accessor(obj)
+	if err != nil || len(o.GetManagedFields()) > 0 {
+		return "", false
+	}
+	digest, ok := o.GetAnnotations()[OwnedDigestAnnotation]
+	return digest, ok
 }
 
 func asJSON(v any) (any, error) {

@@ -1,6 +1,13 @@
 package apply
 
-import "testing"
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+)
 
 func TestSubset(t *testing.T) {
 	got := map[string]any{"a": 1.0, "b": map[string]any{"c": "x", "d": []any{1.0, 2.0}}, "e": true}
@@ -20,6 +27,36 @@ func TestSubset(t *testing.T) {
 	for i, tc := range cases {
 		if Subset(tc.want, got) != tc.ok {
 			t.Errorf("case %d: Subset(%v) = %v, want %v", i, tc.want, !tc.ok, tc.ok)
+		}
+	}
+}
+
+// A cached stub is judged by its digest: equal to the desired
+// configuration's, nothing is written; different, the write happens.
+func TestObjectComparesStubsByDigest(t *testing.T) {
+	desired := corev1ac.ConfigMap("c", "ns").WithData(map[string]string{"a": "1"})
+	digest, err := Digest(desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extract := func(*corev1.ConfigMap, string) (*corev1ac.ConfigMapApplyConfiguration, error) {
+		t.Fatal("a stub's owned fields must not be extracted again")
+		return nil, nil
+	}
+	for _, tc := range []struct {
+		digest    string
+		wantWrite bool
+	}{{digest, false}, {"other", true}} {
+		live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns",
+			Annotations: map[string]string{OwnedDigestAnnotation: tc.digest}}}
+		wrote := false
+		write := func(context.Context, *corev1ac.ConfigMapApplyConfiguration, metav1.ApplyOptions) (*corev1.ConfigMap, error) {
+			wrote = true
+			return live, nil
+		}
+		got, err := Object(context.Background(), live, true, desired, extract, write)
+		if err != nil || got != tc.wantWrite || wrote != tc.wantWrite {
+			t.Errorf("stub digest %q: wrote %v (reported %v, %v), want %v", tc.digest, wrote, got, err, tc.wantWrite)
 		}
 	}
 }

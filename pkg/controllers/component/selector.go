@@ -54,12 +54,19 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, owner metav1.Ob
 	if err != nil {
 		return false, 0, err
 	}
+	// The cache holds a stub without the pod template
+	// (controller.TrimForCache): the template check and the update start
+	// from the whole object. This runs once per Deployment, when migrating.
+	name := live.Name
+	if live, err = deployments.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return false, SelectorFixPoll, nil
+	} else if err != nil {
+		return false, 0, fmt.Errorf("reading deployment %s to replace its selector: %w", name, err)
+	}
 	if !holds(live.Spec.Template, want) {
 		d := live.DeepCopy()
 		d.Spec.Template = want
-		// The cached copy holds only this operator's managedFields entries
-		// (controller.TrimForCache); sent back they would replace the
-		// server's record. Nil leaves it as it is.
+		// Nil leaves the server's record of managed fields as it is.
 		d.ManagedFields = nil
 		out, err := deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: apply.FieldManager})
 		if err != nil {

@@ -1,8 +1,18 @@
 package controller
 
 import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -23,17 +33,100 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 		mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
 }
 
-// TrimForCache is the informers' transform: it drops, before an object is
-// cached, the managedFields entries of every manager but this operator's.
-// The no-op check reads only this operator's entries (apply.Object); the
-// others (kube-controller-manager's status updates, a user's kubectl) are
-// most of the rest and, with server-side apply, a large share of each
-// cached object. Objects that are not Kubernetes objects (a tombstone)
-// pass through.
+// TrimForCache is the informers' transform. The operator's children
+// (ServiceAccount, Role, RoleBinding, NetworkPolicy, ConfigMap, Service,
+// StatefulSet, Deployment) are cached as stubs: the metadata and the few
+// spec and status fields the reconcilers read, and the digest of the
+// fields this operator owns (apply.OwnedDigestAnnotation), which is all
+// the no-op check needs. Pod templates, data, rules and every manager's
+// managedFields stay out of memory. A child whose owned fields cannot be
+// extracted, and the custom resources, which the reconcilers read whole,
+// keep everything but other managers' managedFields entries (the
+// no-op check of a Balancer or Console reads this operator's). Objects
+// that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
+	if _, stubbed := apply.CachedDigest(obj); stubbed {
+		// Already a stub: informers may transform what they hold again
+		// (a resync), and a stub has no owned fields left to extract.
+		return obj, nil
+	}
+	var out any
+	var err error
+	switch o := obj.(type) {
+	case *corev1.ServiceAccount:
+		out, err = stub(o, corev1ac.ExtractServiceAccount, func(m metav1.ObjectMeta) any {
+			return &corev1.ServiceAccount{ObjectMeta: m}
+		})
+	case *rbacv1.Role:
+		out, err = stub(o, rbacv1ac.ExtractRole, func(m metav1.ObjectMeta) any { return &rbacv1.Role{ObjectMeta: m} })
+	case *rbacv1.RoleBinding:
+		out, err = stub(o, rbacv1ac.ExtractRoleBinding, func(m metav1.ObjectMeta) any { return &rbacv1.RoleBinding{ObjectMeta: m} })
+	case *networkingv1.NetworkPolicy:
+		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, func(m metav1.ObjectMeta) any {
+			return &networkingv1.NetworkPolicy{ObjectMeta: m}
+		})
+	case *corev1.ConfigMap:
+		out, err = stub(o, corev1ac.ExtractConfigMap, func(m metav1.ObjectMeta) any { return &corev1.ConfigMap{ObjectMeta: m} })
+	case *corev1.Service:
+		// The cluster IP tells a headless Service (component.FixHeadless).
+		out, err = stub(o, corev1ac.ExtractService, func(m metav1.ObjectMeta) any {
+			return &corev1.Service{ObjectMeta: m, Spec: corev1.ServiceSpec{ClusterIP: o.Spec.ClusterIP}}
+		})
+	case *appsv1.StatefulSet:
+		// Readiness reads the status (materialize's statefulSetReady).
+		out, err = stub(o, appsv1ac.ExtractStatefulSet, func(m metav1.ObjectMeta) any {
+			return &appsv1.StatefulSet{ObjectMeta: m, Status: o.Status}
+		})
+	case *appsv1.Deployment:
+		// The selector check, the rollout wait and readiness read these
+		// (component.FixSelector, which GETs the whole Deployment before
+		// it changes one, rolledOut, ReadyFromDeployment).
+		out, err = stub(o, appsv1ac.ExtractDeployment, func(m metav1.ObjectMeta) any {
+			return &appsv1.Deployment{ObjectMeta: m, Spec: appsv1.DeploymentSpec{Selector: o.Spec.Selector, Replicas: o.Spec.Replicas}, Status: o.Status}
+		})
+	}
+	if err == nil && out != nil {
+		return out, nil
+	}
+	return dropOtherManagers(obj), nil
+}
+
+// stub returns what newStub builds from the metadata the reconcilers read
+// (identity, ownership, labels for selection, deletion), annotated with
+// the digest of the fields this operator owns in live; an error when they
+// cannot be extracted.
+func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), newStub func(metav1.ObjectMeta) any) (_ any, err error) {
+	defer func() {
+		// client-go's extractors panic on managedFields they cannot decode
+		// (the API server never sends such): keep the object whole.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("extracting owned fields: %v", p)
+		}
+	}()
+	digest, err := apply.OwnedDigest(live, extract)
+	if err != nil {
+		return nil, err
+	}
+	return newStub(metav1.ObjectMeta{
+		Name:              live.GetName(),
+		Namespace:         live.GetNamespace(),
+		UID:               live.GetUID(),
+		ResourceVersion:   live.GetResourceVersion(),
+		Generation:        live.GetGeneration(),
+		Labels:            live.GetLabels(),
+		OwnerReferences:   live.GetOwnerReferences(),
+		DeletionTimestamp: live.GetDeletionTimestamp(),
+		Annotations:       map[string]string{apply.OwnedDigestAnnotation: digest},
+	}), nil
+}
+
+// dropOtherManagers drops the managedFields entries of every manager but
+// this operator's: kube-controller-manager's status updates, a user's
+// kubectl.
+func dropOtherManagers(obj any) any {
 	o, err := meta.Accessor(obj)
 	if err != nil {
-		return obj, nil
+		return obj
 	}
 	entries := o.GetManagedFields()
 	kept := entries[:0]
@@ -47,5 +140,5 @@ func TrimForCache(obj any) (any, error) {
 		// reachable through the old backing array.
 		o.SetManagedFields(append(kept[:0:0], kept...))
 	}
-	return obj, nil
+	return obj
 }

@@ -4,14 +4,17 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 )
 
 func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: []metav1.ManagedFieldsEntry{
+	d := &v1alpha1.Balancer{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: []metav1.ManagedFieldsEntry{
 		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
 		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply},
 		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate},
@@ -21,7 +24,7 @@ func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*appsv1.Deployment).ManagedFields
+	got := out.(*v1alpha1.Balancer).ManagedFields
 	if len(got) != 2 || got[0].Operation != metav1.ManagedFieldsOperationApply || got[1].Operation != metav1.ManagedFieldsOperationUpdate {
 		t.Errorf("kept %v, want this operator's apply and update entries only", got)
 	}
@@ -33,5 +36,116 @@ func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
 	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/d", Obj: d}
 	if out, err := TrimForCache(tombstone); err != nil || out != any(tombstone) {
 		t.Errorf("a tombstone must pass through unchanged: %v, %v", out, err)
+	}
+}
+
+// owned is a managedFields entry of this operator's apply owning fields.
+func owned(fieldsV1 string) []metav1.ManagedFieldsEntry {
+	return []metav1.ManagedFieldsEntry{
+		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(fieldsV1)}},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:x":{}}}}`)}},
+	}
+}
+
+// A cached child is a stub whose digest is what the no-op check computes
+// for the apply configuration that wrote it, and which keeps the fields the
+// reconcilers read.
+func TestTrimForCacheStubsChildren(t *testing.T) {
+	meta := func(fieldsV1 string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name: "c", Namespace: "ns", UID: "u", ResourceVersion: "7", Generation: 3,
+			Labels:          map[string]string{"materialize.cloud/mz-resource-id": "r"},
+			Annotations:     map[string]string{"x": "by someone else"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "materialize.cloud/v1alpha1", Kind: "Materialize", Name: "mz", UID: "o"}},
+			ManagedFields:   owned(fieldsV1),
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: meta(`{"f:data":{"f:a":{}}}`), Data: map[string]string{"a": "1", "b": "not ours"}}
+	out, err := TrimForCache(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.ConfigMap)
+	if got.Data != nil || got.ManagedFields != nil {
+		t.Errorf("the stub kept data or managedFields: %+v", got)
+	}
+	if got.Name != "c" || got.Namespace != "ns" || got.UID != "u" || got.ResourceVersion != "7" || got.Generation != 3 ||
+		got.Labels["materialize.cloud/mz-resource-id"] != "r" || len(got.OwnerReferences) != 1 || got.Annotations["x"] != "" {
+		t.Errorf("the stub lost metadata the reconcilers read, or kept other annotations: %+v", got.ObjectMeta)
+	}
+	same, err := apply.Digest(corev1ac.ConfigMap("c", "ns").WithData(map[string]string{"a": "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := apply.Digest(corev1ac.ConfigMap("c", "ns").WithData(map[string]string{"a": "2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest := got.Annotations[apply.OwnedDigestAnnotation]; digest != same || digest == changed {
+		t.Errorf("digest %q: want the apply configuration's %q (and not the changed one's %q)", digest, same, changed)
+	}
+	// Informers may transform what they hold again: a stub stays as it is.
+	if again, err := TrimForCache(got); err != nil || again != any(got) || got.Annotations[apply.OwnedDigestAnnotation] != same {
+		t.Errorf("a stub transformed again: %+v, %v", again, err)
+	}
+	// An object from the API server with the annotation written on it is
+	// not a stub: it has managedFields.
+	forged := cm.DeepCopy()
+	forged.Annotations = map[string]string{apply.OwnedDigestAnnotation: same}
+	forged.Data = map[string]string{"a": "changed"}
+	out, err = TrimForCache(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest := out.(*corev1.ConfigMap).Annotations[apply.OwnedDigestAnnotation]; digest == same {
+		t.Errorf("a forged digest annotation was trusted")
+	}
+
+	replicas := int32(2)
+	d := &appsv1.Deployment{
+		ObjectMeta: meta(`{"f:spec":{"f:replicas":{}}}`),
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}},
+		Status: appsv1.DeploymentStatus{AvailableReplicas: 2, ObservedGeneration: 3},
+	}
+	out, err = TrimForCache(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotD := out.(*appsv1.Deployment)
+	if len(gotD.Spec.Template.Spec.Containers) != 0 || *gotD.Spec.Replicas != 2 || gotD.Spec.Selector.MatchLabels["a"] != "b" ||
+		gotD.Status.AvailableReplicas != 2 || gotD.Status.ObservedGeneration != 3 {
+		t.Errorf("Deployment stub: %+v", gotD)
+	}
+
+	sts := &appsv1.StatefulSet{ObjectMeta: meta(`{"f:spec":{"f:replicas":{}}}`), Status: appsv1.StatefulSetStatus{ReadyReplicas: 1, UpdateRevision: "r2"}}
+	out, err = TrimForCache(sts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := out.(*appsv1.StatefulSet); s.Status.ReadyReplicas != 1 || s.Status.UpdateRevision != "r2" || s.Annotations[apply.OwnedDigestAnnotation] == "" {
+		t.Errorf("StatefulSet stub: %+v", s)
+	}
+
+	svc := &corev1.Service{ObjectMeta: meta(`{"f:spec":{"f:clusterIP":{}}}`), Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{{Port: 1}}}}
+	out, err = TrimForCache(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := out.(*corev1.Service); s.Spec.ClusterIP != "None" || len(s.Spec.Ports) != 0 {
+		t.Errorf("Service stub: %+v", s.Spec)
+	}
+
+	// Owned fields that cannot be extracted: the object is kept whole
+	// (but for other managers' entries) and the no-op check extracts again.
+	bad := &corev1.ConfigMap{ObjectMeta: meta(`{"f:data":`), Data: map[string]string{"a": "1"}}
+	out, err = TrimForCache(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := out.(*corev1.ConfigMap); b.Data["a"] != "1" || len(b.ManagedFields) != 1 || b.Annotations[apply.OwnedDigestAnnotation] != "" {
+		t.Errorf("an unextractable child must be kept whole: %+v", b)
 	}
 }

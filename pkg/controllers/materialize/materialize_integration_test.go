@@ -14,15 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
-	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
-	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/test/controlplane"
@@ -72,13 +69,13 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	mz := versioned.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
+	// The binary's caches: children as stubs (controller.TrimForCache).
+	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
 	deps := controller.Deps{
 		Kube: kube, MZ: mz,
-		KubeInformers: informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = children.ResourceIDLabel
-		})),
-		MZInformers: mzinformers.NewSharedInformerFactory(mz, 0),
-		Recorder:    record.NewFakeRecorder(1000),
+		KubeInformers: kubeInformers,
+		MZInformers:   mzInformers,
+		Recorder:      record.NewFakeRecorder(1000),
 		Log:         zap.NewNop(),
 		Workers:     2,
 	}
