@@ -76,8 +76,8 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 		KubeInformers: kubeInformers,
 		MZInformers:   mzInformers,
 		Recorder:      record.NewFakeRecorder(1000),
-		Log:         zap.NewNop(),
-		Workers:     2,
+		Log:           zap.NewNop(),
+		Workers:       2,
 	}
 	opts := materialize.Options{
 		EnvironmentdURL: func(m *v1alpha1.Materialize, id string, gen uint64) string { return env.BaseURL(prefix(id, gen)) },
