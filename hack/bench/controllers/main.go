@@ -43,14 +43,15 @@ func main() {
 	n := flag.Int("n", 1000, "Materializes to create")
 	workers := flag.Int("workers", 4, "--workers of the controllers")
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
+	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
 	flag.Parse()
-	if err := run(*n, *workers, *qps); err != nil {
+	if err := run(*n, *workers, *qps, *heapProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers, qps int) error {
+func run(n, workers, qps int, heapProfile string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -73,9 +74,14 @@ func run(n, workers, qps int) error {
 	}
 	defer env.Close()
 
+	health, err := program.FreeAddr()
+	if err != nil {
+		return err
+	}
 	start := func(identity, metrics string) (*exec.Cmd, error) {
 		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--leader-election-namespace=default",
-			"--leader-election-identity="+identity, "--health-address=127.0.0.1:0", "--metrics-address="+metrics,
+			"--leader-election-identity="+identity, "--health-address="+health, "--metrics-address="+metrics,
+			"--profiling="+strconv.FormatBool(heapProfile != ""),
 			"--workers="+strconv.Itoa(workers), "--log-level=warn",
 			"--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps),
 			"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
@@ -113,6 +119,11 @@ func run(n, workers, qps int) error {
 	converged := time.Since(began)
 	rss, hwm := memory(proc.Process.Pid)
 	heap := gauge(metrics, "go_memstats_heap_inuse_bytes")
+	if heapProfile != "" {
+		if err := saveHeapProfile(health, heapProfile); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("| phase | result |\n|---|---|\n")
 	fmt.Printf("| create %d Materializes (client side) | %v |\n", n, created.Round(time.Millisecond))
 	fmt.Printf("| all %d rolled out (UpToDate=True, Balancer+Console applied) | %v (%.1f Materializes/s) |\n",
@@ -279,6 +290,28 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 }
 
 // gauge reads one unlabelled metric from a /metrics endpoint; 0 when absent.
+// saveHeapProfile writes the controllers' heap profile, taken after a
+// collection so that it shows what is live.
+func saveHeapProfile(health, path string) error {
+	resp, err := http.Get("http://" + health + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func gauge(metrics, name string) int64 {
 	resp, err := http.Get("http://" + metrics + "/metrics")
 	if err != nil {

@@ -56,8 +56,10 @@ func Object[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
 
 // OwnedDigestAnnotation marks a cached stub (controller.TrimForCache): an
 // object cut down to what the reconcilers read, whose annotation holds the
-// Digest of the fields FieldManager owned in the whole object. It exists
-// only in the controllers' caches and is never written.
+// Digest of the fields FieldManager owned in the whole object's main
+// resource, as client-go's Extract function of its kind returns them: the
+// only extract Object may be given with a stub. It exists only in the
+// controllers' caches and is never written.
 const OwnedDigestAnnotation = "orchestratord.materialize.cloud/cached-owned-fields-digest"
 
 // Digest fingerprints an apply configuration for the no-op check: two

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -38,12 +39,15 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 // StatefulSet, Deployment) are cached as stubs: the metadata and the few
 // spec and status fields the reconcilers read, and the digest of the
 // fields this operator owns (apply.OwnedDigestAnnotation), which is all
-// the no-op check needs. Pod templates, data, rules and every manager's
-// managedFields stay out of memory. A child whose owned fields cannot be
-// extracted, and the custom resources, which the reconcilers read whole,
-// keep everything but other managers' managedFields entries (the
-// no-op check of a Balancer or Console reads this operator's). Objects
-// that are not Kubernetes objects (a tombstone) pass through.
+// the no-op check needs. Pod templates, data, rules, labels other than the
+// resource id and every managedFields entry stay out of memory. The custom
+// resources are read whole. A Materialize keeps no managedFields (its
+// status check compares the status itself); a Balancer or Console keeps
+// this operator's entries, which the materialize reconciler's no-op check
+// of them extracts (their own reconcilers' status checks read the status,
+// so a digest on the object would not serve both), as does a child whose
+// owned fields cannot be extracted.
+// Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
 	if _, stubbed := apply.CachedDigest(obj); stubbed {
 		// Already a stub: informers may transform what they hold again
@@ -77,6 +81,9 @@ func TrimForCache(obj any) (any, error) {
 		out, err = stub(o, appsv1ac.ExtractStatefulSet, func(m metav1.ObjectMeta) any {
 			return &appsv1.StatefulSet{ObjectMeta: m, Status: o.Status}
 		})
+	case *v1alpha1.Materialize:
+		o.ManagedFields = nil
+		return o, nil
 	case *appsv1.Deployment:
 		// The selector check, the rollout wait and readiness read these
 		// (component.FixSelector, which GETs the whole Deployment before
@@ -92,20 +99,17 @@ func TrimForCache(obj any) (any, error) {
 }
 
 // stub returns what newStub builds from the metadata the reconcilers read
-// (identity, ownership, labels for selection, deletion), annotated with
-// the digest of the fields this operator owns in live; an error when they
-// cannot be extracted.
-func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), newStub func(metav1.ObjectMeta) any) (_ any, err error) {
-	defer func() {
-		// client-go's extractors panic on managedFields they cannot decode
-		// (the API server never sends such): keep the object whole.
-		if p := recover(); p != nil {
-			err = fmt.Errorf("extracting owned fields: %v", p)
-		}
-	}()
-	digest, err := apply.OwnedDigest(live, extract)
+// (identity, ownership, the resource id label the NetworkPolicies are
+// listed by, deletion), annotated with the digest of the fields this
+// operator owns in live; an error when they cannot be extracted.
+func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), newStub func(metav1.ObjectMeta) any) (any, error) {
+	digest, err := ownedDigest(live, extract)
 	if err != nil {
 		return nil, err
+	}
+	var labels map[string]string
+	if id, ok := live.GetLabels()[children.ResourceIDLabel]; ok {
+		labels = map[string]string{children.ResourceIDLabel: id}
 	}
 	return newStub(metav1.ObjectMeta{
 		Name:              live.GetName(),
@@ -113,11 +117,23 @@ func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), 
 		UID:               live.GetUID(),
 		ResourceVersion:   live.GetResourceVersion(),
 		Generation:        live.GetGeneration(),
-		Labels:            live.GetLabels(),
+		Labels:            labels,
 		OwnerReferences:   live.GetOwnerReferences(),
 		DeletionTimestamp: live.GetDeletionTimestamp(),
 		Annotations:       map[string]string{apply.OwnedDigestAnnotation: digest},
 	}), nil
+}
+
+// ownedDigest is apply.OwnedDigest; client-go's extractors panic on
+// managedFields they cannot decode (the API server never sends such),
+// which is an error here.
+func ownedDigest[T any, AC any](live T, extract func(T, string) (AC, error)) (digest string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("extracting owned fields: %v", p)
+		}
+	}()
+	return apply.OwnedDigest(live, extract)
 }
 
 // dropOtherManagers drops the managedFields entries of every manager but

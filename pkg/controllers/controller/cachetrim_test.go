@@ -14,7 +14,8 @@ import (
 )
 
 func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
-	d := &v1alpha1.Balancer{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: []metav1.ManagedFieldsEntry{
+	// A kind the operator does not cache as a stub or with a digest.
+	d := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: []metav1.ManagedFieldsEntry{
 		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
 		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply},
 		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate},
@@ -24,7 +25,7 @@ func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := out.(*v1alpha1.Balancer).ManagedFields
+	got := out.(*corev1.Pod).ManagedFields
 	if len(got) != 2 || got[0].Operation != metav1.ManagedFieldsOperationApply || got[1].Operation != metav1.ManagedFieldsOperationUpdate {
 		t.Errorf("kept %v, want this operator's apply and update entries only", got)
 	}
@@ -147,5 +148,18 @@ func TestTrimForCacheStubsChildren(t *testing.T) {
 	}
 	if b := out.(*corev1.ConfigMap); b.Data["a"] != "1" || len(b.ManagedFields) != 1 || b.Annotations[apply.OwnedDigestAnnotation] != "" {
 		t.Errorf("an unextractable child must be kept whole: %+v", b)
+	}
+}
+
+// A Materialize is kept whole without managedFields.
+func TestTrimForCacheKeepsMaterializesWhole(t *testing.T) {
+	mz := &v1alpha1.Materialize{ObjectMeta: metav1.ObjectMeta{Name: "m", ManagedFields: owned(`{"f:spec":{}}`)},
+		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: "e"}}
+	out, err := TrimForCache(mz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := out.(*v1alpha1.Materialize); m.ManagedFields != nil || m.Spec.EnvironmentdImageRef != "e" {
+		t.Errorf("Materialize in the cache: %+v", m)
 	}
 }
