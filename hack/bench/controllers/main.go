@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -43,15 +44,21 @@ func main() {
 	n := flag.Int("n", 1000, "Materializes to create")
 	workers := flag.Int("workers", 4, "--workers of the controllers")
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
+	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
 	flag.Parse()
-	if err := run(*n, *workers, *qps, *heapProfile); err != nil {
+	limit, err := resource.ParseQuantity(*memoryLimit)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
+		os.Exit(2)
+	}
+	if err := run(*n, *workers, *qps, limit.Value(), *heapProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers, qps int, heapProfile string) error {
+func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -81,7 +88,7 @@ func run(n, workers, qps int, heapProfile string) error {
 	start := func(identity, metrics string) (*exec.Cmd, error) {
 		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--leader-election-namespace=default",
 			"--leader-election-identity="+identity, "--health-address="+health, "--metrics-address="+metrics,
-			"--profiling="+strconv.FormatBool(heapProfile != ""),
+			"--profiling="+strconv.FormatBool(heapProfile != ""), "--memory-limit="+strconv.FormatInt(memoryLimit, 10),
 			"--workers="+strconv.Itoa(workers), "--log-level=warn",
 			"--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps),
 			"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
@@ -91,7 +98,7 @@ func run(n, workers, qps int, heapProfile string) error {
 		return cmd, cmd.Start()
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d\n\n", n, workers, qps)
+	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d\n\n", n, workers, qps, memoryLimit)
 
 	metrics, err := program.FreeAddr()
 	if err != nil {
