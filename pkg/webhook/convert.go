@@ -215,7 +215,9 @@ func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*re
 	if r.Method != http.MethodPost {
 		return nil, &reviewError{http.StatusMethodNotAllowed, "only POST is allowed"}
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	// The API server sends exactly application/json; parameters are parsed
+	// only when there are any.
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", ct)}
 		}

@@ -49,13 +49,17 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 // owned fields cannot be extracted.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
-	if _, stubbed := apply.CachedDigest(obj); stubbed {
-		// Already a stub: informers may transform what they hold again
-		// (a resync), and a stub has no owned fields left to extract.
-		return obj, nil
-	}
 	var out any
 	var err error
+	switch obj.(type) {
+	case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *networkingv1.NetworkPolicy,
+		*corev1.ConfigMap, *corev1.Service, *appsv1.StatefulSet, *appsv1.Deployment:
+		if _, stubbed := apply.CachedDigest(obj); stubbed {
+			// Already a stub: informers may transform what they hold
+			// again (a resync), and a stub has no owned fields left.
+			return obj, nil
+		}
+	}
 	switch o := obj.(type) {
 	case *corev1.ServiceAccount:
 		out, err = stub(o, corev1ac.ExtractServiceAccount, func(m metav1.ObjectMeta) any {
@@ -83,7 +87,7 @@ func TrimForCache(obj any) (any, error) {
 		})
 	case *v1alpha1.Materialize:
 		o.ManagedFields = nil
-		return o, nil
+		return withoutDigest(o), nil
 	case *appsv1.Deployment:
 		// The selector check, the rollout wait and readiness read these
 		// (component.FixSelector, which GETs the whole Deployment before
@@ -95,7 +99,18 @@ func TrimForCache(obj any) (any, error) {
 	if err == nil && out != nil {
 		return out, nil
 	}
-	return dropOtherManagers(obj), nil
+	return withoutDigest(dropOtherManagers(obj)), nil
+}
+
+// withoutDigest removes a digest annotation someone wrote on an object
+// that is not a stub: the no-op check would trust it.
+func withoutDigest(obj any) any {
+	if o, err := meta.Accessor(obj); err == nil {
+		if a := o.GetAnnotations(); a != nil {
+			delete(a, apply.OwnedDigestAnnotation)
+		}
+	}
+	return obj
 }
 
 // stub returns what newStub builds from the metadata the reconcilers read

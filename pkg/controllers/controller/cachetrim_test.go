@@ -162,4 +162,15 @@ func TestTrimForCacheKeepsMaterializesWhole(t *testing.T) {
 	if m := out.(*v1alpha1.Materialize); m.ManagedFields != nil || m.Spec.EnvironmentdImageRef != "e" {
 		t.Errorf("Materialize in the cache: %+v", m)
 	}
+	// A digest annotation written on it must not pass for a stub's: its
+	// status check would compare with it.
+	forged := &v1alpha1.Materialize{ObjectMeta: metav1.ObjectMeta{Name: "m",
+		Annotations: map[string]string{apply.OwnedDigestAnnotation: "forged", "user": "kept"}}}
+	out, err = TrimForCache(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stub := apply.CachedDigest(out); stub || out.(*v1alpha1.Materialize).Annotations["user"] != "kept" {
+		t.Errorf("forged digest on a Materialize: %+v", out.(*v1alpha1.Materialize).Annotations)
+	}
 }

@@ -1,8 +1,11 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -20,7 +23,8 @@ import (
 
 // A LIST of 500 Materializes through the real API server, at the storage
 // version (v1alpha1: no conversion) and at v1 (the webhook converts), as a
-// user's kubectl or informer would send it:
+// user's kubectl or informer would send it, then reviews of 500 sent to the
+// webhook process directly; each reports the process's RSS and heap:
 //
 //	go test -run '^$' -bench ListThroughTheAPIServer -benchtime 20x ./pkg/webhook/app
 //
@@ -77,7 +81,7 @@ func BenchmarkListThroughTheAPIServer(b *testing.B) {
 				}
 				opts = metav1.ListOptions{ResourceVersion: latest.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}
 			}
-			converted := convertedObjects(b, hook.metrics)
+			converted := metric(b, hook.metrics, "orchestratord_webhook_conversion_review_objects_sum")
 			for b.Loop() {
 				var count int
 				switch strings.TrimSuffix(version, "-exact") {
@@ -98,13 +102,61 @@ func BenchmarkListThroughTheAPIServer(b *testing.B) {
 					b.Fatalf("listed %d, want %d", count, n)
 				}
 			}
-			b.ReportMetric((convertedObjects(b, hook.metrics)-converted)/float64(b.N), "converted/op")
+			b.ReportMetric((metric(b, hook.metrics, "orchestratord_webhook_conversion_review_objects_sum")-converted)/float64(b.N), "converted/op")
+			// The webhook process, after the LISTs and the 500 creates.
+			b.ReportMetric(metric(b, hook.metrics, "process_resident_memory_bytes")/(1<<20), "webhook-RSS-MiB")
+			b.ReportMetric(metric(b, hook.metrics, "go_memstats_heap_inuse_bytes")/(1<<20), "webhook-heap-MiB")
 		})
 	}
+	b.Run("reviews-of-500-straight-to-the-webhook", func(b *testing.B) { benchReviews(b, hook) })
 }
 
-// convertedObjects is the webhook's count of objects it was sent.
-func convertedObjects(b *testing.B, metrics string) float64 {
+// benchReviews sends reviews of 500 objects straight to the webhook
+// process, 4 at a time (a LIST at v1 reaches it only when the API server's
+// cache converts), and reports the process's memory under that load.
+func benchReviews(b *testing.B, hook *webhookProcess) {
+	objects := make([]json.RawMessage, 500)
+	for i := range objects {
+		objects[i] = fixture.V1alpha1Materialize(i)
+	}
+	body, err := json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+		"request": map[string]any{"uid": "bench", "desiredAPIVersion": "materialize.cloud/v1", "objects": objects}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // measuring, not trusting
+		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
+	}}
+	for b.Loop() {
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() {
+				resp, err := client.Post("https://"+hook.https+"/convert", "application/json", bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer resp.Body.Close()
+				out, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"status":"Success"`)) {
+					errs <- fmt.Errorf("%d: %.200s", resp.StatusCode, out)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(metric(b, hook.metrics, "process_resident_memory_bytes")/(1<<20), "webhook-RSS-MiB")
+	b.ReportMetric(metric(b, hook.metrics, "go_memstats_heap_inuse_bytes")/(1<<20), "webhook-heap-MiB")
+}
+
+// metric is the value of an unlabelled series the webhook exports.
+func metric(b *testing.B, metrics, series string) float64 {
 	resp, err := http.Get("http://" + metrics + "/metrics")
 	if err != nil {
 		b.Fatal(err)
@@ -112,10 +164,14 @@ func convertedObjects(b *testing.B, metrics string) float64 {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(raw), "\n") {
-		if name, value, ok := strings.Cut(line, " "); ok && name == "orchestratord_webhook_conversion_review_objects_sum" {
-			v, _ := strconv.ParseFloat(value, 64)
+		if name, value, ok := strings.Cut(line, " "); ok && name == series {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				b.Fatalf("%s: %v", series, err)
+			}
 			return v
 		}
 	}
+	b.Fatalf("the webhook exports no %s", series)
 	return 0
 }
