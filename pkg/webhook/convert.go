@@ -291,20 +291,16 @@ func (h *ConvertHandler) convert(rv *review, out []byte) (_ []byte, failure stri
 		// A bug must cost one request, never the process or a hung connection.
 		if p := recover(); p != nil {
 			h.Log.Error("panic converting objects", zap.Any("panic", p), zap.String("uid", rv.uid))
+			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
 			failure = "internal error converting objects"
 		}
 	}()
 	if rv.uid == "" {
 		return nil, "request.uid is empty"
 	}
-	// Counted per review: a LIST page is 500 objects, nearly always of
-	// one version.
+	// Counted once the review succeeds: a LIST page is 500 objects, nearly
+	// always of one version.
 	converted := map[string]float64{}
-	defer func() {
-		for from, n := range converted {
-			h.Metrics.conversions.WithLabelValues("success", from, to).Add(n)
-		}
-	}()
 	for i, v := range rv.objects {
 		obj, ok := v.(map[string]any)
 		if !ok {
@@ -327,16 +323,25 @@ func (h *ConvertHandler) convert(rv *review, out []byte) (_ []byte, failure stri
 		rv.objects[i] = nil
 		converted[versionLabel(from)]++
 	}
+	for from, n := range converted {
+		h.Metrics.conversions.WithLabelValues("success", from, to).Add(n)
+	}
 	return out, ""
 }
 
 // versionLabel keeps metric labels to a closed set: the request is not
 // trusted (any pod can reach the port), and every distinct value would be
 // a new series.
+// The values are constants, never the request's strings: those share the
+// body's memory (readBody), which a metric's label would keep alive.
 func versionLabel(apiVersion string) string {
 	switch apiVersion {
-	case conversion.V1Alpha1, conversion.V1, "":
-		return apiVersion
+	case conversion.V1Alpha1:
+		return conversion.V1Alpha1
+	case conversion.V1:
+		return conversion.V1
+	case "":
+		return ""
 	}
 	return "other"
 }

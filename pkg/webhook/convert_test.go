@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -280,5 +281,20 @@ func TestTricklingBodyReleasesItsBudgetAtTheReadDeadline(t *testing.T) {
 	}
 	if code := send(); code != http.StatusOK {
 		t.Errorf("after the trickling request timed out: %d, want 200", code)
+	}
+}
+
+// A label value that shared the request's memory would keep the whole body
+// alive as long as its series exists.
+func TestVersionLabelsDoNotShareTheRequest(t *testing.T) {
+	body := []byte("materialize.cloud/v1alpha1 materialize.cloud/v1")
+	for _, in := range []string{string(body[:26]), string(body[27:])} {
+		got := versionLabel(in)
+		if got != in {
+			t.Fatalf("versionLabel(%q) = %q", in, got)
+		}
+		if unsafe.StringData(got) == unsafe.StringData(in) {
+			t.Errorf("versionLabel(%q) returned the request's own string", in)
+		}
 	}
 }

@@ -125,10 +125,11 @@ func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, err
 
 // CachedDigest returns the owned-fields digest of a cached stub. A whole
 // object (a write's result, a GET) is none, even if someone wrote the
-// annotation on it: it has managedFields, which a stub never has.
+// annotation on it (and emptied its managedFields): the API server gives
+// every object a creation timestamp, which a stub never has.
 func CachedDigest(obj any) (string, bool) {
 	o, err := meta.Accessor(obj)
-	if err != nil || len(o.GetManagedFields()) > 0 {
+	if err != nil || len(o.GetManagedFields()) > 0 || !o.GetCreationTimestamp().Time.IsZero() {
 		return "", false
 	}
 	digest, ok := o.GetAnnotations()[OwnedDigestAnnotation]

@@ -60,3 +60,23 @@ func TestObjectComparesStubsByDigest(t *testing.T) {
 		}
 	}
 }
+
+// Only a stub the cache made has a digest: an object from the API server
+// with the annotation written on it and its managedFields emptied still
+// has its creation timestamp.
+func TestCachedDigestRefusesAPIObjects(t *testing.T) {
+	stub := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: map[string]string{OwnedDigestAnnotation: "d"}}}
+	if d, ok := CachedDigest(stub); !ok || d != "d" {
+		t.Errorf("stub: %q, %v", d, ok)
+	}
+	forged := stub.DeepCopy()
+	forged.CreationTimestamp = metav1.Now()
+	if _, ok := CachedDigest(forged); ok {
+		t.Error("an object with a creation timestamp passed for a stub")
+	}
+	forged = stub.DeepCopy()
+	forged.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
+	if _, ok := CachedDigest(forged); ok {
+		t.Error("an object with managedFields passed for a stub")
+	}
+}

@@ -39,29 +39,37 @@ const SelectorFixPoll = 2 * time.Second
 func FixSelector(ctx context.Context, kube kubernetes.Interface, owner metav1.Object, live *appsv1.Deployment, found bool,
 	selector map[string]string, template *corev1ac.PodTemplateSpecApplyConfiguration,
 ) (fixed bool, requeue time.Duration, err error) {
-	if found && live.DeletionTimestamp != nil {
-		// Being deleted (by step 2, or by someone): apply once it is gone.
-		return false, SelectorFixPoll, nil
-	}
-	if !found || live.Spec.Selector == nil || (len(live.Spec.Selector.MatchExpressions) == 0 && maps.Equal(live.Spec.Selector.MatchLabels, selector)) {
-		return true, 0, nil
+	if fixed, requeue, settled := selectorSettled(live, found, selector); settled {
+		return fixed, requeue, nil
 	}
 	if err := mustOwn(owner, live, "Deployment"); err != nil {
 		return false, 0, err
 	}
+	// The cache holds a stub without the pod template
+	// (controller.TrimForCache): the rest reads the whole object (on each
+	// poll of a migration), which may be newer than the cache, so the
+	// checks above are made again on it.
 	deployments := kube.AppsV1().Deployments(live.Namespace)
+	fresh, err := deployments.Get(ctx, live.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, SelectorFixPoll, nil
+	case err != nil:
+		return false, 0, fmt.Errorf("reading deployment %s to replace its selector: %w", live.Name, err)
+	case fresh.UID != live.UID:
+		// Recreated since the cache saw it: look again once it has.
+		return false, SelectorFixPoll, nil
+	}
+	if fixed, requeue, settled := selectorSettled(fresh, true, selector); settled {
+		return fixed, requeue, nil
+	}
+	if err := mustOwn(owner, fresh, "Deployment"); err != nil {
+		return false, 0, err
+	}
+	live = fresh
 	want, err := typedTemplate(template)
 	if err != nil {
 		return false, 0, err
-	}
-	// The cache holds a stub without the pod template
-	// (controller.TrimForCache): the template check and the update start
-	// from the whole object. This runs once per Deployment, when migrating.
-	name := live.Name
-	if live, err = deployments.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return false, SelectorFixPoll, nil
-	} else if err != nil {
-		return false, 0, fmt.Errorf("reading deployment %s to replace its selector: %w", name, err)
 	}
 	if !holds(live.Spec.Template, want) {
 		d := live.DeepCopy()
@@ -92,6 +100,20 @@ func FixSelector(ctx context.Context, kube kubernetes.Interface, owner metav1.Ob
 	}
 	// The informer has to see the delete before the apply can create it.
 	return false, SelectorFixPoll, nil
+}
+
+// selectorSettled tells whether a Deployment needs nothing done before the
+// caller's apply (fixed), or must be waited for (requeue): settled is false
+// when its selector has to be replaced.
+func selectorSettled(live *appsv1.Deployment, found bool, selector map[string]string) (fixed bool, requeue time.Duration, settled bool) {
+	if found && live.DeletionTimestamp != nil {
+		// Being deleted (by step 2, or by someone): apply once it is gone.
+		return false, SelectorFixPoll, true
+	}
+	if !found || live.Spec.Selector == nil || (len(live.Spec.Selector.MatchExpressions) == 0 && maps.Equal(live.Spec.Selector.MatchLabels, selector)) {
+		return true, 0, true
+	}
+	return false, 0, false
 }
 
 // rolledOut tells whether the deployment controller has seen the latest
