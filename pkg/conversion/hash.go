@@ -40,9 +40,14 @@ var serdeDocs = sync.Pool{New: func() any { return new([]byte) }}
 
 func hashSpec(spec map[string]any, force string, forced bool) (string, error) {
 	buf := serdeDocs.Get().(*[]byte)
-	defer serdeDocs.Put(buf)
 	doc, err := appendUpstreamSpecJSON((*buf)[:0], spec)
-	*buf = doc
+	defer func() {
+		// A buffer grown by an outsized spec is not kept for the next.
+		if cap(doc) <= 64<<10 {
+			*buf = doc[:0]
+			serdeDocs.Put(buf)
+		}
+	}()
 	if err != nil {
 		return "", err
 	}
@@ -63,7 +68,11 @@ func hashSpec(spec map[string]any, force string, forced bool) (string, error) {
 // Rust names. Fields upstream's types do not have are dropped, as serde
 // ignores them.
 func UpstreamSpecJSON(spec map[string]any) ([]byte, error) {
-	return appendUpstreamSpecJSON(nil, spec)
+	doc, err := appendUpstreamSpecJSON(nil, spec)
+	if err != nil {
+		return nil, err
+	}
+	return doc, nil
 }
 
 func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {

@@ -21,11 +21,7 @@ import (
 // in flight costs, which sizes DefaultMaxInFlightBytes.
 func BenchmarkReview(b *testing.B) {
 	for _, n := range []int{1, 500} {
-		objects := make([]string, n)
-		for i := range objects {
-			objects[i] = string(fixture.V1alpha1Materialize(i))
-		}
-		body := reviewBody("materialize.cloud/v1", objects...)
+		body := string(fixture.ConversionReview("materialize.cloud/v1", n))
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
 			h := &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry())}
 			b.ReportAllocs()

@@ -1,13 +1,17 @@
 // Package program builds the project's commands, as they run in a pod, for
-// tests and benchmarks that run them as processes, and finds free loopback
-// addresses to point them at.
+// tests and benchmarks that run them as processes, finds free loopback
+// addresses to point them at, and reads their metrics.
 package program
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 )
 
 // Module is the import path prefix of the project's commands.
@@ -36,4 +40,50 @@ func FreeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// Metric scrapes http://addr/metrics and sums the series named name whose
+// labels include every one of labels (each written as in the exposition,
+// `controller="materialize"`). It is an error when no such series exists.
+func Metric(addr, name string, labels ...string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		seriesName, seriesLabels, _ := strings.Cut(series, "{")
+		if seriesName != name || !containsAll(seriesLabels, labels) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", series, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s exports no %s%v", addr, name, labels)
+	}
+	return sum, nil
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }

@@ -127,7 +127,7 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 		if err != nil {
 			return fmt.Errorf("-objects: %w", err)
 		}
-		body := reviewBody(n)
+		body := fixture.ConversionReview("materialize.cloud/v1", n)
 		for _, path := range []string{"in process", "TLS"} {
 			rates := map[string][]float64{}
 			for round := range repeats {
@@ -165,7 +165,7 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 // with its rollout hash back for the fixture.
 func checkConverts(h http.Handler) error {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(reviewBody(1))))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(fixture.ConversionReview("materialize.cloud/v1", 1))))
 	var out struct {
 		Response struct {
 			ConvertedObjects []struct {
@@ -290,18 +290,4 @@ func post(client *http.Client, url string, body []byte) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %d %s", url, resp.StatusCode, out)
 	}
 	return time.Since(start), nil
-}
-
-// reviewBody is a v1alpha1 -> v1 review of n realistic, whole objects.
-func reviewBody(n int) []byte {
-	objects := make([]json.RawMessage, n)
-	for i := range objects {
-		objects[i] = fixture.V1alpha1Materialize(i)
-	}
-	review := map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-		"request": map[string]any{"uid": "bench", "desiredAPIVersion": "materialize.cloud/v1", "objects": objects},
-	}
-	body, _ := json.Marshal(review)
-	return body
 }

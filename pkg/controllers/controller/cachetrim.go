@@ -51,15 +51,6 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 func TrimForCache(obj any) (any, error) {
 	var out any
 	var err error
-	switch obj.(type) {
-	case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *networkingv1.NetworkPolicy,
-		*corev1.ConfigMap, *corev1.Service, *appsv1.StatefulSet, *appsv1.Deployment:
-		if _, stubbed := apply.CachedDigest(obj); stubbed {
-			// Already a stub: informers may transform what they hold
-			// again (a resync), and a stub has no owned fields left.
-			return obj, nil
-		}
-	}
 	switch o := obj.(type) {
 	case *corev1.ServiceAccount:
 		out, err = stub(o, corev1ac.ExtractServiceAccount, func(m metav1.ObjectMeta) any {
@@ -118,6 +109,11 @@ func withoutDigest(obj any) any {
 // listed by, deletion), annotated with the digest of the fields this
 // operator owns in live; an error when they cannot be extracted.
 func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), newStub func(metav1.ObjectMeta) any) (any, error) {
+	if _, stubbed := apply.CachedDigest(live); stubbed {
+		// Already a stub: informers may transform what they hold again (a
+		// resync), and a stub has no owned fields left to extract.
+		return live, nil
+	}
 	digest, err := ownedDigest(live, extract)
 	if err != nil {
 		return nil, err

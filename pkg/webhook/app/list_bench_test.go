@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 // A LIST of 500 Materializes through the real API server, at the storage
@@ -115,15 +115,7 @@ func BenchmarkListThroughTheAPIServer(b *testing.B) {
 // process, 4 at a time (a LIST at v1 reaches it only when the API server's
 // cache converts), and reports the process's memory under that load.
 func benchReviews(b *testing.B, hook *webhookProcess) {
-	objects := make([]json.RawMessage, 500)
-	for i := range objects {
-		objects[i] = fixture.V1alpha1Materialize(i)
-	}
-	body, err := json.Marshal(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-		"request": map[string]any{"uid": "bench", "desiredAPIVersion": "materialize.cloud/v1", "objects": objects}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := fixture.ConversionReview("materialize.cloud/v1", 500)
 	client := &http.Client{Transport: &http.Transport{
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // measuring, not trusting
 		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
@@ -155,23 +147,11 @@ func benchReviews(b *testing.B, hook *webhookProcess) {
 	b.ReportMetric(metric(b, hook.metrics, "go_memstats_heap_inuse_bytes")/(1<<20), "webhook-heap-MiB")
 }
 
-// metric is the value of an unlabelled series the webhook exports.
+// metric is the value of a series the webhook exports.
 func metric(b *testing.B, metrics, series string) float64 {
-	resp, err := http.Get("http://" + metrics + "/metrics")
+	v, err := program.Metric(metrics, series)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if name, value, ok := strings.Cut(line, " "); ok && name == series {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				b.Fatalf("%s: %v", series, err)
-			}
-			return v
-		}
-	}
-	b.Fatalf("the webhook exports no %s", series)
-	return 0
+	return v
 }

@@ -1,0 +1,34 @@
+package program
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestMetric(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`# HELP x_total things
+# TYPE x_total counter
+x_total{controller="materialize",result="success"} 3
+x_total{controller="materialize",result="error"} 1
+x_total{controller="materialize-other",result="success"} 100
+go_memstats_heap_inuse_bytes 4.2e+06
+`))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if v, err := Metric(addr, "x_total", `controller="materialize"`); err != nil || v != 4 {
+		t.Errorf("x_total{controller=materialize} = %v, %v; want 4", v, err)
+	}
+	if v, err := Metric(addr, "go_memstats_heap_inuse_bytes"); err != nil || v != 4.2e6 {
+		t.Errorf("heap = %v, %v", v, err)
+	}
+	if _, err := Metric(addr, "x_total", `controller="balancer"`); err == nil {
+		t.Error("a series that is not exported must be an error")
+	}
+	if _, err := Metric(addr, "x"); err == nil {
+		t.Error("a name that only prefixes another must not match")
+	}
+}
