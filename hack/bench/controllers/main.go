@@ -136,6 +136,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	fmt.Printf("| all %d rolled out (UpToDate=True, Balancer+Console applied) | %v (%.1f Materializes/s) |\n",
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
 	fmt.Printf("| controller RSS after convergence (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
+	fmt.Printf("| controller RSS after convergence, by kind | %s |\n", breakdown(proc.Process.Pid, metrics))
 	if err := printWrites(cp, "bench-1", n, "first rollout"); err != nil {
 		return err
 	}
@@ -159,6 +160,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	heap = gauge(metrics, "go_memstats_heap_inuse_bytes")
 	fmt.Printf("| full resync of %d converged Materializes by a new leader | %v |\n", n, time.Since(resyncStart).Round(time.Millisecond))
 	fmt.Printf("| controller RSS after the resync (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
+	fmt.Printf("| controller RSS after the resync, by kind | %s |\n", breakdown(proc.Process.Pid, metrics))
 	if err := printWrites(cp, "bench-2", n, "resync"); err != nil {
 		return err
 	}
@@ -280,7 +282,6 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 	return nil
 }
 
-// gauge reads one unlabelled metric from a /metrics endpoint; 0 when absent.
 // saveHeapProfile writes the controllers' heap profile, taken after a
 // collection so that it shows what is live.
 func saveHeapProfile(health, path string) error {
@@ -303,9 +304,40 @@ func saveHeapProfile(health, path string) error {
 	return f.Close()
 }
 
+// gauge reads one unlabelled metric from a /metrics endpoint; 0 when absent.
 func gauge(metrics, name string) int64 {
 	v, _ := program.Metric(metrics, name) // 0 when unreadable: a figure, not a check
 	return int64(v)
+}
+
+// breakdown splits a process's RSS into its file-backed pages (the
+// binary's code and data) and anonymous memory, and the Go runtime's view:
+// heap in use, heap kept free but not yet returned to the OS, and the rest
+// (stacks, GC metadata, spans).
+func breakdown(pid int, metrics string) string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
+	}
+	var anon, file int64
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "RssAnon:":
+			anon = kb * 1024
+		case "RssFile:":
+			file = kb * 1024
+		}
+	}
+	inuse := gauge(metrics, "go_memstats_heap_inuse_bytes")
+	idle := gauge(metrics, "go_memstats_heap_idle_bytes") - gauge(metrics, "go_memstats_heap_released_bytes")
+	sys := gauge(metrics, "go_memstats_sys_bytes") - gauge(metrics, "go_memstats_heap_sys_bytes")
+	return fmt.Sprintf("file-backed %s, anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s",
+		mib(file), mib(anon), mib(inuse), mib(idle), mib(sys))
 }
 
 func memory(pid int) (rss, hwm int64) {

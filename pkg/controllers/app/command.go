@@ -183,6 +183,9 @@ func Run(ctx context.Context, o *Options) error {
 	// The identity in the user agent attributes every request in the audit log.
 	cfg.UserAgent = "orchestratord-controllers/" + o.LeaderElectionIdentity
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	// In-cluster traffic gains nothing from gzip, which costs the API server
+	// CPU and this process a decompressor per watch stream.
+	cfg.DisableCompression = true
 	// No write leaves the process once its lease could have expired, and
 	// none sent before is delivered after: a fence aborts the connections.
 	cfg.Wrap(leaderelection.FenceTransport)
@@ -221,7 +224,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	// The broadcaster outlives the signal: reconciles still in flight when
+	// it arrives record their Events; the deferred Shutdown stops it once
+	// every controller has returned.
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}, health, log))
 	defer broadcaster.Shutdown()
 

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -73,8 +74,8 @@ func TestTrimForCacheStubsChildren(t *testing.T) {
 		t.Errorf("the stub kept data or managedFields: %+v", got)
 	}
 	if got.Name != "c" || got.Namespace != "ns" || got.UID != "u" || got.ResourceVersion != "7" || got.Generation != 3 ||
-		got.Labels["materialize.cloud/mz-resource-id"] != "r" || len(got.OwnerReferences) != 1 || got.Annotations["x"] != "" {
-		t.Errorf("the stub lost metadata the reconcilers read, or kept other annotations: %+v", got.ObjectMeta)
+		len(got.OwnerReferences) != 1 || got.Annotations["x"] != "" || got.Labels != nil {
+		t.Errorf("the stub lost metadata the reconcilers read, or kept labels or other annotations: %+v", got.ObjectMeta)
 	}
 	same, err := apply.Digest(corev1ac.ConfigMap("c", "ns").WithData(map[string]string{"a": "1"}))
 	if err != nil {
@@ -137,6 +138,19 @@ func TestTrimForCacheStubsChildren(t *testing.T) {
 	}
 	if s := out.(*corev1.Service); s.Spec.ClusterIP != "None" || len(s.Spec.Ports) != 0 {
 		t.Errorf("Service stub: %+v", s.Spec)
+	}
+
+	// NetworkPolicies are listed by the resource id label: their stubs keep
+	// it, and only it.
+	np := &networkingv1.NetworkPolicy{ObjectMeta: meta(`{"f:spec":{"f:podSelector":{}}}`)}
+	np.Labels["other"] = "x"
+	out, err = TrimForCache(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := out.(*networkingv1.NetworkPolicy); len(p.Labels) != 1 || p.Labels["materialize.cloud/mz-resource-id"] != "r" ||
+		p.Annotations[apply.OwnedDigestAnnotation] == "" {
+		t.Errorf("NetworkPolicy stub: %+v", p.ObjectMeta)
 	}
 
 	// Owned fields that cannot be extracted: the object is kept whole
