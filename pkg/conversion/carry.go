@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 )
@@ -35,21 +36,29 @@ type carried struct {
 // fieldPaths is a trie of field paths: below leads to the fields under a
 // field; whole marks a field compared (and replaced) as a whole, which a
 // carried path may make of a field that also has touched fields below.
+// path is the field's own path from the root, shared (read only) by every
+// carried entry found there, so a diff allocates no path of its own.
 type fieldPaths struct {
 	whole bool
-	below map[string]*fieldPaths
+	path  []string
+	below []*fieldPaths // a handful: a slice scans faster than a map
 }
+
+func (p *fieldPaths) key() string { return p.path[len(p.path)-1] }
 
 func (p *fieldPaths) add(path []string) {
 	node := p
-	for _, k := range path {
-		if node.below == nil {
-			node.below = map[string]*fieldPaths{}
+	for i, k := range path {
+		var next *fieldPaths
+		for _, sub := range node.below {
+			if sub.key() == k {
+				next = sub
+				break
+			}
 		}
-		next := node.below[k]
 		if next == nil {
-			next = &fieldPaths{}
-			node.below[k] = next
+			next = &fieldPaths{path: slices.Clone(path[:i+1])}
+			node.below = append(node.below, next)
 		}
 		node = next
 	}
@@ -57,33 +66,40 @@ func (p *fieldPaths) add(path []string) {
 }
 
 func (p *fieldPaths) clone() *fieldPaths {
-	out := &fieldPaths{whole: p.whole}
-	for k, sub := range p.below {
-		if out.below == nil {
-			out.below = map[string]*fieldPaths{}
-		}
-		out.below[k] = sub.clone()
+	out := &fieldPaths{whole: p.whole, path: p.path}
+	for _, sub := range p.below {
+		out.below = append(out.below, sub.clone())
 	}
 	return out
 }
 
-// changedByConversion are the fields plainToV1 and plainToV1alpha1 set or
-// delete, and the carry annotations.
-var changedByConversion = func() *fieldPaths {
+func newFieldPaths(paths ...[]string) *fieldPaths {
 	p := &fieldPaths{}
-	for _, path := range [][]string{
-		{"apiVersion"},
-		{"metadata", "annotations", v1CarryAnnotation},
-		{"metadata", "annotations", v1alpha1CarryAnnotation},
-		{"spec", "requestRollout"}, {"spec", "inPlaceRollout"}, {"spec", "environmentdIamRoleArn"},
-		{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, {"spec", "forcePromote"},
-		{"status", "lastCompletedRolloutRequest"}, {"status", "resourcesHash"}, {"status", "observedGeneration"},
-		{"status", "requestedRolloutHash"}, {"status", "lastCompletedRolloutHash"},
-	} {
+	for _, path := range paths {
 		p.add(path)
 	}
 	return p
-}()
+}
+
+// writtenByPlain are the fields plainToV1 and plainToV1alpha1 set or
+// delete: all a plain conversion's copy needs of its own (copyPaths).
+var writtenByPlain = [][]string{
+	{"apiVersion"},
+	{"spec", "requestRollout"}, {"spec", "inPlaceRollout"}, {"spec", "environmentdIamRoleArn"},
+	{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, {"spec", "forcePromote"},
+	{"status", "lastCompletedRolloutRequest"}, {"status", "resourcesHash"}, {"status", "observedGeneration"},
+	{"status", "requestedRolloutHash"}, {"status", "lastCompletedRolloutHash"},
+}
+
+var (
+	// plainWrites is writtenByPlain as a trie.
+	plainWrites = newFieldPaths(writtenByPlain...)
+	// changedByConversion is what a conversion may change: the plain
+	// writes and the carry annotations.
+	changedByConversion = newFieldPaths(append(slices.Clone(writtenByPlain),
+		[]string{"metadata", "annotations", v1CarryAnnotation},
+		[]string{"metadata", "annotations", v1alpha1CarryAnnotation})...)
+)
 
 // touched is every field a conversion carrying restored may change: the
 // fixed ones and the carried paths, which restore sets or removes.
@@ -105,12 +121,12 @@ func touched(restored []carried) *fieldPaths {
 // replaced (never modified in place) without touching obj.
 func copyPaths(obj map[string]any, paths *fieldPaths) map[string]any {
 	out := maps.Clone(obj)
-	for k, sub := range paths.below {
+	for _, sub := range paths.below {
 		if len(sub.below) == 0 {
 			continue
 		}
-		if m, ok := out[k].(map[string]any); ok {
-			out[k] = copyPaths(m, sub)
+		if m, ok := out[sub.key()].(map[string]any); ok {
+			out[sub.key()] = copyPaths(m, sub)
 		}
 	}
 	return out
@@ -120,35 +136,38 @@ func copyPaths(obj map[string]any, paths *fieldPaths) map[string]any {
 // paths (all else is shared): it compares only there. At a whole field it
 // compares everything below, as the full diff would.
 func diffAt(paths *fieldPaths, want, got map[string]any) []carried {
-	var out []carried
-	diffPaths(&out, make([]string, 0, 8), paths, want, got)
-	sortCarried(out)
-	return out
+	d := differ{}
+	d.at(paths, want, got)
+	sortCarried(d.out)
+	return d.out
 }
 
-func diffPaths(out *[]carried, path []string, paths *fieldPaths, want, got map[string]any) {
-	for k, sub := range paths.below {
+// differ collects carried fields. Their values are encoded into one
+// buffer, each entry a full slice of it that later appends never touch.
+type differ struct {
+	out []carried
+	raw []byte
+}
+
+func (d *differ) at(paths *fieldPaths, want, got map[string]any) {
+	for _, sub := range paths.below {
+		k := sub.key()
 		w, wok := want[k]
 		g, gok := got[k]
 		wm, wIsMap := w.(map[string]any)
 		gm, gIsMap := g.(map[string]any)
-		p := append(path, k) // scratch: cloned where kept
 		switch {
 		case wok && gok && wIsMap && gIsMap && !sub.whole:
-			diffPaths(out, p, sub, wm, gm)
+			d.at(sub, wm, gm)
 		case wok && gok && wIsMap && gIsMap:
-			diffInto(out, p, wm, gm)
-		case wok != gok || !reflect.DeepEqual(w, g):
-			*out = append(*out, carried{Path: slices.Clone(p), Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})
+			d.into(sub.path, wm, gm)
+		case wok != gok || !sameValue(w, g):
+			d.add(sub.path, w, wok, g, gok)
 		}
 	}
 }
 
-func sortCarried(out []carried) {
-	slices.SortFunc(out, func(a, b carried) int { return slices.Compare(a.Path, b.Path) })
-}
-
-func diffInto(out *[]carried, path []string, want, got map[string]any) {
+func (d *differ) into(path []string, want, got map[string]any) {
 	keys := map[string]struct{}{}
 	for k := range want {
 		keys[k] = struct{}{}
@@ -164,11 +183,48 @@ func diffInto(out *[]carried, path []string, want, got map[string]any) {
 		gm, gIsMap := g.(map[string]any)
 		switch {
 		case wok && gok && wIsMap && gIsMap:
-			diffInto(out, p, wm, gm)
-		case wok != gok || !reflect.DeepEqual(w, g):
-			*out = append(*out, carried{Path: p, Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})
+			d.into(p, wm, gm)
+		case wok != gok || !sameValue(w, g):
+			d.add(p, w, wok, g, gok)
 		}
 	}
+}
+
+func (d *differ) add(path []string, want any, wok bool, got any, gok bool) {
+	d.out = append(d.out, carried{Path: path, Value: d.encode(want, wok), Derived: d.encode(got, gok)})
+}
+
+func (d *differ) encode(v any, present bool) json.RawMessage {
+	if !present {
+		return nil
+	}
+	start := len(d.raw)
+	var err error
+	if d.raw, err = jsonvalue.Append(d.raw, v); err != nil {
+		// Values come from decoded JSON, which always re-encodes.
+		panic(err)
+	}
+	return d.raw[start:len(d.raw):len(d.raw)]
+}
+
+// sameValue is reflect.DeepEqual, without reflection for the scalars that
+// nearly every carried field holds.
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case string:
+		b, ok := b.(string)
+		return ok && a == b
+	case bool:
+		b, ok := b.(bool)
+		return ok && a == b
+	case nil:
+		return b == nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func sortCarried(out []carried) {
+	slices.SortFunc(out, func(a, b carried) int { return slices.Compare(a.Path, b.Path) })
 }
 
 // restore applies carried fields to obj where they are still fresh.
@@ -232,7 +288,9 @@ func putCarry(obj map[string]any, key string, fields []carried) {
 	if len(fields) == 0 {
 		return
 	}
-	set(obj, []string{"metadata", "annotations", key}, string(encodeCarry(fields)))
+	carry := encodeCarry(fields)
+	// Nothing writes to carry again: the annotation shares its bytes.
+	set(obj, []string{"metadata", "annotations", key}, unsafe.String(unsafe.SliceData(carry), len(carry)))
 }
 
 func rawOrNil(v any, present bool) json.RawMessage {

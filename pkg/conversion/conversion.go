@@ -114,7 +114,7 @@ func toV1(obj map[string]any) (map[string]any, error) {
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	back := plainToV1alpha1(copyPaths(out, changed), hash)
+	back := plainToV1alpha1(copyPaths(out, plainWrites), hash)
 	putCarry(out, v1alpha1CarryAnnotation, diffAt(changed, original, back))
 	return out, nil
 }
@@ -127,7 +127,7 @@ func toV1alpha1(obj map[string]any) (map[string]any, error) {
 	if err := restore(out, alphaCarry); err != nil {
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
-	back := plainToV1(copyPaths(out, changed), &rolloutHash{})
+	back := plainToV1(copyPaths(out, plainWrites), &rolloutHash{})
 	putCarry(out, v1CarryAnnotation, diffAt(changed, original, back))
 	return out, nil
 }

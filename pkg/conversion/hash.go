@@ -1,6 +1,7 @@
 package conversion
 
 import (
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -544,5 +545,13 @@ func appendSerdeString(buf []byte, s string) []byte {
 // hash: a name-based UUID, so re-applying an unchanged v1 spec maps to the
 // same request and never triggers a rollout.
 func RolloutRequest(rolloutHash string) string {
-	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(rolloutHash)).String()
+	// uuid.NewSHA1, with the hash input on the stack: every conversion to
+	// v1alpha1 and every check of the way back computes one or two.
+	var input [16 + 2*sha256.Size]byte
+	sum := sha1.Sum(append(append(input[:0], uuid.NameSpaceOID[:]...), rolloutHash...))
+	var u uuid.UUID
+	copy(u[:], sum[:])
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u.String()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 // The rollout hash test vectors. Each expected document was written by hand
@@ -168,6 +170,17 @@ func TestRolloutHashRefusesWhatUpstreamCannotRead(t *testing.T) {
 		_, err := RolloutHash(mustDecode(t, spec), nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: want an error containing %q, got %v", spec, want, err)
+		}
+	}
+}
+
+// RolloutRequest is the name-based (version 5) UUID of the hash in the OID
+// namespace, as uuid.NewSHA1 makes it, for hashes and other strings alike.
+func TestRolloutRequestIsUUIDv5(t *testing.T) {
+	for _, in := range []string{"", "x", strings.Repeat("a", 64), strings.Repeat("long input ", 20)} {
+		want := uuid.NewSHA1(uuid.NameSpaceOID, []byte(in)).String()
+		if got := RolloutRequest(in); got != want {
+			t.Errorf("RolloutRequest(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

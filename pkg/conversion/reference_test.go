@@ -3,6 +3,7 @@ package conversion
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,9 +59,32 @@ func referenceConvert(obj map[string]any, apiVersion string) (map[string]any, er
 
 func referenceDiff(want, got map[string]any) []carried {
 	var out []carried
-	diffInto(&out, nil, want, got)
+	referenceDiffInto(&out, nil, want, got)
 	sortCarried(out)
 	return out
+}
+
+func referenceDiffInto(out *[]carried, path []string, want, got map[string]any) {
+	keys := map[string]struct{}{}
+	for k := range want {
+		keys[k] = struct{}{}
+	}
+	for k := range got {
+		keys[k] = struct{}{}
+	}
+	for k := range keys {
+		p := append(append([]string(nil), path...), k)
+		w, wok := want[k]
+		g, gok := got[k]
+		wm, wIsMap := w.(map[string]any)
+		gm, gIsMap := g.(map[string]any)
+		switch {
+		case wok && gok && wIsMap && gIsMap:
+			referenceDiffInto(out, p, wm, gm)
+		case wok != gok || !reflect.DeepEqual(w, g):
+			*out = append(*out, carried{Path: p, Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})
+		}
+	}
 }
 
 // Convert and the reference agree, byte for byte, on generated objects of
