@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -136,7 +137,16 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Metrics.objects.Observe(float64(len(review.objects)))
 	// Converted objects grow by their carry annotation and hashes.
-	out := make([]byte, 0, len(review.body)*3/2+512)
+	buf := responses.Get().(*[]byte)
+	out := slices.Grow((*buf)[:0], len(review.body)*3/2+512)
+	defer func() {
+		// Write keeps nothing of out (io.Writer's contract); a buffer grown
+		// by a large review is left to the collector.
+		if cap(out) <= maxPooledResponse {
+			*buf = out[:0]
+			responses.Put(buf)
+		}
+	}()
 	out = append(out, `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","response":{"uid":`...)
 	out = jsonvalue.AppendString(out, review.uid)
 	out = append(out, `,"convertedObjects":`...)
@@ -154,6 +164,14 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
+
+// responses are the buffers responses are written into: one per review
+// would be most of a small review's allocations.
+var responses = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledResponse bounds the buffers kept between reviews (a 500-object
+// LIST page needs about 1 MiB): an idle webhook does not hold large ones.
+const maxPooledResponse = 256 << 10
 
 // readBodyWithin is readBody bounded by timeout. The read deadline is set
 // only once the timeout has passed: over HTTP/2 (the API server's) setting
