@@ -15,10 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/diff"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/test/controllertest"
@@ -216,12 +218,19 @@ func TestSpecChangeDriftAndDeletion(t *testing.T) {
 		t.Errorf("observedGeneration %d, want 2", c.ObservedGeneration)
 	}
 
-	// A hand edit of a field the controller owns is undone.
+	// A hand edit of a field the controller owns is undone, even when the
+	// edit also writes the digest annotation of the applied state (the
+	// cache's no-op check must not take it from the API server).
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		d, err := deployments.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
+		applied, err := apply.OwnedDigest(d, appsv1ac.ExtractDeployment)
+		if err != nil {
+			return err
+		}
+		metav1.SetMetaDataAnnotation(&d.ObjectMeta, apply.OwnedDigestAnnotation, applied)
 		d.Spec.Replicas = controllertest.Int32Ptr(7)
 		_, err = deployments.Update(context.Background(), d, metav1.UpdateOptions{})
 		return err
