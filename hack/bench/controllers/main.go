@@ -340,50 +340,35 @@ func gauge(metrics, name string) int64 {
 // heap in use, heap kept free but not yet returned to the OS, and the rest
 // (stacks, GC metadata, spans).
 func breakdown(pid int, metrics string) string {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ""
-	}
-	var anon, file int64
-	for _, line := range strings.Split(string(raw), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "RssAnon:":
-			anon = kb * 1024
-		case "RssFile:":
-			file = kb * 1024
-		}
-	}
+	status := procStatus(pid)
 	inuse := gauge(metrics, "go_memstats_heap_inuse_bytes")
 	idle := gauge(metrics, "go_memstats_heap_idle_bytes") - gauge(metrics, "go_memstats_heap_released_bytes")
 	sys := gauge(metrics, "go_memstats_sys_bytes") - gauge(metrics, "go_memstats_heap_sys_bytes")
 	return fmt.Sprintf("file-backed %s, anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s",
-		mib(file), mib(anon), mib(inuse), mib(idle), mib(sys))
+		mib(status["RssFile"]), mib(status["RssAnon"]), mib(inuse), mib(idle), mib(sys))
 }
 
 func memory(pid int) (rss, hwm int64) {
+	status := procStatus(pid)
+	return status["VmRSS"], status["VmHWM"]
+}
+
+// procStatus returns the sizes /proc/<pid>/status reports, in bytes, by
+// name (VmRSS, RssFile, ...); empty once the process is gone.
+func procStatus(pid int) map[string]int64 {
+	sizes := map[string]int64{}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return sizes
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = kb * 1024
-		case "VmHWM:":
-			hwm = kb * 1024
+		if len(fields) == 3 && fields[2] == "kB" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			sizes[strings.TrimSuffix(fields[0], ":")] = kb * 1024
 		}
 	}
-	return rss, hwm
+	return sizes
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
