@@ -250,23 +250,21 @@ func restore(obj map[string]any, fields []carried) error {
 	return nil
 }
 
-// takeCarry removes the named carry annotation and returns its fields
-// (readCarry).
-func takeCarry(obj map[string]any, key string) []carried {
-	fields := readCarry(obj, key)
+// dropCarry removes the named carry annotation, and the annotations when
+// it was the last.
+func dropCarry(obj map[string]any, key string) {
 	annotations, _ := lookupMap(obj, "metadata", "annotations")
 	if _, ok := annotations[key].(string); !ok {
-		return fields
+		return
 	}
 	delete(annotations, key)
 	if len(annotations) == 0 {
 		remove(obj, []string{"metadata", "annotations"})
 	}
-	return fields
 }
 
 // readCarry returns the fields of the named carry annotation. An annotation
-// that does not parse counts as empty (takeCarry drops it): it can only
+// that does not parse counts as empty (dropCarry drops it): it can only
 // have been written by hand, and ignoring it loses nothing a conversion put
 // there.
 func readCarry(obj map[string]any, key string) []carried {

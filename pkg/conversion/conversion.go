@@ -140,7 +140,7 @@ func withoutCarry(obj map[string]any, changed *fieldPaths, key string) map[strin
 		return obj
 	}
 	original := copyPaths(obj, changed)
-	takeCarry(original, key)
+	dropCarry(original, key)
 	return original
 }
 

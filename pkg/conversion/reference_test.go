@@ -57,6 +57,13 @@ func referenceConvert(obj map[string]any, apiVersion string) (map[string]any, er
 	}
 }
 
+// takeCarry removes the named carry annotation and returns its fields.
+func takeCarry(obj map[string]any, key string) []carried {
+	fields := readCarry(obj, key)
+	dropCarry(obj, key)
+	return fields
+}
+
 func referenceDiff(want, got map[string]any) []carried {
 	var out []carried
 	referenceDiffInto(&out, nil, want, got)
