@@ -57,7 +57,8 @@ func (p *fieldPaths) add(path []string) {
 			}
 		}
 		if next == nil {
-			next = &fieldPaths{path: slices.Clone(path[:i+1])}
+			// Clipped: carried entries share it, and an append must copy.
+			next = &fieldPaths{path: slices.Clip(slices.Clone(path[:i+1]))}
 			node.below = append(node.below, next)
 		}
 		node = next

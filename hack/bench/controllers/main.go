@@ -113,12 +113,11 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	podsCtx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
 	go fixture.StatefulSetsReady(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default")
-	// Nor balancerd: a Console is applied once its Balancer is Ready, which
-	// needs balancerd's Deployment Available.
-	go fixture.DeploymentsAvailable(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default", "-balancerd")
-	// And the console's, so that the first rollout ends with every Console
-	// Ready and the resync that follows has nothing left to write.
-	go fixture.DeploymentsAvailable(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default", "-console")
+	// Nor balancerd (a Console is applied once its Balancer is Ready, which
+	// needs balancerd's Deployment Available) or the console (so that the
+	// first rollout ends with every Console Ready and the resync that
+	// follows has nothing left to write).
+	go fixture.DeploymentsAvailable(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default", "-balancerd", "-console")
 	if err := createAll(ctx, kubernetes.NewForConfigOrDie(cp.Config), mz, n); err != nil {
 		return err
 	}
@@ -127,8 +126,10 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 		return err
 	}
 	converged := time.Since(began)
+	// Read before the heap profile, which runs a collection.
 	rss, hwm := memory(proc.Process.Pid)
 	heap := gauge(metrics, "go_memstats_heap_inuse_bytes")
+	split := breakdown(proc.Process.Pid, metrics)
 	if heapProfile != "" {
 		if err := saveHeapProfile(health, heapProfile); err != nil {
 			return err
@@ -139,7 +140,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	fmt.Printf("| all %d rolled out (UpToDate=True, Console Ready) | %v (%.1f Materializes/s) |\n",
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
 	fmt.Printf("| controller RSS after convergence (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
-	fmt.Printf("| controller RSS after convergence, by kind | %s |\n", breakdown(proc.Process.Pid, metrics))
+	fmt.Printf("| controller RSS after convergence, by kind | %s |\n", split)
 	if err := printWrites(cp, "bench-1", n, "first rollout"); err != nil {
 		return err
 	}

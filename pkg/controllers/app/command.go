@@ -224,9 +224,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	// The broadcaster outlives the signal: reconciles still in flight when
-	// it arrives record their Events; the deferred Shutdown stops it once
-	// every controller has returned.
+	// The broadcaster outlives the signal, so reconciles still in flight
+	// when it arrives can record their Events (not refused as "broadcaster
+	// already stopped"); the deferred Shutdown stops it once every
+	// controller has returned, dropping what is still queued then.
 	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}, health, log))
 	defer broadcaster.Shutdown()

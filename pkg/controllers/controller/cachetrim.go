@@ -39,16 +39,15 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 // StatefulSet, Deployment) are cached as stubs: the metadata and the few
 // spec and status fields the reconcilers read, and the digest of the
 // fields this operator owns (apply.OwnedDigestAnnotation), which is all
-// the no-op check needs. Pod templates, data, rules, labels other than the
-// resource id and every managedFields entry stay out of memory. The custom
+// the no-op check needs. Pod templates, data, rules, labels (but a
+// NetworkPolicy's resource id label, which the reconciler lists them by)
+// and every managedFields entry stay out of memory. The custom
 // resources are read whole. A Materialize keeps no managedFields (its
 // status check compares the status itself); a Balancer or Console keeps
 // this operator's entries, which the materialize reconciler's no-op check
 // of them extracts (their own reconcilers' status checks read the status,
 // so a digest on the object would not serve both), as does a child whose
 // owned fields cannot be extracted.
-// A stub's labels are dropped but for a NetworkPolicy's resource id label:
-// two small maps per child were a third of a stub's bytes.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
 	var out any
