@@ -25,6 +25,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,8 +49,22 @@ func main() {
 	concurrency := flag.Int("concurrency", 4, "concurrent TLS clients")
 	repeats := flag.Int("repeats", 3, "rounds; each round measures every handler once")
 	sizes := flag.String("objects", "1,500", "objects per review, comma separated")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "webhook-bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "webhook-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*duration, *concurrency, *repeats, *sizes); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "webhook-bench:", err)
 		os.Exit(1)
 	}
