@@ -165,8 +165,8 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
-// responses are the buffers responses are written into: one per review
-// would be most of a small review's allocations.
+// responses are the buffers responses are written into, reused: a
+// review's response is its largest single allocation.
 var responses = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooledResponse bounds the buffers kept between reviews (a 500-object
