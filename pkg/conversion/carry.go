@@ -200,11 +200,7 @@ func (d *differ) encode(v any, present bool) json.RawMessage {
 		return nil
 	}
 	start := len(d.raw)
-	var err error
-	if d.raw, err = jsonvalue.Append(d.raw, v); err != nil {
-		// Values come from decoded JSON, which always re-encodes.
-		panic(err)
-	}
+	d.raw = appendValue(d.raw, v)
 	return d.raw[start:len(d.raw):len(d.raw)]
 }
 
@@ -296,12 +292,17 @@ func rawOrNil(v any, present bool) json.RawMessage {
 	if !present {
 		return nil
 	}
-	raw, err := jsonvalue.Append(nil, v)
+	return appendValue(nil, v)
+}
+
+// appendValue appends v's JSON to dst.
+func appendValue(dst []byte, v any) []byte {
+	out, err := jsonvalue.Append(dst, v)
 	if err != nil {
 		// Values come from decoded JSON, which always re-encodes.
 		panic(err)
 	}
-	return raw
+	return out
 }
 
 // encodeCarry writes fields as json.Marshal would, without reflection:

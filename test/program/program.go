@@ -46,18 +46,39 @@ func FreeAddr() (string, error) {
 // labels include every one of labels (each written as in the exposition,
 // `controller="materialize"`). It is an error when no such series exists.
 func Metric(addr, name string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	e, err := Scrape(addr)
 	if err != nil {
 		return 0, err
+	}
+	return e.Sum(name, labels...)
+}
+
+// Exposition is one scrape of a /metrics endpoint, in Prometheus' text
+// format: figures read from one scrape describe one moment.
+type Exposition struct {
+	addr string
+	text string
+}
+
+// Scrape reads http://addr/metrics.
+func Scrape(addr string) (Exposition, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return Exposition{}, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return Exposition{}, err
 	}
+	return Exposition{addr: addr, text: string(raw)}, nil
+}
+
+// Sum is Metric's sum over this scrape.
+func (e Exposition) Sum(name string, labels ...string) (float64, error) {
 	var sum float64
 	found := false
-	for _, line := range strings.Split(string(raw), "\n") {
+	for _, line := range strings.Split(e.text, "\n") {
 		series, value, ok := strings.Cut(line, " ")
 		if !ok || strings.HasPrefix(line, "#") {
 			continue
@@ -74,7 +95,7 @@ func Metric(addr, name string, labels ...string) (float64, error) {
 		found = true
 	}
 	if !found {
-		return 0, fmt.Errorf("%s exports no %s%v", addr, name, labels)
+		return 0, fmt.Errorf("%s exports no %s%v", e.addr, name, labels)
 	}
 	return sum, nil
 }

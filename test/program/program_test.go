@@ -32,3 +32,23 @@ go_memstats_heap_inuse_bytes 4.2e+06
 		t.Error("a name that only prefixes another must not match")
 	}
 }
+
+// Figures read from one Scrape come from the same exposition, whatever
+// the endpoint serves afterwards.
+func TestScrapeIsOneMoment(t *testing.T) {
+	value := "1"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("a " + value + "\nb " + value + "\n"))
+	}))
+	defer srv.Close()
+	e, err := Scrape(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value = "2"
+	a, errA := e.Sum("a")
+	b, errB := e.Sum("b")
+	if errA != nil || errB != nil || a != 1 || b != 1 {
+		t.Errorf("a = %v (%v), b = %v (%v); want both 1 from the one scrape", a, errA, b, errB)
+	}
+}

@@ -127,9 +127,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	}
 	converged := time.Since(began)
 	// Read before the heap profile, which runs a collection.
-	rss, hwm := memory(proc.Process.Pid)
-	heap := gauge(metrics, "go_memstats_heap_inuse_bytes")
-	split := breakdown(proc.Process.Pid, metrics)
+	mem := snapshot(proc.Process.Pid, metrics)
 	if heapProfile != "" {
 		if err := saveHeapProfile(health, heapProfile); err != nil {
 			return err
@@ -139,8 +137,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	fmt.Printf("| create %d Materializes (client side) | %v |\n", n, created.Round(time.Millisecond))
 	fmt.Printf("| all %d rolled out (UpToDate=True, Console Ready) | %v (%.1f Materializes/s) |\n",
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
-	fmt.Printf("| controller RSS after convergence (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
-	fmt.Printf("| controller RSS after convergence, by kind | %s |\n", split)
+	mem.print("after convergence")
 	if err := printWrites(cp, "bench-1", n, "first rollout"); err != nil {
 		return err
 	}
@@ -160,11 +157,9 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 	if err := waitResync(metrics, n); err != nil {
 		return err
 	}
-	rss, hwm = memory(proc.Process.Pid)
-	heap = gauge(metrics, "go_memstats_heap_inuse_bytes")
+	mem = snapshot(proc.Process.Pid, metrics)
 	fmt.Printf("| full resync of %d converged Materializes by a new leader | %v |\n", n, time.Since(resyncStart).Round(time.Millisecond))
-	fmt.Printf("| controller RSS after the resync (peak); Go heap in use | %s (%s); %s |\n", mib(rss), mib(hwm), mib(heap))
-	fmt.Printf("| controller RSS after the resync, by kind | %s |\n", breakdown(proc.Process.Pid, metrics))
+	mem.print("after the resync")
 	if err := printWrites(cp, "bench-2", n, "resync"); err != nil {
 		return err
 	}
@@ -330,28 +325,36 @@ func saveHeapProfile(health, path string) error {
 	return f.Close()
 }
 
-// gauge reads one unlabelled metric from a /metrics endpoint; 0 when absent.
-func gauge(metrics, name string) int64 {
-	v, _ := program.Metric(metrics, name) // 0 when unreadable: a figure, not a check
-	return int64(v)
+// memorySnapshot is a process's RSS, split into its file-backed pages
+// (the binary's code and data) and anonymous memory, and the Go runtime's
+// view of it from one scrape: heap in use, heap kept free but not yet
+// returned to the OS, and the rest (stacks, GC metadata, spans).
+type memorySnapshot struct {
+	rss, peak, file, anon    int64
+	heapInUse, free, runtime int64
 }
 
-// breakdown splits a process's RSS into its file-backed pages (the
-// binary's code and data) and anonymous memory, and the Go runtime's view:
-// heap in use, heap kept free but not yet returned to the OS, and the rest
-// (stacks, GC metadata, spans).
-func breakdown(pid int, metrics string) string {
+func snapshot(pid int, metrics string) memorySnapshot {
 	status := procStatus(pid)
-	inuse := gauge(metrics, "go_memstats_heap_inuse_bytes")
-	idle := gauge(metrics, "go_memstats_heap_idle_bytes") - gauge(metrics, "go_memstats_heap_released_bytes")
-	sys := gauge(metrics, "go_memstats_sys_bytes") - gauge(metrics, "go_memstats_heap_sys_bytes")
-	return fmt.Sprintf("file-backed %s, anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s",
-		mib(status["RssFile"]), mib(status["RssAnon"]), mib(inuse), mib(idle), mib(sys))
+	m := memorySnapshot{rss: status["VmRSS"], peak: status["VmHWM"], file: status["RssFile"], anon: status["RssAnon"]}
+	e, err := program.Scrape(metrics)
+	if err != nil {
+		return m // the runtime's figures stay 0: a report, not a check
+	}
+	gauge := func(name string) int64 {
+		v, _ := e.Sum(name)
+		return int64(v)
+	}
+	m.heapInUse = gauge("go_memstats_heap_inuse_bytes")
+	m.free = gauge("go_memstats_heap_idle_bytes") - gauge("go_memstats_heap_released_bytes")
+	m.runtime = gauge("go_memstats_sys_bytes") - gauge("go_memstats_heap_sys_bytes")
+	return m
 }
 
-func memory(pid int) (rss, hwm int64) {
-	status := procStatus(pid)
-	return status["VmRSS"], status["VmHWM"]
+func (m memorySnapshot) print(phase string) {
+	fmt.Printf("| controller RSS %s (peak); Go heap in use | %s (%s); %s |\n", phase, mib(m.rss), mib(m.peak), mib(m.heapInUse))
+	fmt.Printf("| controller RSS %s, by kind | file-backed %s, anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s |\n",
+		phase, mib(m.file), mib(m.anon), mib(m.heapInUse), mib(m.free), mib(m.runtime))
 }
 
 // procStatus returns the sizes /proc/<pid>/status reports, in bytes, by
