@@ -15,8 +15,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	appsv1listers "k8s.io/client-go/listers/apps/v1"
-	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
@@ -73,8 +71,8 @@ type reconciler struct {
 	kube        kubernetes.Interface
 	dyn         dynamic.Interface
 	balancers   mzlisters.BalancerLister
-	deployments appsv1listers.DeploymentLister
-	services    corev1listers.ServiceLister
+	deployments controller.Lister[*appsv1.Deployment]
+	services    controller.Lister[*corev1.Service]
 	recent      *component.RecentWrites
 	owner       component.Owner[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration]
 }
@@ -95,8 +93,8 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		kube:        d.Kube,
 		dyn:         d.Dynamic,
 		balancers:   crInformer.Lister(),
-		deployments: deployInformer.Lister(),
-		services:    svcInformer.Lister(),
+		deployments: controller.DeploymentLister(d.KubeInformers),
+		services:    controller.ServiceLister(d.KubeInformers),
 		recent:      recent,
 		owner:       component.NewOwner(kind(d.MZ), recent, d.Recorder),
 	}
@@ -220,7 +218,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component
 			// from balancerd pods that still run.
 			WithStrategy(appsv1ac.DeploymentStrategy().WithRollingUpdate(appsv1ac.RollingUpdateDeployment().WithMaxSurge(intstr.FromString("100%")))).
 			WithTemplate(template))
-	return component.NewChild("Deployment", name, desired, r.deployments.Deployments(cr.Namespace).Get,
+	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace).Get,
 		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
@@ -230,6 +228,6 @@ func (r *reconciler) service(cr *v1alpha1.Balancer, id string, lbls component.La
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(component.HeadlessService(name, component.ServicePort("http", r.cfg.HTTPPort), component.ServicePort("pgwire", r.cfg.SQLPort)))
-	return component.NewChild("Service", name, desired, r.services.Services(cr.Namespace).Get,
+	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace).Get,
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }

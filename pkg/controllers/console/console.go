@@ -20,9 +20,6 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	appsv1listers "k8s.io/client-go/listers/apps/v1"
-	corev1listers "k8s.io/client-go/listers/core/v1"
-	networkingv1listers "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -140,10 +137,10 @@ type reconciler struct {
 	kube            kubernetes.Interface
 	dyn             dynamic.Interface
 	consoles        mzlisters.ConsoleLister
-	configMaps      corev1listers.ConfigMapLister
-	deployments     appsv1listers.DeploymentLister
-	services        corev1listers.ServiceLister
-	networkPolicies networkingv1listers.NetworkPolicyLister
+	configMaps      controller.Lister[*corev1.ConfigMap]
+	deployments     controller.Lister[*appsv1.Deployment]
+	services        controller.Lister[*corev1.Service]
+	networkPolicies controller.Lister[*networkingv1.NetworkPolicy]
 	recent          *component.RecentWrites
 	owner           component.Owner[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration]
 }
@@ -166,10 +163,10 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		kube:            d.Kube,
 		dyn:             d.Dynamic,
 		consoles:        crInformer.Lister(),
-		configMaps:      cmInformer.Lister(),
-		deployments:     deployInformer.Lister(),
-		services:        svcInformer.Lister(),
-		networkPolicies: npInformer.Lister(),
+		configMaps:      controller.ConfigMapLister(d.KubeInformers),
+		deployments:     controller.DeploymentLister(d.KubeInformers),
+		services:        controller.ServiceLister(d.KubeInformers),
+		networkPolicies: controller.NetworkPolicyLister(d.KubeInformers),
 		recent:          recent,
 		owner:           component.NewOwner(kind(d.MZ), recent, d.Recorder),
 	}
@@ -225,7 +222,7 @@ func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls component.L
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithData(map[string]string{AppConfigKey: AppConfigJSON(cr.Spec)})
-	return component.NewChild("ConfigMap", name, desired, r.configMaps.ConfigMaps(cr.Namespace).Get,
+	return component.NewChild("ConfigMap", name, desired, r.configMaps.In(cr.Namespace).Get,
 		r.kube.CoreV1().ConfigMaps(cr.Namespace), corev1ac.ExtractConfigMap)
 }
 
@@ -277,7 +274,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.
 			WithReplicas(replicas).
 			WithSelector(component.Selector(lbls.Selector(name))).
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(lbls.Pod(name)).WithSpec(pod)))
-	return component.NewChild("Deployment", name, desired, r.deployments.Deployments(cr.Namespace).Get,
+	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace).Get,
 		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
@@ -287,7 +284,7 @@ func (r *reconciler) service(cr *v1alpha1.Console, id string, lbls component.Lab
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(component.HeadlessService(name, component.ServicePort("http", r.cfg.HTTPPort)))
-	return component.NewChild("Service", name, desired, r.services.Services(cr.Namespace).Get,
+	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace).Get,
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }
 
@@ -308,6 +305,6 @@ func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string, lbls compone
 			WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(from...).
 				WithPorts(networkingv1ac.NetworkPolicyPort().
 					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(r.cfg.HTTPPort)))))
-	return component.NewChild("NetworkPolicy", name, desired, r.networkPolicies.NetworkPolicies(cr.Namespace).Get,
+	return component.NewChild("NetworkPolicy", name, desired, r.networkPolicies.In(cr.Namespace).Get,
 		r.kube.NetworkingV1().NetworkPolicies(cr.Namespace), networkingv1ac.ExtractNetworkPolicy)
 }

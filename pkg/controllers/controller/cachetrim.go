@@ -36,61 +36,53 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 
 // TrimForCache is the informers' transform. The operator's children
 // (ServiceAccount, Role, RoleBinding, NetworkPolicy, ConfigMap, Service,
-// StatefulSet, Deployment) are cached as stubs: the metadata and the few
-// spec and status fields the reconcilers read, and the digest of the
-// fields this operator owns (apply.OwnedDigestAnnotation), which is all
-// the no-op check needs. Pod templates, data, rules, labels (but a
-// NetworkPolicy's resource id label, which the reconciler lists them by)
-// and every managedFields entry stay out of memory. The custom
-// resources are read whole. A Materialize keeps no managedFields (its
-// status check compares the status itself); a Balancer or Console keeps
-// this operator's entries, which the materialize reconciler's no-op check
-// of them extracts (their own reconcilers' status checks read the status,
-// so a digest on the object would not serve both), as does a child whose
-// owned fields cannot be extracted.
+// StatefulSet, Deployment) are cached as Stubs, which their Listers read:
+// the metadata and the few spec and status fields the reconcilers read, and
+// the digest of the fields this operator owns, which is all the no-op
+// check needs. Pod templates, data, rules, labels (but a NetworkPolicy's
+// resource id label, which the reconciler lists them by) and every
+// managedFields entry stay out of memory. The custom resources are read
+// whole. A Materialize keeps no managedFields (its status check compares
+// the status itself); a Balancer or Console keeps this operator's entries,
+// which the materialize reconciler's no-op check of them extracts (their
+// own reconcilers' status checks read the status, so a digest on the
+// object would not serve both), as does a child whose owned fields cannot
+// be extracted, which is kept whole.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
 	var out any
 	var err error
 	switch o := obj.(type) {
+	case *Stub:
+		// Informers may transform what they hold again (a resync).
+		return o, nil
 	case *corev1.ServiceAccount:
-		out, err = stub(o, corev1ac.ExtractServiceAccount, func(m metav1.ObjectMeta) any {
-			return &corev1.ServiceAccount{ObjectMeta: m}
-		})
+		out, err = stub(o, corev1ac.ExtractServiceAccount, nil)
 	case *rbacv1.Role:
-		out, err = stub(o, rbacv1ac.ExtractRole, func(m metav1.ObjectMeta) any { return &rbacv1.Role{ObjectMeta: m} })
+		out, err = stub(o, rbacv1ac.ExtractRole, nil)
 	case *rbacv1.RoleBinding:
-		out, err = stub(o, rbacv1ac.ExtractRoleBinding, func(m metav1.ObjectMeta) any { return &rbacv1.RoleBinding{ObjectMeta: m} })
+		out, err = stub(o, rbacv1ac.ExtractRoleBinding, nil)
 	case *networkingv1.NetworkPolicy:
 		// The reconciler lists a Materialize's NetworkPolicies by the
 		// resource id label; other children are found by name.
-		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, func(m metav1.ObjectMeta) any {
+		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, func(s *Stub) {
 			if id, ok := o.Labels[children.ResourceIDLabel]; ok {
-				m.Labels = map[string]string{children.ResourceIDLabel: id}
+				s.Labels = map[string]string{children.ResourceIDLabel: id}
 			}
-			return &networkingv1.NetworkPolicy{ObjectMeta: m}
 		})
 	case *corev1.ConfigMap:
-		out, err = stub(o, corev1ac.ExtractConfigMap, func(m metav1.ObjectMeta) any { return &corev1.ConfigMap{ObjectMeta: m} })
+		out, err = stub(o, corev1ac.ExtractConfigMap, nil)
 	case *corev1.Service:
-		// The cluster IP tells a headless Service (component.FixHeadless).
-		out, err = stub(o, corev1ac.ExtractService, func(m metav1.ObjectMeta) any {
-			return &corev1.Service{ObjectMeta: m, Spec: corev1.ServiceSpec{ClusterIP: o.Spec.ClusterIP}}
-		})
+		out, err = stub(o, corev1ac.ExtractService, func(s *Stub) { s.ClusterIP = o.Spec.ClusterIP })
 	case *appsv1.StatefulSet:
-		// Readiness reads the status (materialize's statefulSetReady).
-		out, err = stub(o, appsv1ac.ExtractStatefulSet, func(m metav1.ObjectMeta) any {
-			return &appsv1.StatefulSet{ObjectMeta: m, Status: o.Status}
-		})
+		out, err = stub(o, appsv1ac.ExtractStatefulSet, func(s *Stub) { s.StatefulSetStatus = statefulSetStatus(o.Status) })
 	case *v1alpha1.Materialize:
 		o.ManagedFields = nil
 		return withoutDigest(o), nil
 	case *appsv1.Deployment:
-		// The selector check, the rollout wait and readiness read these
-		// (component.FixSelector, which GETs the whole Deployment before
-		// it changes one, rolledOut, ReadyFromDeployment).
-		out, err = stub(o, appsv1ac.ExtractDeployment, func(m metav1.ObjectMeta) any {
-			return &appsv1.Deployment{ObjectMeta: m, Spec: appsv1.DeploymentSpec{Selector: o.Spec.Selector, Replicas: o.Spec.Replicas}, Status: o.Status}
+		// FixSelector GETs the whole Deployment before it changes one.
+		out, err = stub(o, appsv1ac.ExtractDeployment, func(s *Stub) {
+			s.Selector, s.Replicas, s.DeploymentStatus = o.Spec.Selector, o.Spec.Replicas, deploymentStatus(o.Status)
 		})
 	}
 	if err == nil && out != nil {
@@ -110,29 +102,31 @@ func withoutDigest(obj any) any {
 	return obj
 }
 
-// stub returns what newStub builds from the metadata the reconcilers read
-// (identity, ownership, deletion), annotated with the digest of the fields this
-// operator owns in live; an error when they cannot be extracted.
-func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), newStub func(metav1.ObjectMeta) any) (any, error) {
-	if _, stubbed := apply.CachedDigest(live); stubbed {
-		// Already a stub: informers may transform what they hold again (a
-		// resync), and a stub has no owned fields left to extract.
-		return live, nil
-	}
+// stub returns the Stub of live: the metadata the reconcilers read
+// (identity, ownership, deletion), the digest of the fields this operator
+// owns in live, and what keep copies of its kind; an error when the owned
+// fields cannot be extracted.
+func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), keep func(*Stub)) (any, error) {
 	digest, err := ownedDigest(live, extract)
 	if err != nil {
 		return nil, err
 	}
-	return newStub(metav1.ObjectMeta{
-		Name:              live.GetName(),
-		Namespace:         live.GetNamespace(),
-		UID:               live.GetUID(),
-		ResourceVersion:   live.GetResourceVersion(),
-		Generation:        live.GetGeneration(),
-		OwnerReferences:   live.GetOwnerReferences(),
-		DeletionTimestamp: live.GetDeletionTimestamp(),
-		Annotations:       map[string]string{apply.OwnedDigestAnnotation: digest},
-	}), nil
+	s := &Stub{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              live.GetName(),
+			Namespace:         live.GetNamespace(),
+			UID:               live.GetUID(),
+			ResourceVersion:   live.GetResourceVersion(),
+			Generation:        live.GetGeneration(),
+			OwnerReferences:   live.GetOwnerReferences(),
+			DeletionTimestamp: live.GetDeletionTimestamp(),
+		},
+		OwnedDigest: digest,
+	}
+	if keep != nil {
+		keep(s)
+	}
+	return s, nil
 }
 
 // ownedDigest is apply.OwnedDigest; client-go's extractors panic on

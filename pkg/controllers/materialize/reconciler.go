@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,11 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	networkinglisters "k8s.io/client-go/listers/networking/v1"
-	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 )
 
 // Condition type and reasons (SPEC.md §3), upstream's.
@@ -93,13 +90,13 @@ type reconciler struct {
 	recent       *ctrlcomponent.RecentWrites
 	balancers    mzlisters.BalancerLister
 	consoles     mzlisters.ConsoleLister
-	statefulSets appslisters.StatefulSetLister
-	services     corelisters.ServiceLister
-	configMaps   corelisters.ConfigMapLister
-	accounts     corelisters.ServiceAccountLister
-	roles        rbaclisters.RoleLister
-	bindings     rbaclisters.RoleBindingLister
-	policies     networkinglisters.NetworkPolicyLister
+	statefulSets controller.Lister[*appsv1.StatefulSet]
+	services     controller.Lister[*corev1.Service]
+	configMaps   controller.Lister[*corev1.ConfigMap]
+	accounts     controller.Lister[*corev1.ServiceAccount]
+	roles        controller.Lister[*rbacv1.Role]
+	bindings     controller.Lister[*rbacv1.RoleBinding]
+	policies     controller.Lister[*networkingv1.NetworkPolicy]
 }
 
 // newReconciler is the materialize reconciler over d's informers.
@@ -133,13 +130,13 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 		recent:       ctrlcomponent.NewRecentWrites(),
 		balancers:    mzInf.Balancers().Lister(),
 		consoles:     mzInf.Consoles().Lister(),
-		statefulSets: k.Apps().V1().StatefulSets().Lister(),
-		services:     k.Core().V1().Services().Lister(),
-		configMaps:   k.Core().V1().ConfigMaps().Lister(),
-		accounts:     k.Core().V1().ServiceAccounts().Lister(),
-		roles:        k.Rbac().V1().Roles().Lister(),
-		bindings:     k.Rbac().V1().RoleBindings().Lister(),
-		policies:     k.Networking().V1().NetworkPolicies().Lister(),
+		statefulSets: controller.StatefulSetLister(k),
+		services:     controller.ServiceLister(k),
+		configMaps:   controller.ConfigMapLister(k),
+		accounts:     controller.ServiceAccountLister(k),
+		roles:        controller.RoleLister(k),
+		bindings:     controller.RoleBindingLister(k),
+		policies:     controller.NetworkPolicyLister(k),
 	}
 	return r
 }
@@ -311,18 +308,18 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 	kube := r.d.Kube
 	if e.mz.Spec.ServiceAccountName == "" {
 		sa := e.serviceAccount()
-		live, err := r.accounts.ServiceAccounts(e.ns()).Get(*sa.Name)
+		live, err := r.accounts.In(e.ns()).Get(*sa.Name)
 		if err := applyChild(ctx, live, err, sa, corev1acExtractServiceAccount, kube.CoreV1().ServiceAccounts(e.ns()).Apply); err != nil {
 			return fmt.Errorf("service account: %w", err)
 		}
 	}
 	role := e.role()
-	liveRole, err := r.roles.Roles(e.ns()).Get(*role.Name)
+	liveRole, err := r.roles.In(e.ns()).Get(*role.Name)
 	if err := applyChild(ctx, liveRole, err, role, rbacacExtractRole, kube.RbacV1().Roles(e.ns()).Apply); err != nil {
 		return fmt.Errorf("role: %w", err)
 	}
 	binding := e.roleBinding()
-	liveBinding, err := r.bindings.RoleBindings(e.ns()).Get(*binding.Name)
+	liveBinding, err := r.bindings.In(e.ns()).Get(*binding.Name)
 	if err := applyChild(ctx, liveBinding, err, binding, rbacacExtractRoleBinding, kube.RbacV1().RoleBindings(e.ns()).Apply); err != nil {
 		return fmt.Errorf("role binding: %w", err)
 	}
@@ -346,12 +343,12 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
 	wanted := map[string]bool{}
 	for _, policy := range e.networkPolicies() {
 		wanted[*policy.Name] = true
-		live, err := r.policies.NetworkPolicies(e.ns()).Get(*policy.Name)
+		live, err := r.policies.In(e.ns()).Get(*policy.Name)
 		if err := applyChild(ctx, live, err, policy, networkingacExtractNetworkPolicy, kube.NetworkingV1().NetworkPolicies(e.ns()).Apply); err != nil {
 			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
 		}
 	}
-	existing, err := r.policies.NetworkPolicies(e.ns()).List(labels.SelectorFromSet(labels.Set{children.ResourceIDLabel: e.id}))
+	existing, err := r.policies.In(e.ns()).List(labels.SelectorFromSet(labels.Set{children.ResourceIDLabel: e.id}))
 	if err != nil {
 		return err
 	}
@@ -403,7 +400,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		if in.Forced, err = r.forcePromote(ctx, mz); err != nil {
 			return controller.Result{}, false, err
 		}
-		sts, getErr := r.statefulSets.StatefulSets(e.ns()).Get(e.generationName(desired))
+		sts, getErr := r.statefulSets.In(e.ns()).Get(e.generationName(desired))
 		pre, err := r.preflight(ctx, e, getErr == nil)
 		if err != nil {
 			return controller.Result{}, false, err
@@ -572,16 +569,16 @@ func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) (ch
 	g := e.generation(gen)
 	kube := r.d.Kube
 	for _, svc := range []*corev1ac.ServiceApplyConfiguration{g.service, g.persistPubSub} {
-		live, err := r.services.Services(e.ns()).Get(*svc.Name)
+		live, err := r.services.In(e.ns()).Get(*svc.Name)
 		if err := applyChild(ctx, live, err, svc, corev1acExtractService, kube.CoreV1().Services(e.ns()).Apply); err != nil {
 			return false, err
 		}
 	}
-	liveCM, err := r.configMaps.ConfigMaps(e.ns()).Get(*g.listeners.Name)
+	liveCM, err := r.configMaps.In(e.ns()).Get(*g.listeners.Name)
 	if err := applyChild(ctx, liveCM, err, g.listeners, corev1acExtractConfigMap, kube.CoreV1().ConfigMaps(e.ns()).Apply); err != nil {
 		return false, err
 	}
-	liveSTS, getErr := r.statefulSets.StatefulSets(e.ns()).Get(*g.statefulSet.Name)
+	liveSTS, getErr := r.statefulSets.In(e.ns()).Get(*g.statefulSet.Name)
 	if getErr != nil && !apierrors.IsNotFound(getErr) {
 		return false, getErr
 	}
@@ -603,7 +600,7 @@ func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) (ch
 
 func (r *reconciler) applyPublicService(ctx context.Context, e env, gen uint64) error {
 	svc := e.publicService(gen)
-	live, err := r.services.Services(e.ns()).Get(*svc.Name)
+	live, err := r.services.In(e.ns()).Get(*svc.Name)
 	return applyChild(ctx, live, err, svc, corev1acExtractService, r.d.Kube.CoreV1().Services(e.ns()).Apply)
 }
 
@@ -624,17 +621,17 @@ func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64, co
 		}
 		return err
 	}
-	_, err := r.statefulSets.StatefulSets(ns).Get(name)
+	_, err := r.statefulSets.In(ns).Get(name)
 	if err := del(err == nil, r.d.Kube.AppsV1().StatefulSets(ns).Delete, name); err != nil {
 		return err
 	}
 	for _, svc := range []string{name, e.persistPubSubName(gen)} {
-		_, err = r.services.Services(ns).Get(svc)
+		_, err = r.services.In(ns).Get(svc)
 		if err := del(err == nil, r.d.Kube.CoreV1().Services(ns).Delete, svc); err != nil {
 			return err
 		}
 	}
-	_, err = r.configMaps.ConfigMaps(ns).Get(e.listenersName(gen))
+	_, err = r.configMaps.In(ns).Get(e.listenersName(gen))
 	return del(err == nil, r.d.Kube.CoreV1().ConfigMaps(ns).Delete, e.listenersName(gen))
 }
 
