@@ -142,8 +142,9 @@ func ownedDigest[T any, AC any](live T, extract func(T, string) (AC, error)) (di
 }
 
 // dropOtherManagers drops the managedFields entries of every manager but
-// this operator's: kube-controller-manager's status updates, a user's
-// kubectl.
+// this operator's (kube-controller-manager's status updates, a user's
+// kubectl) and this operator's of the status subresource: its no-op checks
+// extract the main resource's fields, and compare a status with the status.
 func dropOtherManagers(obj any) any {
 	o, err := meta.Accessor(obj)
 	if err != nil {
@@ -152,7 +153,7 @@ func dropOtherManagers(obj any) any {
 	entries := o.GetManagedFields()
 	kept := entries[:0]
 	for _, e := range entries {
-		if e.Manager == apply.FieldManager {
+		if e.Manager == apply.FieldManager && e.Subresource == "" {
 			kept = append(kept, e)
 		}
 	}

@@ -21,6 +21,7 @@ func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
 		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply},
 		{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate},
 		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate},
+		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply, Subresource: "status"},
 	}}}
 	out, err := TrimForCache(d)
 	if err != nil {
@@ -28,7 +29,7 @@ func TestTrimForCacheKeepsOnlyThisOperatorsManagedFields(t *testing.T) {
 	}
 	got := out.(*corev1.Pod).ManagedFields
 	if len(got) != 2 || got[0].Operation != metav1.ManagedFieldsOperationApply || got[1].Operation != metav1.ManagedFieldsOperationUpdate {
-		t.Errorf("kept %v, want this operator's apply and update entries only", got)
+		t.Errorf("kept %v, want this operator's apply and update entries of the main resource only", got)
 	}
 	for _, e := range got {
 		if e.Manager != apply.FieldManager {
