@@ -46,19 +46,20 @@ func main() {
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
+	gogc := flag.String("gogc", "", "GOGC of the controllers (empty: the runtime's default, 100), to weigh memory against CPU")
 	flag.Parse()
 	limit, err := resource.ParseQuantity(*memoryLimit)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	if err := run(*n, *workers, *qps, limit.Value(), *heapProfile); err != nil {
+	if err := run(*n, *workers, *qps, limit.Value(), *heapProfile, *gogc); err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
+func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -94,11 +95,14 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile string) error {
 			"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
 			"--environmentd-poll-interval=200ms")
 		cmd.Stderr = os.Stderr
+		if gogc != "" {
+			cmd.Env = append(os.Environ(), "GOGC="+gogc)
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		return cmd, cmd.Start()
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d\n\n", n, workers, qps, memoryLimit)
+	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q\n\n", n, workers, qps, memoryLimit, gogc)
 
 	metrics, err := program.FreeAddr()
 	if err != nil {
@@ -332,6 +336,7 @@ func saveHeapProfile(health, path string) error {
 type memorySnapshot struct {
 	rss, peak, file, anon    int64
 	heapInUse, free, runtime int64
+	cpuSeconds               float64
 }
 
 func snapshot(pid int, metrics string) memorySnapshot {
@@ -348,6 +353,7 @@ func snapshot(pid int, metrics string) memorySnapshot {
 	m.heapInUse = gauge("go_memstats_heap_inuse_bytes")
 	m.free = gauge("go_memstats_heap_idle_bytes") - gauge("go_memstats_heap_released_bytes")
 	m.runtime = gauge("go_memstats_sys_bytes") - gauge("go_memstats_heap_sys_bytes")
+	m.cpuSeconds, _ = e.Sum("process_cpu_seconds_total")
 	return m
 }
 
@@ -355,6 +361,7 @@ func (m memorySnapshot) print(phase string) {
 	fmt.Printf("| controller RSS %s (peak); Go heap in use | %s (%s); %s |\n", phase, mib(m.rss), mib(m.peak), mib(m.heapInUse))
 	fmt.Printf("| controller RSS %s, by kind | file-backed %s, anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s |\n",
 		phase, mib(m.file), mib(m.anon), mib(m.heapInUse), mib(m.free), mib(m.runtime))
+	fmt.Printf("| controller CPU since it started, %s | %.1f s |\n", phase, m.cpuSeconds)
 }
 
 // procStatus returns the sizes /proc/<pid>/status reports, in bytes, by
