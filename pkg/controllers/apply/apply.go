@@ -54,12 +54,13 @@ func Object[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
 	return true, nil
 }
 
-// OwnedDigestAnnotation marks a cached stub (controller.TrimForCache): an
-// object cut down to what the reconcilers read, whose annotation holds the
-// Digest of the fields FieldManager owned in the whole object's main
-// resource, as client-go's Extract function of its kind returns them: the
-// only extract Object may be given with a stub. It exists only in the
-// controllers' caches and is never written.
+// OwnedDigestAnnotation marks an object rebuilt from a cached stub
+// (controller.Stub, read through a controller.Lister): an object cut down
+// to what the reconcilers read, whose annotation holds the Digest of the
+// fields FieldManager owned in the whole object's main resource, as
+// client-go's Extract function of its kind returns them: the only extract
+// Object may be given with a stub. It exists only in the controllers'
+// memory and is never written.
 const OwnedDigestAnnotation = "orchestratord.materialize.cloud/cached-owned-fields-digest"
 
 // Digest fingerprints an apply configuration for the no-op check: two
