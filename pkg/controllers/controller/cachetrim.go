@@ -65,25 +65,19 @@ func TrimForCache(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		// The reconciler lists a Materialize's NetworkPolicies by the
 		// resource id label; other children are found by name.
-		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, func(s *Stub) {
-			if id, ok := o.Labels[children.ResourceIDLabel]; ok {
-				s.Labels = map[string]string{children.ResourceIDLabel: id}
-			}
-		})
+		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, resourceID(o.Labels[children.ResourceIDLabel]))
 	case *corev1.ConfigMap:
 		out, err = stub(o, corev1ac.ExtractConfigMap, nil)
 	case *corev1.Service:
-		out, err = stub(o, corev1ac.ExtractService, func(s *Stub) { s.ClusterIP = o.Spec.ClusterIP })
+		out, err = stub(o, corev1ac.ExtractService, clusterIP(o.Spec.ClusterIP))
 	case *appsv1.StatefulSet:
-		out, err = stub(o, appsv1ac.ExtractStatefulSet, func(s *Stub) { s.StatefulSetStatus = statefulSetStatus(o.Status) })
+		out, err = stub(o, appsv1ac.ExtractStatefulSet, keepStatefulSet(o))
 	case *v1alpha1.Materialize:
 		o.ManagedFields = nil
 		return withoutDigest(o), nil
 	case *appsv1.Deployment:
 		// FixSelector GETs the whole Deployment before it changes one.
-		out, err = stub(o, appsv1ac.ExtractDeployment, func(s *Stub) {
-			s.Selector, s.Replicas, s.DeploymentStatus = o.Spec.Selector, o.Spec.Replicas, deploymentStatus(o.Status)
-		})
+		out, err = stub(o, appsv1ac.ExtractDeployment, keepDeployment(o))
 	}
 	if err == nil && out != nil {
 		return out, nil
@@ -104,29 +98,14 @@ func withoutDigest(obj any) any {
 
 // stub returns the Stub of live: the metadata the reconcilers read
 // (identity, ownership, deletion), the digest of the fields this operator
-// owns in live, and what keep copies of its kind; an error when the owned
-// fields cannot be extracted.
-func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), keep func(*Stub)) (any, error) {
+// owns in live, and kept of its kind; an error when the owned fields
+// cannot be extracted.
+func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), kept any) (any, error) {
 	digest, err := ownedDigest(live, extract)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stub{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              live.GetName(),
-			Namespace:         live.GetNamespace(),
-			UID:               live.GetUID(),
-			ResourceVersion:   live.GetResourceVersion(),
-			Generation:        live.GetGeneration(),
-			OwnerReferences:   live.GetOwnerReferences(),
-			DeletionTimestamp: live.GetDeletionTimestamp(),
-		},
-		OwnedDigest: digest,
-	}
-	if keep != nil {
-		keep(s)
-	}
-	return s, nil
+	return newStub(live, digest, kept)
 }
 
 // ownedDigest is apply.OwnedDigest; client-go's extractors panic on

@@ -1,6 +1,13 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"unique"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -9,59 +16,251 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 )
 
 // Stub is a child object as the informers cache it (TrimForCache): the
 // metadata the reconcilers read, the digest of the fields this operator
-// owns, and the few fields of its kind the reconcilers read. It is about a
-// quarter of the typed object it stands for (a Deployment is a 1.2 KB Go
-// struct, mostly its empty pod template); a Lister rebuilds that object
-// on each read, so the reconcilers see the types they always did.
+// owns, and the few fields of its kind the reconcilers read. It is a
+// metav1.Object of 144 bytes where a Deployment is a 1.2 KB Go struct
+// (mostly its empty pod template): its owner references are interned (the
+// 17 or so children of a Materialize share one), as is its namespace, and
+// the digest is kept as bytes. A Lister rebuilds the typed object on each
+// read, so the reconcilers see the types they always did. Setting a field
+// a stub does not keep (annotations, finalizers, managedFields, labels but
+// a NetworkPolicy's resource id) does nothing.
 type Stub struct {
-	metav1.ObjectMeta
-	// OwnedDigest is apply.OwnedDigest of the whole object: the rebuilt
-	// object carries it as apply.OwnedDigestAnnotation.
-	OwnedDigest string
-	// ClusterIP tells a headless Service (component.FixHeadless).
-	ClusterIP string
-	// A Deployment's selector (component.FixSelector) and replicas (the
-	// rollout wait).
-	Selector *metav1.LabelSelector
-	Replicas *int32
-	// A Deployment's rollout and readiness (rolledOut,
-	// component.ReadyFromDeployment), a StatefulSet's readiness
-	// (materialize's statefulSetReady).
-	DeploymentStatus  *appsv1.DeploymentStatus
-	StatefulSetStatus *appsv1.StatefulSetStatus
+	name            string
+	namespace       unique.Handle[string]
+	uid             types.UID
+	resourceVersion string
+	generation      int64
+	owners          []unique.Handle[ownerReference]
+	deletion        *metav1.Time
+	// ownedDigest is apply.OwnedDigest of the whole object: the rebuilt
+	// object carries it, hex-encoded, as apply.OwnedDigestAnnotation.
+	ownedDigest [sha256.Size]byte
+	// What its kind keeps: a clusterIP (a Service: component.FixHeadless
+	// tells a headless one), a resourceID (a NetworkPolicy, which the
+	// reconciler lists by that label), *deploymentFields or
+	// *appsv1.StatefulSetStatus.
+	kept any
 }
 
-// meta is the rebuilt object's metadata: the stub's, annotated with the
-// digest (a map of its own, so a reader cannot change the cache's).
+// clusterIP is a Service's spec.clusterIP.
+type clusterIP string
+
+// resourceID is a NetworkPolicy's children.ResourceIDLabel.
+type resourceID string
+
+// deploymentFields are what the reconcilers read of a Deployment: its
+// selector (component.FixSelector), replicas (the rollout wait), rollout
+// and readiness (rolledOut, component.ReadyFromDeployment).
+type deploymentFields struct {
+	// matchLabels are the selector's matchLabels as sorted key, value
+	// pairs (a map is some 300 bytes more); selector is the whole
+	// selector when it has matchExpressions.
+	matchLabels []string
+	selector    *metav1.LabelSelector
+	replicas    *int32
+	status      appsv1.DeploymentStatus
+}
+
+// ownerReference is a metav1.OwnerReference as a comparable value, which
+// unique interns.
+type ownerReference struct {
+	apiVersion, kind, name         string
+	uid                            types.UID
+	controller, blockOwnerDeletion optionalBool
+}
+
+type optionalBool uint8
+
+const (
+	unset optionalBool = iota
+	isFalse
+	isTrue
+)
+
+func optional(b *bool) optionalBool {
+	switch {
+	case b == nil:
+		return unset
+	case *b:
+		return isTrue
+	default:
+		return isFalse
+	}
+}
+
+func (o optionalBool) pointer() *bool {
+	if o == unset {
+		return nil
+	}
+	b := o == isTrue
+	return &b
+}
+
+func internOwners(refs []metav1.OwnerReference) []unique.Handle[ownerReference] {
+	if len(refs) == 0 {
+		return nil
+	}
+	owners := make([]unique.Handle[ownerReference], len(refs))
+	for i, r := range refs {
+		owners[i] = unique.Make(ownerReference{
+			apiVersion: r.APIVersion, kind: r.Kind, name: r.Name, uid: r.UID,
+			controller: optional(r.Controller), blockOwnerDeletion: optional(r.BlockOwnerDeletion),
+		})
+	}
+	return owners
+}
+
+// newStub is the stub of live, whose owned fields digest to the
+// hex-encoded ownedDigest, keeping kept of its kind.
+func newStub(live metav1.Object, ownedDigest string, kept any) (*Stub, error) {
+	s := &Stub{
+		name:            live.GetName(),
+		namespace:       unique.Make(live.GetNamespace()),
+		uid:             live.GetUID(),
+		resourceVersion: live.GetResourceVersion(),
+		generation:      live.GetGeneration(),
+		owners:          internOwners(live.GetOwnerReferences()),
+		deletion:        live.GetDeletionTimestamp(),
+		kept:            kept,
+	}
+	if n, err := hex.Decode(s.ownedDigest[:], []byte(ownedDigest)); err != nil || n != sha256.Size {
+		return nil, fmt.Errorf("owned fields digest %q is not a hex SHA-256", ownedDigest)
+	}
+	return s, nil
+}
+
+// meta is the rebuilt object's metadata, annotated with the digest; its
+// maps and slices are its own, so a reader cannot change the cache.
 func (s *Stub) meta() metav1.ObjectMeta {
-	m := s.ObjectMeta
-	m.Annotations = map[string]string{apply.OwnedDigestAnnotation: s.OwnedDigest}
-	return m
+	return metav1.ObjectMeta{
+		Name:              s.name,
+		Namespace:         s.GetNamespace(),
+		UID:               s.uid,
+		ResourceVersion:   s.resourceVersion,
+		Generation:        s.generation,
+		OwnerReferences:   s.GetOwnerReferences(),
+		DeletionTimestamp: s.deletion,
+		Labels:            s.GetLabels(),
+		Annotations:       map[string]string{apply.OwnedDigestAnnotation: hex.EncodeToString(s.ownedDigest[:])},
+	}
 }
 
-// deploymentStatus keeps what the rollout wait and readiness read: the
-// counts, the observed generation and the Available condition.
-func deploymentStatus(s appsv1.DeploymentStatus) *appsv1.DeploymentStatus {
-	var available []appsv1.DeploymentCondition
-	for _, c := range s.Conditions {
-		if c.Type == appsv1.DeploymentAvailable {
-			available = []appsv1.DeploymentCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+// A Stub is a metav1.Object, as the informers' key functions and the
+// reconcilers' event handlers read it.
+
+func (s *Stub) GetNamespace() string          { return s.namespace.Value() }
+func (s *Stub) SetNamespace(namespace string) { s.namespace = unique.Make(namespace) }
+func (s *Stub) GetName() string               { return s.name }
+func (s *Stub) SetName(name string)           { s.name = name }
+func (s *Stub) GetGenerateName() string       { return "" }
+func (s *Stub) SetGenerateName(string)        {}
+func (s *Stub) GetUID() types.UID             { return s.uid }
+func (s *Stub) SetUID(uid types.UID)          { s.uid = uid }
+func (s *Stub) GetResourceVersion() string    { return s.resourceVersion }
+func (s *Stub) SetResourceVersion(v string)   { s.resourceVersion = v }
+func (s *Stub) GetGeneration() int64          { return s.generation }
+func (s *Stub) SetGeneration(g int64)         { s.generation = g }
+func (s *Stub) GetSelfLink() string           { return "" }
+func (s *Stub) SetSelfLink(string)            {}
+
+// A stub has no creation time: apply.CachedDigest tells a rebuilt object
+// from one the API server sent by it.
+func (s *Stub) GetCreationTimestamp() metav1.Time               { return metav1.Time{} }
+func (s *Stub) SetCreationTimestamp(metav1.Time)                {}
+func (s *Stub) GetDeletionTimestamp() *metav1.Time              { return s.deletion }
+func (s *Stub) SetDeletionTimestamp(t *metav1.Time)             { s.deletion = t }
+func (s *Stub) GetDeletionGracePeriodSeconds() *int64           { return nil }
+func (s *Stub) SetDeletionGracePeriodSeconds(*int64)            {}
+func (s *Stub) GetAnnotations() map[string]string               { return nil }
+func (s *Stub) SetAnnotations(map[string]string)                {}
+func (s *Stub) GetFinalizers() []string                         { return nil }
+func (s *Stub) SetFinalizers([]string)                          {}
+func (s *Stub) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
+func (s *Stub) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
+func (s *Stub) SetOwnerReferences(refs []metav1.OwnerReference) { s.owners = internOwners(refs) }
+
+func (s *Stub) GetOwnerReferences() []metav1.OwnerReference {
+	if len(s.owners) == 0 {
+		return nil
+	}
+	refs := make([]metav1.OwnerReference, len(s.owners))
+	for i, h := range s.owners {
+		o := h.Value()
+		refs[i] = metav1.OwnerReference{
+			APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid,
+			Controller: o.controller.pointer(), BlockOwnerDeletion: o.blockOwnerDeletion.pointer(),
 		}
 	}
-	s.Conditions = available
-	return &s
+	return refs
 }
 
-// statefulSetStatus keeps what readiness reads: no conditions.
-func statefulSetStatus(s appsv1.StatefulSetStatus) *appsv1.StatefulSetStatus {
+// GetLabels returns a NetworkPolicy's resource id label, the only label a
+// stub keeps.
+func (s *Stub) GetLabels() map[string]string {
+	if id, ok := s.kept.(resourceID); ok {
+		return map[string]string{children.ResourceIDLabel: string(id)}
+	}
+	return nil
+}
+
+func (s *Stub) SetLabels(labels map[string]string) {
+	if _, ok := s.kept.(resourceID); ok {
+		s.kept = resourceID(labels[children.ResourceIDLabel])
+	}
+}
+
+func keepDeployment(d *appsv1.Deployment) *deploymentFields {
+	f := &deploymentFields{replicas: d.Spec.Replicas, status: d.Status}
+	// Readiness reads the Available condition (status, reason, message);
+	// the rollout wait reads the counts and the observed generation.
+	f.status.Conditions = nil
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			f.status.Conditions = []appsv1.DeploymentCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+		}
+	}
+	switch sel := d.Spec.Selector; {
+	case sel == nil:
+	case len(sel.MatchExpressions) > 0:
+		f.selector = sel
+	default:
+		f.matchLabels = make([]string, 0, 2*len(sel.MatchLabels))
+		for _, k := range slices.Sorted(maps.Keys(sel.MatchLabels)) {
+			f.matchLabels = append(f.matchLabels, k, sel.MatchLabels[k])
+		}
+	}
+	return f
+}
+
+func (f *deploymentFields) deployment(meta metav1.ObjectMeta) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Selector: f.selector}, Status: f.status}
+	if f.replicas != nil {
+		replicas := *f.replicas
+		d.Spec.Replicas = &replicas
+	}
+	if f.matchLabels != nil {
+		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: make(map[string]string, len(f.matchLabels)/2)}
+		for i := 0; i < len(f.matchLabels); i += 2 {
+			d.Spec.Selector.MatchLabels[f.matchLabels[i]] = f.matchLabels[i+1]
+		}
+	}
+	d.Status.Conditions = slices.Clone(f.status.Conditions)
+	return d
+}
+
+// keepStatefulSet keeps what readiness reads: no conditions.
+func keepStatefulSet(sts *appsv1.StatefulSet) *appsv1.StatefulSetStatus {
+	s := sts.Status
 	s.Conditions = nil
 	return &s
 }
@@ -124,19 +323,18 @@ func newLister[T metav1.Object](inf cache.SharedIndexInformer, resource schema.G
 
 func DeploymentLister(f informers.SharedInformerFactory) Lister[*appsv1.Deployment] {
 	return newLister(f.Apps().V1().Deployments().Informer(), appsv1.Resource("deployments"), func(s *Stub) *appsv1.Deployment {
-		d := &appsv1.Deployment{ObjectMeta: s.meta(), Spec: appsv1.DeploymentSpec{Selector: s.Selector, Replicas: s.Replicas}}
-		if s.DeploymentStatus != nil {
-			d.Status = *s.DeploymentStatus
+		if f, ok := s.kept.(*deploymentFields); ok {
+			return f.deployment(s.meta())
 		}
-		return d
+		return &appsv1.Deployment{ObjectMeta: s.meta()}
 	})
 }
 
 func StatefulSetLister(f informers.SharedInformerFactory) Lister[*appsv1.StatefulSet] {
 	return newLister(f.Apps().V1().StatefulSets().Informer(), appsv1.Resource("statefulsets"), func(s *Stub) *appsv1.StatefulSet {
 		sts := &appsv1.StatefulSet{ObjectMeta: s.meta()}
-		if s.StatefulSetStatus != nil {
-			sts.Status = *s.StatefulSetStatus
+		if status, ok := s.kept.(*appsv1.StatefulSetStatus); ok {
+			sts.Status = *status
 		}
 		return sts
 	})
@@ -144,7 +342,8 @@ func StatefulSetLister(f informers.SharedInformerFactory) Lister[*appsv1.Statefu
 
 func ServiceLister(f informers.SharedInformerFactory) Lister[*corev1.Service] {
 	return newLister(f.Core().V1().Services().Informer(), corev1.Resource("services"), func(s *Stub) *corev1.Service {
-		return &corev1.Service{ObjectMeta: s.meta(), Spec: corev1.ServiceSpec{ClusterIP: s.ClusterIP}}
+		ip, _ := s.kept.(clusterIP)
+		return &corev1.Service{ObjectMeta: s.meta(), Spec: corev1.ServiceSpec{ClusterIP: string(ip)}}
 	})
 }
 

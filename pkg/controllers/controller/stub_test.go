@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -114,9 +117,41 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 
 // The informers' event handlers find a stub's owner as a typed object's.
 func TestStubsAreObjects(t *testing.T) {
-	s := &Stub{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns"}}
+	controller := true
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "materialize.cloud/v1alpha1", Kind: "Materialize", Name: "mz", UID: "o", Controller: &controller},
+		{APIVersion: "v1", Kind: "Other", Name: "x", UID: "p"},
+	}}}
+	s, err := newStub(cm, strings.Repeat("00", sha256.Size), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key, err := cache.MetaNamespaceKeyFunc(s)
 	if err != nil || key != "ns/d" {
 		t.Errorf("key %q, %v", key, err)
+	}
+	var obj any = s
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		t.Fatal("a stub is not a metav1.Object")
+	}
+	if !equality.Semantic.DeepEqual(o.GetOwnerReferences(), cm.OwnerReferences) {
+		t.Errorf("owner references %+v, want %+v", o.GetOwnerReferences(), cm.OwnerReferences)
+	}
+	// Each read has its own: a reader cannot change the stub's.
+	*o.GetOwnerReferences()[0].Controller = false
+	if ref := metav1.GetControllerOfNoCopy(o); ref == nil || ref.Name != "mz" {
+		t.Errorf("controller %+v after a reader changed its copy", ref)
+	}
+	// Children of one owner share its interned reference.
+	other, err := newStub(cm, strings.Repeat("00", sha256.Size), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.owners[0] != s.owners[0] {
+		t.Error("two children of one owner do not share its reference")
+	}
+	if _, err := newStub(cm, "not hex", nil); err == nil {
+		t.Error("a digest that is not a hex SHA-256 made a stub")
 	}
 }
