@@ -39,8 +39,26 @@ func Object[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
 	extract func(T, string) (AC, error),
 	write func(context.Context, AC, metav1.ApplyOptions) (T, error),
 ) (bool, error) {
+	return apply(ctx, live, exists, desired, extract, true, write)
+}
+
+// Status is Object for the status subresource of an existing object:
+// owned returns the part of live's status FieldManager writes. An object
+// rebuilt from the cache has its digest only of the main resource's
+// fields, so the check always extracts the status.
+func Status[T any, AC any](ctx context.Context, live T, desired AC,
+	owned func(T, string) (AC, error),
+	write func(context.Context, AC, metav1.ApplyOptions) (T, error),
+) (bool, error) {
+	return apply(ctx, live, true, desired, owned, false, write)
+}
+
+func apply[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
+	extract func(T, string) (AC, error), mainResource bool,
+	write func(context.Context, AC, metav1.ApplyOptions) (T, error),
+) (bool, error) {
 	if exists {
-		same, err := matches(live, desired, extract)
+		same, err := matches(live, desired, extract, mainResource)
 		if err != nil {
 			return false, err
 		}
@@ -55,12 +73,13 @@ func Object[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
 }
 
 // OwnedDigestAnnotation marks an object rebuilt from a cached stub
-// (controller.Stub, read through a controller.Lister): an object cut down
-// to what the reconcilers read, whose annotation holds the Digest of the
-// fields FieldManager owned in the whole object's main resource, as
-// client-go's Extract function of its kind returns them: the only extract
-// Object may be given with a stub. It exists only in the controllers'
-// memory and is never written.
+// (controller.Stub, read through a controller.Lister), or a Balancer or
+// Console as the cache holds it: an object without managedFields whose
+// annotation holds the Digest of the fields FieldManager owned in the
+// whole object's main resource, as the extract function of its kind
+// (client-go's Extract, or controller.ExtractBalancer and ExtractConsole)
+// returns them: the only extract Object may be given with such an object.
+// It exists only in the controllers' memory and is never written.
 const OwnedDigestAnnotation = "orchestratord.materialize.cloud/cached-owned-fields-digest"
 
 // Digest fingerprints an apply configuration for the no-op check: two
@@ -90,8 +109,8 @@ func OwnedDigest[T any, AC any](live T, extract func(T, string) (AC, error)) (st
 	return Digest(owned)
 }
 
-func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, error)) (bool, error) {
-	if extract != nil {
+func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, error), mainResource bool) (bool, error) {
+	if extract != nil && mainResource {
 		if digest, stub := CachedDigest(live); stub {
 			want, err := Digest(desired)
 			return want == digest, err
@@ -124,7 +143,8 @@ func matches[T any, AC any](live T, desired AC, extract func(T, string) (AC, err
 	return Subset(want, got), nil
 }
 
-// CachedDigest returns the owned-fields digest of a cached stub. A whole
+// CachedDigest returns the owned-fields digest of a cached stub, or of a
+// Balancer or Console as the cache holds it. A whole
 // object (a write's result, a GET) is none, even if someone wrote the
 // annotation on it (and emptied its managedFields): the API server gives
 // every object a creation timestamp, which a stub never has.

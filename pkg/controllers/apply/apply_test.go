@@ -80,3 +80,28 @@ func TestCachedDigestRefusesAPIObjects(t *testing.T) {
 		t.Error("an object with managedFields passed for a stub")
 	}
 }
+
+// A cached object's digest stands for its main resource's fields: the
+// status check extracts the status instead.
+func TestStatusDoesNotCompareTheDigest(t *testing.T) {
+	live := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Annotations: map[string]string{OwnedDigestAnnotation: "of the main resource"}},
+		Data: map[string]string{"a": "1"}}
+	owned := func(l *corev1.ConfigMap, _ string) (*corev1ac.ConfigMapApplyConfiguration, error) {
+		return corev1ac.ConfigMap(l.Name, l.Namespace).WithData(l.Data), nil
+	}
+	writes := 0
+	write := func(context.Context, *corev1ac.ConfigMapApplyConfiguration, metav1.ApplyOptions) (*corev1.ConfigMap, error) {
+		writes++
+		return live, nil
+	}
+	desired := corev1ac.ConfigMap("c", "").WithData(map[string]string{"a": "1"})
+	if wrote, err := Status(context.Background(), live, desired, owned, write); err != nil || wrote {
+		t.Errorf("Status of a held status: wrote %v, %v", wrote, err)
+	}
+	if wrote, err := Object(context.Background(), live, true, desired, owned, write); err != nil || !wrote {
+		t.Errorf("Object compares the digest, which differs: wrote %v, %v", wrote, err)
+	}
+	if wrote, err := Status(context.Background(), live, desired.WithData(map[string]string{"a": "2"}), owned, write); err != nil || !wrote || writes != 2 {
+		t.Errorf("Status of a changed status: wrote %v, %v (%d writes)", wrote, err, writes)
+	}
+}

@@ -161,7 +161,7 @@ func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id strin
 // apply applies desired to the status subresource unless live already
 // holds it, and returns the object the write returned.
 func (o Owner[T, AC]) apply(ctx context.Context, client StatusClient[T, AC], live T, desired AC) (out T, wrote bool, err error) {
-	wrote, err = apply.Object(ctx, live, true, desired, o.ownedStatus, func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error) {
+	wrote, err = apply.Status(ctx, live, desired, o.ownedStatus, func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error) {
 		var err error
 		out, err = client.ApplyStatus(ctx, ac, opts)
 		return out, err

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,14 +10,21 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
+	rbacinformers "k8s.io/client-go/informers/rbac/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -28,10 +36,29 @@ import (
 // label (the operator's children: memory does not grow with the cluster),
 // every custom resource, each trimmed by TrimForCache.
 func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (informers.SharedInformerFactory, mzinformers.SharedInformerFactory) {
-	return informers.NewSharedInformerFactoryWithOptions(kube, 0,
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = children.ResourceIDLabel }),
-			informers.WithTransform(TrimForCache)),
-		mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
+	onlyChildren := func(lo *metav1.ListOptions) { lo.LabelSelector = children.ResourceIDLabel }
+	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTweakListOptions(onlyChildren), informers.WithTransform(TrimForCache))
+	// The reconcilers find children by name, the store's key; only
+	// NetworkPolicies are listed, by namespace and label. The other
+	// kinds' informers are made here, before any reconciler asks for
+	// them, without the namespace index the factory would give them (a
+	// set of every key, per namespace).
+	type newInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer
+	for obj, newInformer := range map[runtime.Object]newInformer{
+		&appsv1.Deployment{}:     appsinformers.NewFilteredDeploymentInformer,
+		&appsv1.StatefulSet{}:    appsinformers.NewFilteredStatefulSetInformer,
+		&corev1.Service{}:        coreinformers.NewFilteredServiceInformer,
+		&corev1.ConfigMap{}:      coreinformers.NewFilteredConfigMapInformer,
+		&corev1.ServiceAccount{}: coreinformers.NewFilteredServiceAccountInformer,
+		&rbacv1.Role{}:           rbacinformers.NewFilteredRoleInformer,
+		&rbacv1.RoleBinding{}:    rbacinformers.NewFilteredRoleBindingInformer,
+	} {
+		kubeInformers.InformerFor(obj, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return newInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, onlyChildren)
+		})
+	}
+	return kubeInformers, mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
 }
 
 // TrimForCache is the informers' transform. The operator's children
@@ -43,11 +70,9 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 // resource id label, which the reconciler lists them by) and every
 // managedFields entry stay out of memory. The custom resources are read
 // whole. A Materialize keeps no managedFields (its status check compares
-// the status itself); a Balancer or Console keeps this operator's entries,
-// which the materialize reconciler's no-op check of them extracts (their
-// own reconcilers' status checks read the status, so a digest on the
-// object would not serve both), as does a child whose owned fields cannot
-// be extracted, which is kept whole.
+// the status itself); a Balancer or Console keeps the digest of this
+// operator's fields in their place (digested). A child whose owned fields
+// cannot be extracted is kept whole, with this operator's entries.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
 	var out any
@@ -75,6 +100,10 @@ func TrimForCache(obj any) (any, error) {
 	case *v1alpha1.Materialize:
 		o.ManagedFields = nil
 		return withoutDigest(o), nil
+	case *v1alpha1.Balancer:
+		return digested(o, ExtractBalancer), nil
+	case *v1alpha1.Console:
+		return digested(o, ExtractConsole), nil
 	case *appsv1.Deployment:
 		// FixSelector GETs the whole Deployment before it changes one.
 		out, err = stub(o, appsv1ac.ExtractDeployment, keepDeployment(o))
@@ -83,6 +112,43 @@ func TrimForCache(obj any) (any, error) {
 		return out, nil
 	}
 	return withoutDigest(dropOtherManagers(obj)), nil
+}
+
+// The operator's fields of the Balancer and Console the materialize
+// reconciler applied, so that a field removed from the Materialize is
+// removed from them too.
+var (
+	ExtractBalancer = apply.ExtractDeduced[*v1alpha1.Balancer](mzac.Balancer)
+	ExtractConsole  = apply.ExtractDeduced[*v1alpha1.Console](mzac.Console)
+)
+
+// digested keeps a custom resource whole but for its managedFields: in
+// their place, the digest of the fields this operator owns, which the
+// materialize reconciler's no-op check compares, marked as a stub's is
+// (the annotation, and no creation time, which no reconciler reads of a
+// Balancer or Console). Their own reconcilers' status checks read the
+// status (apply.Status). When the owned fields cannot be extracted, only
+// this operator's entries are kept.
+func digested[T metav1.Object, AC any](o T, extract func(T, string) (AC, error)) any {
+	if _, cached := apply.CachedDigest(o); cached {
+		// Informers may transform what they hold again; an object from
+		// the API server has a creation time.
+		return o
+	}
+	withoutDigest(o)
+	digest, err := ownedDigest(o, extract)
+	if err != nil {
+		return dropOtherManagers(o)
+	}
+	o.SetManagedFields(nil)
+	o.SetCreationTimestamp(metav1.Time{})
+	annotations := o.GetAnnotations()
+	if annotations == nil {
+		annotations = make(map[string]string, 1)
+	}
+	annotations[apply.OwnedDigestAnnotation] = digest
+	o.SetAnnotations(annotations)
+	return o
 }
 
 // withoutDigest removes a digest annotation someone wrote on an object

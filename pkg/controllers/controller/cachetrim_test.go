@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 )
 
@@ -205,5 +206,56 @@ func TestTrimForCacheKeepsMaterializesWhole(t *testing.T) {
 	}
 	if _, stub := apply.CachedDigest(out); stub || out.(*v1alpha1.Materialize).Annotations["user"] != "kept" {
 		t.Errorf("forged digest on a Materialize: %+v", out.(*v1alpha1.Materialize).Annotations)
+	}
+}
+
+// A Balancer (or Console) is kept whole but for its managedFields, whose
+// place the digest of this operator's fields takes: the materialize
+// reconciler's no-op check compares it with the apply configuration's.
+func TestTrimForCacheDigestsBalancers(t *testing.T) {
+	replicas := int32(2)
+	b := &v1alpha1.Balancer{
+		ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", CreationTimestamp: metav1.Now(),
+			Annotations:   map[string]string{"user": "kept", apply.OwnedDigestAnnotation: "forged"},
+			ManagedFields: owned(`{"f:spec":{"f:balancerdImageRef":{}}}`)},
+		Spec:   v1alpha1.BalancerSpec{BalancerdImageRef: "i", Replicas: &replicas},
+		Status: v1alpha1.ComponentStatus{ResourceID: "r"},
+	}
+	out, err := TrimForCache(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*v1alpha1.Balancer)
+	if got.ManagedFields != nil || got.Spec.BalancerdImageRef != "i" || *got.Spec.Replicas != 2 || got.Status.ResourceID != "r" ||
+		got.Annotations["user"] != "kept" {
+		t.Errorf("cached Balancer: %+v", got)
+	}
+	same, err := apply.Digest(mzac.Balancer("b", "ns").WithSpec(mzac.BalancerSpec().WithBalancerdImageRef("i")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest, ok := apply.CachedDigest(got); !ok || digest != same {
+		t.Errorf("cached Balancer's digest %q (%v), want %q (only the fields this operator owns)", digest, ok, same)
+	}
+
+	// Informers may transform what they hold again: it stays as it is.
+	if again, err := TrimForCache(got); err != nil || again != any(got) {
+		t.Errorf("a cached Balancer transformed again: %+v, %v", again, err)
+	}
+	if digest, ok := apply.CachedDigest(got); !ok || digest != same {
+		t.Errorf("a cached Balancer transformed again has the digest %q (%v), want %q", digest, ok, same)
+	}
+
+	// Owned fields that cannot be extracted: this operator's entries kept.
+	bad := &v1alpha1.Balancer{ObjectMeta: metav1.ObjectMeta{Name: "b", ManagedFields: owned(`{"f:spec":`)}}
+	out, err = TrimForCache(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept := out.(*v1alpha1.Balancer); len(kept.ManagedFields) != 1 || kept.ManagedFields[0].Manager != apply.FieldManager {
+		t.Errorf("an unextractable Balancer must keep this operator's entries: %+v", kept.ManagedFields)
+	}
+	if _, ok := apply.CachedDigest(out); ok {
+		t.Error("an unextractable Balancer has a digest")
 	}
 }

@@ -95,6 +95,21 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 		t.Errorf("another namespace's child: %v, want NotFound", err)
 	}
 
+	// Only NetworkPolicies, which are listed, keep the namespace index;
+	// a kind without it is still listed by namespace, by a scan.
+	if _, indexed := kubeInformers.Apps().V1().Deployments().Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; indexed {
+		t.Error("the Deployments' informer keeps the namespace index")
+	}
+	if _, indexed := kubeInformers.Networking().V1().NetworkPolicies().Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !indexed {
+		t.Error("the NetworkPolicies' informer has no namespace index")
+	}
+	if all, err := deployments.In("ns").List(labels.Everything()); err != nil || len(all) != 1 || all[0].Name != "d" {
+		t.Errorf("Deployments in ns: %v, %v", all, err)
+	}
+	if none, err := deployments.In("elsewhere").List(labels.Everything()); err != nil || len(none) != 0 {
+		t.Errorf("Deployments in another namespace: %v, %v", none, err)
+	}
+
 	listed, err := policies.In("ns").List(labels.SelectorFromSet(labels.Set{children.ResourceIDLabel: "r"}))
 	if err != nil {
 		t.Fatal(err)

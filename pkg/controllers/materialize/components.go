@@ -18,13 +18,6 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 )
 
-// The operator's fields of the Balancer and Console it applied, so a field
-// removed from the Materialize is removed from them too.
-var (
-	extractBalancer = apply.ExtractDeduced[*v1alpha1.Balancer](mzac.Balancer)
-	extractConsole  = apply.ExtractDeduced[*v1alpha1.Console](mzac.Console)
-)
-
 // activeImage is the environmentd image of the last completed rollout (the
 // spec's until one completes): balancerd and console follow what runs, not
 // what is requested, as upstream's active_environmentd_image_ref.
@@ -170,7 +163,7 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) (controller.Res
 		if image == "" {
 			image = imageref.Sibling(activeImage(e), "balancerd", "")
 		}
-		if _, err := apply.Object(ctx, liveB, exists, e.balancer(image), extractBalancer, balancers.Apply); err != nil {
+		if _, err := apply.Object(ctx, liveB, exists, e.balancer(image), controller.ExtractBalancer, balancers.Apply); err != nil {
 			return controller.Result{}, fmt.Errorf("balancer: %w", err)
 		}
 		if !exists || meta.FindStatusCondition(liveB.Status.Conditions, "Ready") == nil ||
@@ -195,7 +188,7 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) (controller.Res
 		if image == "" {
 			image = e.consoleImage()
 		}
-		if _, err := apply.Object(ctx, liveC, exists, e.console(image), extractConsole, consoles.Apply); err != nil {
+		if _, err := apply.Object(ctx, liveC, exists, e.console(image), controller.ExtractConsole, consoles.Apply); err != nil {
 			return controller.Result{}, fmt.Errorf("console: %w", err)
 		}
 	case exists:

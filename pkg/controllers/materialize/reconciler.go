@@ -706,7 +706,7 @@ func ownedStatus(live *v1alpha1.Materialize, _ string) (*mzac.MaterializeApplyCo
 func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) (bool, error) {
 	desired := mzac.Materialize(live.Name, live.Namespace).WithStatus(statusApplyConfiguration(st))
 	client := r.d.MZ.MaterializeV1alpha1().Materializes(live.Namespace)
-	return apply.Object(ctx, live, true, desired, ownedStatus,
+	return apply.Status(ctx, live, desired, ownedStatus,
 		func(ctx context.Context, ac *mzac.MaterializeApplyConfiguration, opts metav1.ApplyOptions) (*v1alpha1.Materialize, error) {
 			out, err := client.ApplyStatus(ctx, ac.WithResourceVersion(live.ResourceVersion), opts)
 			if err == nil {
