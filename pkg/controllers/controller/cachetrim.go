@@ -70,8 +70,8 @@ func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (in
 // resource id label, which the reconciler lists them by) and every
 // managedFields entry stay out of memory. The custom resources are read
 // whole. A Materialize keeps no managedFields (its status check compares
-// the status itself); a Balancer or Console keeps the digest of this
-// operator's fields in their place (digested). A child whose owned fields
+// the status itself); a Balancer or Console keeps neither labels nor
+// managedFields, but the digest of this operator's fields (digested). A child whose owned fields
 // cannot be extracted is kept whole, with this operator's entries.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
@@ -122,11 +122,11 @@ var (
 	ExtractConsole  = apply.ExtractDeduced[*v1alpha1.Console](mzac.Console)
 )
 
-// digested keeps a custom resource whole but for its managedFields: in
-// their place, the digest of the fields this operator owns, which the
-// materialize reconciler's no-op check compares, marked as a stub's is
-// (the annotation, and no creation time, which no reconciler reads of a
-// Balancer or Console). Their own reconcilers' status checks read the
+// digested keeps a custom resource whole but for its labels and
+// managedFields: in their place, the digest of the fields this operator
+// owns, which the materialize reconciler's no-op check compares, marked as
+// a stub's is (the annotation, and no creation time). No reconciler reads
+// a Balancer's or Console's labels or creation time. Their own reconcilers' status checks read the
 // status (apply.Status). When the owned fields cannot be extracted, only
 // this operator's entries are kept.
 func digested[T metav1.Object, AC any](o T, extract func(T, string) (AC, error)) any {
@@ -142,6 +142,8 @@ func digested[T metav1.Object, AC any](o T, extract func(T, string) (AC, error))
 	}
 	o.SetManagedFields(nil)
 	o.SetCreationTimestamp(metav1.Time{})
+	// Their reconcilers label children from the name and resource id.
+	o.SetLabels(nil)
 	annotations := o.GetAnnotations()
 	if annotations == nil {
 		annotations = make(map[string]string, 1)

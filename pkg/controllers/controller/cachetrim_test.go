@@ -216,6 +216,7 @@ func TestTrimForCacheDigestsBalancers(t *testing.T) {
 	replicas := int32(2)
 	b := &v1alpha1.Balancer{
 		ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", CreationTimestamp: metav1.Now(),
+			Labels:        map[string]string{"app": "balancerd"},
 			Annotations:   map[string]string{"user": "kept", apply.OwnedDigestAnnotation: "forged"},
 			ManagedFields: owned(`{"f:spec":{"f:balancerdImageRef":{}}}`)},
 		Spec:   v1alpha1.BalancerSpec{BalancerdImageRef: "i", Replicas: &replicas},
@@ -227,7 +228,7 @@ func TestTrimForCacheDigestsBalancers(t *testing.T) {
 	}
 	got := out.(*v1alpha1.Balancer)
 	if got.ManagedFields != nil || got.Spec.BalancerdImageRef != "i" || *got.Spec.Replicas != 2 || got.Status.ResourceID != "r" ||
-		got.Annotations["user"] != "kept" {
+		got.Annotations["user"] != "kept" || got.Labels != nil {
 		t.Errorf("cached Balancer: %+v", got)
 	}
 	same, err := apply.Digest(mzac.Balancer("b", "ns").WithSpec(mzac.BalancerSpec().WithBalancerdImageRef("i")))
