@@ -85,8 +85,6 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		log = zap.NewNop()
 	}
 	crInformer := d.MZInformers.Materialize().V1alpha1().Balancers()
-	deployInformer := d.KubeInformers.Apps().V1().Deployments()
-	svcInformer := d.KubeInformers.Core().V1().Services()
 	recent := component.NewRecentWrites()
 	r := &reconciler{
 		cfg:         cfg,
@@ -99,10 +97,10 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		owner:       component.NewOwner(kind(d.MZ), recent, d.Recorder),
 	}
 	c := controller.New(Name, r, d.Workers, log, d.Metrics, component.ListKeys(r.balancers.List),
-		crInformer.Informer().HasSynced, deployInformer.Informer().HasSynced, svcInformer.Informer().HasSynced)
+		crInformer.Informer().HasSynced, r.deployments.Informer().HasSynced, r.services.Informer().HasSynced)
 	component.MustAddEventHandler(crInformer.Informer(), c.Handler())
-	component.MustAddEventHandler(deployInformer.Informer(), c.OwnerHandler(gvk.Kind))
-	component.MustAddEventHandler(svcInformer.Informer(), c.OwnerHandler(gvk.Kind))
+	component.MustAddEventHandler(r.deployments.Informer(), c.OwnerHandler(gvk.Kind))
+	component.MustAddEventHandler(r.services.Informer(), c.OwnerHandler(gvk.Kind))
 	return c
 }
 

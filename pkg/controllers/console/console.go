@@ -153,10 +153,6 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		log = zap.NewNop()
 	}
 	crInformer := d.MZInformers.Materialize().V1alpha1().Consoles()
-	cmInformer := d.KubeInformers.Core().V1().ConfigMaps()
-	deployInformer := d.KubeInformers.Apps().V1().Deployments()
-	svcInformer := d.KubeInformers.Core().V1().Services()
-	npInformer := d.KubeInformers.Networking().V1().NetworkPolicies()
 	recent := component.NewRecentWrites()
 	r := &reconciler{
 		cfg:             cfg,
@@ -171,10 +167,10 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		owner:           component.NewOwner(kind(d.MZ), recent, d.Recorder),
 	}
 	c := controller.New(Name, r, d.Workers, log, d.Metrics, component.ListKeys(r.consoles.List),
-		crInformer.Informer().HasSynced, cmInformer.Informer().HasSynced, deployInformer.Informer().HasSynced,
-		svcInformer.Informer().HasSynced, npInformer.Informer().HasSynced)
+		crInformer.Informer().HasSynced, r.configMaps.Informer().HasSynced, r.deployments.Informer().HasSynced,
+		r.services.Informer().HasSynced, r.networkPolicies.Informer().HasSynced)
 	component.MustAddEventHandler(crInformer.Informer(), c.Handler())
-	for _, inf := range []cache.SharedIndexInformer{cmInformer.Informer(), deployInformer.Informer(), svcInformer.Informer(), npInformer.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{r.configMaps.Informer(), r.deployments.Informer(), r.services.Informer(), r.networkPolicies.Informer()} {
 		component.MustAddEventHandler(inf, c.OwnerHandler(gvk.Kind))
 	}
 	return c

@@ -16,10 +16,7 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/informers/internalinterfaces"
-	rbacinformers "k8s.io/client-go/informers/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -36,29 +33,27 @@ import (
 // label (the operator's children: memory does not grow with the cluster),
 // every custom resource, each trimmed by TrimForCache.
 func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (informers.SharedInformerFactory, mzinformers.SharedInformerFactory) {
-	onlyChildren := func(lo *metav1.ListOptions) { lo.LabelSelector = children.ResourceIDLabel }
-	kubeInformers := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTweakListOptions(onlyChildren), informers.WithTransform(TrimForCache))
-	// The reconcilers find children by name, the store's key; only
-	// NetworkPolicies are listed, by namespace and label. The other
-	// kinds' informers are made here, before any reconciler asks for
-	// them, without the namespace index the factory would give them (a
-	// set of every key, per namespace).
-	type newInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer
-	for obj, newInformer := range map[runtime.Object]newInformer{
-		&appsv1.Deployment{}:     appsinformers.NewFilteredDeploymentInformer,
-		&appsv1.StatefulSet{}:    appsinformers.NewFilteredStatefulSetInformer,
-		&corev1.Service{}:        coreinformers.NewFilteredServiceInformer,
-		&corev1.ConfigMap{}:      coreinformers.NewFilteredConfigMapInformer,
-		&corev1.ServiceAccount{}: coreinformers.NewFilteredServiceAccountInformer,
-		&rbacv1.Role{}:           rbacinformers.NewFilteredRoleInformer,
-		&rbacv1.RoleBinding{}:    rbacinformers.NewFilteredRoleBindingInformer,
-	} {
-		kubeInformers.InformerFor(obj, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return newInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, onlyChildren)
-		})
-	}
-	return kubeInformers, mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
+	return informers.NewSharedInformerFactoryWithOptions(kube, 0,
+			informers.WithTweakListOptions(onlyChildren), informers.WithTransform(TrimForCache)),
+		mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
+}
+
+// onlyChildren lists the Kubernetes objects that carry the resource id
+// label.
+func onlyChildren(lo *metav1.ListOptions) { lo.LabelSelector = children.ResourceIDLabel }
+
+// newFilteredInformer is the signature of client-go's NewFiltered*Informer.
+type newFilteredInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer
+
+// unindexedInformer is f's informer of obj's kind, which it makes with
+// newInformer if it has none yet: as the factory would, but without the
+// namespace index (a set of every key, per namespace), for the children
+// the reconcilers only find by name, the store's key. The Listers make
+// their informers with it; the reconcilers take them from the Listers.
+func unindexedInformer(f informers.SharedInformerFactory, obj runtime.Object, newInformer newFilteredInformer) cache.SharedIndexInformer {
+	return f.InformerFor(obj, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return newInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, onlyChildren)
+	})
 }
 
 // TrimForCache is the informers' transform. The operator's children

@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	rbacinformers "k8s.io/client-go/informers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -269,6 +272,7 @@ func keepStatefulSet(sts *appsv1.StatefulSet) *appsv1.StatefulSetStatus {
 // object: a stub rebuilt, or the whole object that TrimForCache kept when
 // it could not make a stub. The objects must not be changed.
 type Lister[T metav1.Object] struct {
+	informer cache.SharedIndexInformer
 	indexer  cache.Indexer
 	resource schema.GroupResource
 	rebuild  func(*Stub) T
@@ -307,6 +311,10 @@ func (n NamespaceLister[T]) List(selector labels.Selector) ([]T, error) {
 	return out, err
 }
 
+// Informer is the informer the Lister reads, for event handlers and
+// HasSynced.
+func (l Lister[T]) Informer() cache.SharedIndexInformer { return l.informer }
+
 func (l Lister[T]) typed(obj any) T {
 	if s, ok := obj.(*Stub); ok {
 		return l.rebuild(s)
@@ -315,14 +323,15 @@ func (l Lister[T]) typed(obj any) T {
 }
 
 func newLister[T metav1.Object](inf cache.SharedIndexInformer, resource schema.GroupResource, rebuild func(*Stub) T) Lister[T] {
-	return Lister[T]{indexer: inf.GetIndexer(), resource: resource, rebuild: rebuild}
+	return Lister[T]{informer: inf, indexer: inf.GetIndexer(), resource: resource, rebuild: rebuild}
 }
 
-// The listers of the children, over f's informers (which must have been
-// made by NewInformerFactories, whose transform makes the stubs).
+// The listers of the children, over f's informers (f must have been made
+// by NewInformerFactories, whose transform makes the stubs). Only
+// NetworkPolicies, which the reconciler lists, are indexed by namespace.
 
 func DeploymentLister(f informers.SharedInformerFactory) Lister[*appsv1.Deployment] {
-	return newLister(f.Apps().V1().Deployments().Informer(), appsv1.Resource("deployments"), func(s *Stub) *appsv1.Deployment {
+	return newLister(unindexedInformer(f, &appsv1.Deployment{}, appsinformers.NewFilteredDeploymentInformer), appsv1.Resource("deployments"), func(s *Stub) *appsv1.Deployment {
 		if f, ok := s.kept.(*deploymentFields); ok {
 			return f.deployment(s.meta())
 		}
@@ -331,7 +340,7 @@ func DeploymentLister(f informers.SharedInformerFactory) Lister[*appsv1.Deployme
 }
 
 func StatefulSetLister(f informers.SharedInformerFactory) Lister[*appsv1.StatefulSet] {
-	return newLister(f.Apps().V1().StatefulSets().Informer(), appsv1.Resource("statefulsets"), func(s *Stub) *appsv1.StatefulSet {
+	return newLister(unindexedInformer(f, &appsv1.StatefulSet{}, appsinformers.NewFilteredStatefulSetInformer), appsv1.Resource("statefulsets"), func(s *Stub) *appsv1.StatefulSet {
 		sts := &appsv1.StatefulSet{ObjectMeta: s.meta()}
 		if status, ok := s.kept.(*appsv1.StatefulSetStatus); ok {
 			sts.Status = *status
@@ -341,32 +350,32 @@ func StatefulSetLister(f informers.SharedInformerFactory) Lister[*appsv1.Statefu
 }
 
 func ServiceLister(f informers.SharedInformerFactory) Lister[*corev1.Service] {
-	return newLister(f.Core().V1().Services().Informer(), corev1.Resource("services"), func(s *Stub) *corev1.Service {
+	return newLister(unindexedInformer(f, &corev1.Service{}, coreinformers.NewFilteredServiceInformer), corev1.Resource("services"), func(s *Stub) *corev1.Service {
 		ip, _ := s.kept.(clusterIP)
 		return &corev1.Service{ObjectMeta: s.meta(), Spec: corev1.ServiceSpec{ClusterIP: string(ip)}}
 	})
 }
 
 func ConfigMapLister(f informers.SharedInformerFactory) Lister[*corev1.ConfigMap] {
-	return newLister(f.Core().V1().ConfigMaps().Informer(), corev1.Resource("configmaps"), func(s *Stub) *corev1.ConfigMap {
+	return newLister(unindexedInformer(f, &corev1.ConfigMap{}, coreinformers.NewFilteredConfigMapInformer), corev1.Resource("configmaps"), func(s *Stub) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: s.meta()}
 	})
 }
 
 func ServiceAccountLister(f informers.SharedInformerFactory) Lister[*corev1.ServiceAccount] {
-	return newLister(f.Core().V1().ServiceAccounts().Informer(), corev1.Resource("serviceaccounts"), func(s *Stub) *corev1.ServiceAccount {
+	return newLister(unindexedInformer(f, &corev1.ServiceAccount{}, coreinformers.NewFilteredServiceAccountInformer), corev1.Resource("serviceaccounts"), func(s *Stub) *corev1.ServiceAccount {
 		return &corev1.ServiceAccount{ObjectMeta: s.meta()}
 	})
 }
 
 func RoleLister(f informers.SharedInformerFactory) Lister[*rbacv1.Role] {
-	return newLister(f.Rbac().V1().Roles().Informer(), rbacv1.Resource("roles"), func(s *Stub) *rbacv1.Role {
+	return newLister(unindexedInformer(f, &rbacv1.Role{}, rbacinformers.NewFilteredRoleInformer), rbacv1.Resource("roles"), func(s *Stub) *rbacv1.Role {
 		return &rbacv1.Role{ObjectMeta: s.meta()}
 	})
 }
 
 func RoleBindingLister(f informers.SharedInformerFactory) Lister[*rbacv1.RoleBinding] {
-	return newLister(f.Rbac().V1().RoleBindings().Informer(), rbacv1.Resource("rolebindings"), func(s *Stub) *rbacv1.RoleBinding {
+	return newLister(unindexedInformer(f, &rbacv1.RoleBinding{}, rbacinformers.NewFilteredRoleBindingInformer), rbacv1.Resource("rolebindings"), func(s *Stub) *rbacv1.RoleBinding {
 		return &rbacv1.RoleBinding{ObjectMeta: s.meta()}
 	})
 }

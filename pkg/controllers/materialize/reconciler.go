@@ -145,7 +145,6 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 func New(d controller.Deps, o Options) *controller.Controller {
 	r := newReconciler(d, o)
 	mzInf := d.MZInformers.Materialize().V1alpha1()
-	k := d.KubeInformers
 	listKeys := func() []string {
 		all, _ := r.materializes.List(everything())
 		keys := make([]string, 0, len(all))
@@ -155,10 +154,8 @@ func New(d controller.Deps, o Options) *controller.Controller {
 		return keys
 	}
 	informers := []cache.SharedIndexInformer{
-		k.Apps().V1().StatefulSets().Informer(), k.Core().V1().Services().Informer(),
-		k.Core().V1().ConfigMaps().Informer(), k.Core().V1().ServiceAccounts().Informer(),
-		k.Rbac().V1().Roles().Informer(), k.Rbac().V1().RoleBindings().Informer(),
-		k.Networking().V1().NetworkPolicies().Informer(),
+		r.statefulSets.Informer(), r.services.Informer(), r.configMaps.Informer(), r.accounts.Informer(),
+		r.roles.Informer(), r.bindings.Informer(), r.policies.Informer(),
 		mzInf.Balancers().Informer(), mzInf.Consoles().Informer(),
 	}
 	synced := []cache.InformerSynced{mzInf.Materializes().Informer().HasSynced}
