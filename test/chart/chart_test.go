@@ -187,6 +187,34 @@ func TestDefaultRender(t *testing.T) {
 	}
 }
 
+// The controllers run with GOGC=50 (their memory is their caches:
+// docs/benchmarks.md); empty leaves the runtime's default.
+func TestControllersGOGC(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{{"", "GOGC 50"}, {"controllers.gogc=200", "GOGC 200"}, {"controllers.gogc=", ""}} {
+		args := []string{}
+		if tc.set != "" {
+			args = append(args, "--set", tc.set)
+		}
+		containers, _, _ := unstructured.NestedSlice(find(render(t, "ops", args...), "Deployment", "orchestratord-controllers").Object,
+			"spec", "template", "spec", "containers")
+		env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+		got := ""
+		for _, e := range env {
+			if e := e.(map[string]any); e["name"] == "GOGC" {
+				got = fmt.Sprint("GOGC ", e["value"])
+			}
+		}
+		if got != tc.want {
+			t.Errorf("--set %q: %q, want %q", tc.set, got, tc.want)
+		}
+	}
+	if _, err := helmRun("template", "orchestratord", chartDir, "--set", "controllers.gogc=fifty"); err == nil {
+		t.Error("controllers.gogc=fifty rendered; the schema must reject it")
+	}
+}
+
 func TestSingleReplicaHasNoPDB(t *testing.T) {
 	objs := render(t, "ops", "--set", "webhook.replicas=1,controllers.replicas=1")
 	if n := kinds(objs)["PodDisruptionBudget"]; n != 0 {

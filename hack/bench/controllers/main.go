@@ -46,7 +46,7 @@ func main() {
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
-	gogc := flag.String("gogc", "", "GOGC of the controllers (empty: the runtime's default, 100), to weigh memory against CPU")
+	gogc := flag.String("gogc", "50", "GOGC of the controllers: the chart's controllers.gogc by default; empty for the runtime's 100")
 	flag.Parse()
 	limit, err := resource.ParseQuantity(*memoryLimit)
 	if err != nil {
