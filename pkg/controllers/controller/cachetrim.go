@@ -66,8 +66,9 @@ func unindexedInformer(f informers.SharedInformerFactory, obj runtime.Object, ne
 // managedFields entry stay out of memory. The custom resources are read
 // whole. A Materialize keeps no managedFields (its status check compares
 // the status itself); a Balancer or Console keeps neither labels nor
-// managedFields, but the digest of this operator's fields (digested). A child whose owned fields
-// cannot be extracted is kept whole, with this operator's entries.
+// managedFields, but the digest of this operator's fields (digested). A
+// child whose owned fields cannot be extracted is kept whole, with this
+// operator's entries.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
 	var out any
@@ -85,7 +86,11 @@ func TrimForCache(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		// The reconciler lists a Materialize's NetworkPolicies by the
 		// resource id label; other children are found by name.
-		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, resourceID(o.Labels[children.ResourceIDLabel]))
+		var id any
+		if v, ok := o.Labels[children.ResourceIDLabel]; ok {
+			id = resourceID(v)
+		}
+		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, id)
 	case *corev1.ConfigMap:
 		out, err = stub(o, corev1ac.ExtractConfigMap, nil)
 	case *corev1.Service:
@@ -121,9 +126,9 @@ var (
 // managedFields: in their place, the digest of the fields this operator
 // owns, which the materialize reconciler's no-op check compares, marked as
 // a stub's is (the annotation, and no creation time). No reconciler reads
-// a Balancer's or Console's labels or creation time. Their own reconcilers' status checks read the
-// status (apply.Status). When the owned fields cannot be extracted, only
-// this operator's entries are kept.
+// a Balancer's or Console's labels or creation time; their own
+// reconcilers' status checks read the status (apply.Status). When the
+// owned fields cannot be extracted, only this operator's entries are kept.
 func digested[T metav1.Object, AC any](o T, extract func(T, string) (AC, error)) any {
 	if _, cached := apply.CachedDigest(o); cached {
 		// Informers may transform what they hold again; an object from
