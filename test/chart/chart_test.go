@@ -210,8 +210,11 @@ func TestControllersGOGC(t *testing.T) {
 			t.Errorf("--set %q: %q, want %q", tc.set, got, tc.want)
 		}
 	}
-	if _, err := helmRun("template", "orchestratord", chartDir, "--set", "controllers.gogc=fifty"); err == nil {
-		t.Error("controllers.gogc=fifty rendered; the schema must reject it")
+	// GOGC=0 would collect continuously.
+	for _, bad := range [][]string{{"--set", "controllers.gogc=fifty"}, {"--set", "controllers.gogc=0"}, {"--set-string", "controllers.gogc=0"}} {
+		if _, err := helmRun(append([]string{"template", "orchestratord", chartDir}, bad...)...); err == nil {
+			t.Errorf("%s rendered; the schema must reject it", bad)
+		}
 	}
 }
 

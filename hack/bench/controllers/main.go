@@ -313,7 +313,8 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 
 // saveHeapProfile writes the controllers' heap profile, taken after a
 // collection, and returns the live heap then: the runtime's HeapAlloc,
-// exact where the profile's sampled sizes are estimates.
+// read in a second request right after (it also counts what was
+// allocated in between), where the profile's sampled sizes are estimates.
 func saveHeapProfile(health, path string) (string, error) {
 	profile, err := get("http://" + health + "/debug/pprof/heap?gc=1")
 	if err != nil {

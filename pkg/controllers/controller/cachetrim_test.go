@@ -172,6 +172,10 @@ func TestTrimForCacheStubsChildren(t *testing.T) {
 	if p := out.(*Stub); len(p.GetLabels()) != 1 || p.GetLabels()["materialize.cloud/mz-resource-id"] != "r" {
 		t.Errorf("NetworkPolicy stub: %+v", p)
 	}
+	out.(*Stub).SetLabels(map[string]string{"other": "x"})
+	if p := out.(*Stub); p.GetLabels() != nil {
+		t.Errorf("labels without the resource id set on a NetworkPolicy stub: %v", p.GetLabels())
+	}
 
 	// Owned fields that cannot be extracted: the object is kept whole
 	// (but for other managers' entries) and the no-op check extracts again.
@@ -209,9 +213,10 @@ func TestTrimForCacheKeepsMaterializesWhole(t *testing.T) {
 	}
 }
 
-// A Balancer (or Console) is kept whole but for its managedFields, whose
-// place the digest of this operator's fields takes: the materialize
-// reconciler's no-op check compares it with the apply configuration's.
+// A Balancer (or Console, through the same code) is kept whole but for
+// its labels, creation time and managedFields, whose place the digest of
+// this operator's fields takes: the materialize reconciler's no-op check
+// compares it with the apply configuration's.
 func TestTrimForCacheDigestsBalancers(t *testing.T) {
 	replicas := int32(2)
 	b := &v1alpha1.Balancer{

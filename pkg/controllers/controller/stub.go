@@ -142,8 +142,10 @@ func newStub(live metav1.Object, ownedDigest string, kept any) (*Stub, error) {
 	return s, nil
 }
 
-// meta is the rebuilt object's metadata, annotated with the digest; its
-// maps and slices are its own, so a reader cannot change the cache.
+// meta is the rebuilt object's metadata, annotated with the digest. Its
+// maps and slices are its own; the pointers it shares with the cache (the
+// deletion time here, a selector with expressions, a status's counters)
+// must not be written through, as no reconciler does.
 func (s *Stub) meta() metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:              s.name,
@@ -216,9 +218,14 @@ func (s *Stub) GetLabels() map[string]string {
 	return nil
 }
 
+// SetLabels keeps a NetworkPolicy stub's resource id label, or drops it;
+// it cannot give one to a stub that had none.
 func (s *Stub) SetLabels(labels map[string]string) {
 	if _, ok := s.kept.(resourceID); ok {
-		s.kept = resourceID(labels[children.ResourceIDLabel])
+		s.kept = nil
+		if id, ok := labels[children.ResourceIDLabel]; ok {
+			s.kept = resourceID(id)
+		}
 	}
 }
 
@@ -302,7 +309,8 @@ func (n NamespaceLister[T]) Get(name string) (T, error) {
 }
 
 // List returns the children whose labels match selector (a stub keeps
-// labels only where a reconciler lists by them: NetworkPolicies).
+// labels only where a reconciler lists by them: NetworkPolicies, whose
+// informer alone has the namespace index; other kinds are scanned whole).
 func (n NamespaceLister[T]) List(selector labels.Selector) ([]T, error) {
 	var out []T
 	err := cache.ListAllByNamespace(n.l.indexer, n.namespace, selector, func(obj any) {
