@@ -134,7 +134,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error
 	mem := snapshot(proc.Process.Pid, metrics)
 	live := ""
 	if heapProfile != "" {
-		if live, err = saveHeapProfile(health, heapProfile); err != nil {
+		if live, err = saveHeapProfile(health, metrics, heapProfile); err != nil {
 			return err
 		}
 	}
@@ -144,7 +144,7 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
 	mem.print("after convergence")
 	if live != "" {
-		fmt.Printf("| live heap after a collection (the runtime's HeapAlloc, read with the heap profile) | %s |\n", live)
+		fmt.Printf("| live heap after a collection (the runtime's HeapAlloc, scraped right after the heap profile's collection) | %s |\n", live)
 	}
 	if err := printWrites(cp, "bench-1", n, "first rollout"); err != nil {
 		return err
@@ -312,43 +312,35 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 }
 
 // saveHeapProfile writes the controllers' heap profile, taken after a
-// collection, and returns the live heap then: the runtime's HeapAlloc,
-// read in a second request right after (it also counts what was
-// allocated in between), where the profile's sampled sizes are estimates.
-func saveHeapProfile(health, path string) (string, error) {
-	profile, err := get("http://" + health + "/debug/pprof/heap?gc=1")
+// collection, and returns the live heap then: the runtime's HeapAlloc
+// (go_memstats_heap_alloc_bytes), scraped right after (it also counts what
+// was allocated in between), where the profile's sampled sizes are
+// estimates.
+func saveHeapProfile(health, metrics, path string) (string, error) {
+	resp, err := http.Get("http://" + health + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return "", fmt.Errorf("heap profile: %w", err)
-	}
-	if err := os.WriteFile(path, profile, 0o644); err != nil {
-		return "", err
-	}
-	text, err := get("http://" + health + "/debug/pprof/heap?debug=1")
-	if err != nil {
-		return "", fmt.Errorf("heap profile: %w", err)
-	}
-	for _, line := range strings.Split(string(text), "\n") {
-		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
-			bytes, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return "", fmt.Errorf("heap profile's HeapAlloc %q: %w", v, err)
-			}
-			return fmt.Sprintf("%.1f MiB", bytes/(1<<20)), nil
-		}
-	}
-	return "", fmt.Errorf("heap profile has no HeapAlloc")
-}
-
-func get(url string) ([]byte, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s", resp.Status)
+		return "", fmt.Errorf("heap profile: %s", resp.Status)
 	}
-	return io.ReadAll(resp.Body)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	live, err := program.Metric(metrics, "go_memstats_heap_alloc_bytes")
+	if err != nil {
+		return "", fmt.Errorf("live heap: %w", err)
+	}
+	return fmt.Sprintf("%.1f MiB", live/(1<<20)), nil
 }
 
 // memorySnapshot is a process's RSS, split into its file-backed pages
