@@ -15,11 +15,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/balancerd"
@@ -69,13 +76,77 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 	if exit != nil {
 		return exit
 	}
-	leader := standin.New()
-	leader.AutoAdvance = true
 	var addrs []string
 	for _, l := range append(append([]standin.Listener(nil), plan.Listeners.SQL...), plan.Listeners.HTTP...) {
 		addrs = append(addrs, l.Name+"="+l.Addr.String())
 	}
 	log.Info("TEST STAND-IN environmentd (not Materialize) accepted its command line",
 		"version", version.String(), "generation", plan.Generation, "listeners", addrs)
-	return standin.Serve(ctx, plan, leader)
+	p, err := process(ctx, log, plan)
+	if err != nil {
+		return err
+	}
+	err = p.Run(ctx, plan)
+	var e *standin.ExitError
+	if errors.As(err, &e) && e.Code == standin.ExitFenced {
+		// The image's entrypoint (upstream src/environmentd/ci/entrypoint.sh):
+		// a graceful exit sleeps, so the kubelet does not restart a fenced-out
+		// generation; its pod stays, not ready, until the operator removes it.
+		log.Info("exiting process (0): " + e.Message)
+		fmt.Fprintln(os.Stderr, "environmentd exited gracefully; sleeping forever")
+		<-ctx.Done()
+		return nil
+	}
+	return err
+}
+
+// process connects the stand-in to the catalog and orchestrator it plays
+// against: in a pod (--orchestrator=kubernetes), the API server as the pod's
+// ServiceAccount (KUBECONFIG, when set, for tests run outside a pod);
+// otherwise an in-memory catalog.
+func process(ctx context.Context, log *slog.Logger, plan *standin.Plan) (*standin.Process, error) {
+	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, CatchUp: durationEnv("STANDIN_CATCHUP", 2*time.Second),
+		FenceCheck: time.Second, RetryFor: durationEnv("STANDIN_RETRY_FOR", 10*time.Minute)}
+	if o, _ := plan.Args.Get("orchestrator"); o != "kubernetes" {
+		return p, nil
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes namespace: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mz, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	prefix, _ := plan.Args.Get("orchestrator-kubernetes-name-prefix")
+	envID, _ := plan.Args.Get("environment-id")
+	backend, _ := plan.Args.Get("metadata-backend-url")
+	p.Catalog = &standin.SecretCatalog{Kube: kube, Namespace: ns, Name: standin.CatalogSecretName(backend, standin.OrganizationID(envID))}
+	p.Orchestrator = &standin.Orchestrator{Kube: kube, MZ: mz, Namespace: ns, Prefix: prefix, Args: plan.Args}
+	// environmentd puts its own pod's owners on what it creates; without
+	// HOSTNAME it cannot know its pod.
+	host := os.Getenv("HOSTNAME")
+	if host == "" {
+		return nil, &standin.ExitError{Code: 101, Message: "environmentd: fatal: HOSTNAME is not set"}
+	}
+	if err := p.Orchestrator.LoadOwners(ctx, host, log); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func durationEnv(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
 }

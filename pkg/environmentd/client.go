@@ -45,7 +45,8 @@ const maxErrorBody = 256
 // GET /api/leader/status.
 type LeaderStatus string
 
-// The leader statuses environmentd reports, in rollout order.
+// The leader statuses environmentd reports, in rollout order. environmentd
+// reports its catch-up as Initializing; CatchingUp is accepted as a synonym.
 const (
 	Initializing   LeaderStatus = "Initializing"
 	CatchingUp     LeaderStatus = "CatchingUp"
@@ -155,6 +156,21 @@ func (c *Client) Status(ctx context.Context, baseURL string) (LeaderStatus, erro
 // only on a 2xx response whose body is {"result":"Success"}.
 func (c *Client) Promote(ctx context.Context, baseURL string) error {
 	body, err := c.do(ctx, http.MethodPost, baseURL, PromotePath)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusBadRequest {
+		// environmentd refuses a promotion before it is ready with
+		// {"result":{"Failure":{"message":...}}}.
+		var resp struct {
+			Result struct {
+				Failure struct {
+					Message string `json:"message"`
+				} `json:"Failure"`
+			} `json:"result"`
+		}
+		if json.Unmarshal([]byte(se.Body), &resp) == nil && resp.Result.Failure.Message != "" {
+			return fmt.Errorf("environmentd refused the promotion: %s", resp.Result.Failure.Message)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,9 @@ func TestPromoteFailure(t *testing.T) {
 		contains string
 	}{
 		"failure result": {http.StatusOK, `{"result":{"Failure":{"message":"boom"}}}`, "boom"},
+		// environmentd's refusal before it is ready (src/environmentd/src/http.rs).
+		"refused": {http.StatusBadRequest, `{"result":{"Failure":{"message":"cannot promote leader while initializing"}}}`,
+			"environmentd refused the promotion: cannot promote leader while initializing"},
 		"other string":   {http.StatusOK, `{"result":"Nope"}`, "Nope"},
 		"no result":      {http.StatusOK, `{}`, "{}"},
 		"malformed":      {http.StatusOK, `<html>`, "<html>"},

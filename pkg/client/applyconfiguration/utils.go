@@ -48,6 +48,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &materializev1.MaterializeSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MaterializeStatus"):
 		return &materializev1.MaterializeStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VpcEndpoint"):
+		return &materializev1.VpcEndpointApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VpcEndpointSpec"):
+		return &materializev1.VpcEndpointSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("VpcEndpointStatus"):
+		return &materializev1.VpcEndpointStatusApplyConfiguration{}
 
 		// Group=materialize.cloud, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("Balancer"):

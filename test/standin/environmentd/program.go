@@ -46,6 +46,8 @@ type Plan struct {
 	TLS *tls.Config
 	// Generation is --deploy-generation.
 	Generation string
+	// Args are all parsed arguments, defaults included.
+	Args *clap.Matches
 }
 
 // environmentIDPattern is EnvironmentId's FromStr (upstream
@@ -90,7 +92,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		return nil, fatal("--license-key is required when running in Kubernetes")
 	}
 
-	plan := &Plan{}
+	plan := &Plan{Args: m}
 	plan.Generation, _ = m.Get("deploy-generation")
 	if mode, _ := m.Get("tls-mode"); mode == "require" {
 		certPath, _ := m.Get("tls-cert")
@@ -145,11 +147,11 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	return plan, nil
 }
 
-// Serve serves plan's listeners until ctx ends: the leader API (from
-// leader) only where a listener's internal route group is enabled and only
+// Serve serves plan's listeners until ctx ends: the leader API (leader: a
+// Deployment, or a Server standing in for many) only where a listener's internal route group is enabled and only
 // to the roles it allows, logins where the listener authenticates, the
 // metrics group's probes, and SQL listeners that accept connections.
-func Serve(ctx context.Context, plan *Plan, leader *Server) error {
+func Serve(ctx context.Context, plan *Plan, leader http.Handler) error {
 	errc := make(chan error, len(plan.Listeners.SQL)+len(plan.Listeners.HTTP))
 	var lns []net.Listener
 	listen := func(l Listener) (net.Listener, error) {
@@ -220,7 +222,7 @@ var internalUsers = map[string]bool{mzenv.SystemUser: true, "mz_support": true}
 
 // ListenerHandler routes one HTTP listener's requests as environmentd's
 // route groups and authentication would.
-func ListenerHandler(l Listener, password string, leader *Server) http.Handler {
+func ListenerHandler(l Listener, password string, leader http.Handler) http.Handler {
 	s := &sessions{byID: map[string]string{}}
 	authenticates := l.AuthenticatorKind == "Password" || l.AuthenticatorKind == "Oidc"
 	// user is who the request is from; ok is false when it must log in.
@@ -320,4 +322,12 @@ func checkReplicaSizes(raw string) error {
 		}
 	}
 	return nil
+}
+
+// OrganizationID is the organization UUID of a valid --environment-id.
+func OrganizationID(environmentID string) string {
+	if g := environmentIDPattern.FindStringSubmatch(environmentID); g != nil {
+		return g[3]
+	}
+	return ""
 }

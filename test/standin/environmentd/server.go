@@ -19,7 +19,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"sort"
@@ -37,25 +36,29 @@ const (
 	LivezPath  = "/api/livez"
 )
 
-// Server is a thread-safe stand-in for environmentd's leader API.
+// Server is a thread-safe stand-in for the leader API of many environmentd
+// generations at once, each a Deployment with upstream's answers (see
+// deployment.go): a promote that is refused is 400 with
+// {"result":{"Failure":...}}, one while Promoting or IsLeader is 200; a
+// skip-catchup is refused (400) only while Initializing.
 //
 // Without AutoAdvance, a prefix starts at Initializing and changes only by
-// SetStatus or by a successful promote (ReadyToPromote -> Promoting).
+// SetStatus, by a successful promote (ReadyToPromote -> Promoting) or by a
+// skip-catchup while catching up (-> ReadyToPromote).
 //
-// With AutoAdvance, a prefix starts at CatchingUp and
-//   - a status request that finds CatchingUp already reported at least once
-//     moves it to ReadyToPromote (so an unseen prefix answers CatchingUp, then
-//     ReadyToPromote);
+// With AutoAdvance, a prefix starts catching up (reported as Initializing,
+// as real environmentd reports it) and
+//   - a status request that finds it catching up and already reported at
+//     least once moves it to ReadyToPromote (so an unseen prefix answers
+//     Initializing, then ReadyToPromote);
 //   - a successful promote moves it to Promoting, and the next status request
 //     moves it to (and answers) IsLeader.
 //
 // Initializing, ReadyToPromote and IsLeader never advance on their own, so a
 // test can hold a generation with SetStatus(prefix, Initializing) or keep it
-// waiting for approval at ReadyToPromote. SetStatus restarts the "reported"
-// count, so SetStatus(p, CatchingUp) is answered once before advancing.
-//
-// A promote while the prefix is not ReadyToPromote answers HTTP 409 with a
-// JSON body {"error": "..."}.
+// waiting for approval at ReadyToPromote. SetStatus(p, CatchingUp) puts it in
+// the catch-up phase; SetStatus restarts the "reported" count, so catch-up is
+// answered once before advancing.
 type Server struct {
 	// AutoAdvance enables the automatic transitions described above. Set it
 	// before serving; use SetAutoAdvance to change it while serving.
@@ -73,7 +76,7 @@ type Server struct {
 }
 
 type prefixState struct {
-	status     mzenv.LeaderStatus
+	d          *Deployment
 	reported   bool // status answered at least once since it was last set
 	requests   int
 	promotions int
@@ -157,13 +160,13 @@ func (s *Server) SetAutoAdvance(on bool) {
 	s.AutoAdvance = on
 }
 
-// SetStatus sets the leader status of prefix. Any value is served as is, so
-// a test may also set an unknown status.
+// SetStatus sets the leader status of prefix: CatchingUp is the catch-up
+// phase (answered as Initializing), an unknown status Initializing.
 func (s *Server) SetStatus(prefix string, status mzenv.LeaderStatus) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stateLocked(normalise(prefix))
-	st.status = status
+	st.d.set(phaseOf(status))
 	st.reported = false
 }
 
@@ -173,9 +176,9 @@ func (s *Server) Status(prefix string) mzenv.LeaderStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.prefixes[normalise(prefix)]; ok {
-		return st.status
+		return st.d.Status()
 	}
-	return s.initialLocked()
+	return s.initialLocked().status()
 }
 
 // Promotions returns how many promote requests for prefix succeeded.
@@ -236,17 +239,19 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 		return
 	}
 	if s.AutoAdvance {
-		switch {
-		case st.status == mzenv.Promoting:
-			st.status = mzenv.IsLeader
-		case st.status == mzenv.CatchingUp && st.reported:
-			st.status = mzenv.ReadyToPromote
+		switch st.d.phase {
+		case phasePromoting:
+			st.d.set(phaseIsLeader)
+		case phaseCatchingUp:
+			if st.reported {
+				st.d.set(phaseReadyToPromote)
+			}
 		}
 	}
 	st.reported = true
-	status := st.status
+	status := st.d.Status()
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(status)})
+	answerStatus(w, status)
 }
 
 // serveLogin accepts mz_system's login with Password, so a
@@ -269,23 +274,20 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// serveSkipCatchup ends catching up at once (a forced promotion), as
-// environmentd's /api/leader/skip-catchup: 204, or 400 with environmentd's
-// message outside the catching-up phase.
+// serveSkipCatchup answers as environmentd's /api/leader/skip-catchup: in
+// catch-up it ends it at once (a forced promotion).
 func (s *Server) serveSkipCatchup(w http.ResponseWriter, r *http.Request, prefix string) {
 	st, ok := s.lockRequest(w, r, prefix, http.MethodPost)
 	if !ok {
 		return
 	}
-	if st.status != mzenv.CatchingUp {
-		s.mu.Unlock()
-		writeJSON(w, http.StatusBadRequest, map[string]string{
-			"message": "cannot skip catchup in this phase of initialization; try again later"})
-		return
+	catchingUp := st.d.phase == phaseCatchingUp
+	skipped := st.d.trySkipCatchup()
+	if catchingUp {
+		st.d.set(phaseReadyToPromote) // what the process does once catch-up ends
 	}
-	st.status = mzenv.ReadyToPromote
 	s.mu.Unlock()
-	w.WriteHeader(http.StatusNoContent)
+	answerSkipCatchup(w, skipped)
 }
 
 func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix string) {
@@ -293,19 +295,14 @@ func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix str
 	if !ok {
 		return
 	}
-	if st.status != mzenv.ReadyToPromote {
-		status := st.status
-		s.mu.Unlock()
-		writeJSON(w, http.StatusConflict, map[string]string{
-			"error": fmt.Sprintf("cannot promote: status is %s, not %s", status, mzenv.ReadyToPromote),
-		})
-		return
+	ready := st.d.phase == phaseReadyToPromote
+	promoted := st.d.tryPromote()
+	if ready {
+		st.reported = false
+		st.promotions++
 	}
-	st.status = mzenv.Promoting
-	st.reported = false
-	st.promotions++
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]string{"result": "Success"})
+	answerPromote(w, promoted)
 }
 
 // lockRequest counts a request to prefix's leader API and, when it uses the
@@ -328,17 +325,17 @@ func (s *Server) stateLocked(prefix string) *prefixState {
 	}
 	st, ok := s.prefixes[prefix]
 	if !ok {
-		st = &prefixState{status: s.initialLocked()}
+		st = &prefixState{d: &Deployment{phase: s.initialLocked()}}
 		s.prefixes[prefix] = st
 	}
 	return st
 }
 
-func (s *Server) initialLocked() mzenv.LeaderStatus {
+func (s *Server) initialLocked() phase {
 	if s.AutoAdvance {
-		return mzenv.CatchingUp
+		return phaseCatchingUp
 	}
-	return mzenv.Initializing
+	return phaseInitializing
 }
 
 func normalise(prefix string) string { return strings.Trim(prefix, "/") }

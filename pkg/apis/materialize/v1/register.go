@@ -24,7 +24,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &Materialize{}, &MaterializeList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &Materialize{}, &MaterializeList{}, &VpcEndpoint{}, &VpcEndpointList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -56,6 +56,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=materialize.cloud, Version=v1
 	case v1.SchemeGroupVersion.WithResource("materializes"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Materialize().V1().Materializes().Informer()}, nil
+	case v1.SchemeGroupVersion.WithResource("vpcendpoints"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Materialize().V1().VpcEndpoints().Informer()}, nil
 
 		// Group=materialize.cloud, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("balancers"):

@@ -25,3 +25,11 @@ type MaterializeListerExpansion interface{}
 // MaterializeNamespaceListerExpansion allows custom methods to be added to
 // MaterializeNamespaceLister.
 type MaterializeNamespaceListerExpansion interface{}
+
+// VpcEndpointListerExpansion allows custom methods to be added to
+// VpcEndpointLister.
+type VpcEndpointListerExpansion interface{}
+
+// VpcEndpointNamespaceListerExpansion allows custom methods to be added to
+// VpcEndpointNamespaceLister.
+type VpcEndpointNamespaceListerExpansion interface{}

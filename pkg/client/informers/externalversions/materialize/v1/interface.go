@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// Materializes returns a MaterializeInformer.
 	Materializes() TypedMaterializeInformer
+	// VpcEndpoints returns a VpcEndpointInformer.
+	VpcEndpoints() TypedVpcEndpointInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // Materializes returns a TypedMaterializeInformer.
 func (v *version) Materializes() TypedMaterializeInformer {
 	return &materializeInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VpcEndpoints returns a TypedVpcEndpointInformer.
+func (v *version) VpcEndpoints() TypedVpcEndpointInformer {
+	return &vpcEndpointInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

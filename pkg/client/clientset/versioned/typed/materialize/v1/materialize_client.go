@@ -29,6 +29,7 @@ import (
 type MaterializeV1Interface interface {
 	RESTClient() rest.Interface
 	MaterializesGetter
+	VpcEndpointsGetter
 }
 
 // MaterializeV1Client is used to interact with features provided by the materialize.cloud group.
@@ -38,6 +39,10 @@ type MaterializeV1Client struct {
 
 func (c *MaterializeV1Client) Materializes(namespace string) MaterializeInterface {
 	return newMaterializes(c, namespace)
+}
+
+func (c *MaterializeV1Client) VpcEndpoints(namespace string) VpcEndpointInterface {
+	return newVpcEndpoints(c, namespace)
 }
 
 // NewForConfig creates a new MaterializeV1Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeMaterializeV1) Materializes(namespace string) v1.MaterializeInterfa
 	return newFakeMaterializes(c, namespace)
 }
 
+func (c *FakeMaterializeV1) VpcEndpoints(namespace string) v1.VpcEndpointInterface {
+	return newFakeVpcEndpoints(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeMaterializeV1) RESTClient() rest.Interface {

@@ -1,0 +1,212 @@
+package environmentd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Process is what a stand-in environmentd process reaches outside itself.
+type Process struct {
+	Log     *slog.Logger
+	Catalog Catalog
+	// Orchestrator, when set, makes environmentd's Kubernetes calls.
+	Orchestrator *Orchestrator
+	// CatchUp is how long a new generation catches up before it announces
+	// itself ready to promote (real environmentd: until its clusters hydrate).
+	CatchUp time.Duration
+	// FenceCheck is how often a leader looks whether a newer generation
+	// took the catalog over (real environmentd learns it on its next
+	// catalog write).
+	FenceCheck time.Duration
+	// RetryFor bounds the retries of the VpcEndpoint list at bootstrap
+	// (upstream: 10 minutes), after which environmentd fails.
+	RetryFor time.Duration
+	// Deployment is the leader API's state; nil means a new one.
+	Deployment *Deployment
+}
+
+// Exit codes of environmentd's process (upstream src/ore/src/process.rs).
+const (
+	// ExitHalt is halt!: a restart that is not a crash.
+	ExitHalt = 166
+	// ExitFenced is exit!(0): fenced out by a newer generation; the image's
+	// entrypoint then sleeps forever instead of letting the pod restart.
+	ExitFenced = 0
+)
+
+func halt(format string, a ...any) *ExitError {
+	return &ExitError{Code: ExitHalt, Message: "halting process: " + fmt.Sprintf(format, a...)}
+}
+
+// Run is environmentd after its command line parsed: it serves plan's
+// listeners at once (the leader API answers Initializing), then boots as
+// upstream's 0dt preflight decides from the catalog's deploy generation:
+//   - a fresh catalog, or its own generation's: opens it and is the leader;
+//   - an older generation's: boots read-only, catches up, announces
+//     ReadyToPromote, and once promoted takes the catalog over and halts
+//     (exit 166) to reboot as the leader;
+//   - a newer generation's: fenced out, exits 0.
+//
+// A leader that finds a newer generation holding the catalog halts. Both
+// read-only and leading processes make the orchestrator's boot calls. It
+// returns nil when ctx ends, else the ExitError the process ends with.
+func (p *Process) Run(ctx context.Context, plan *Plan) error {
+	gen, err := strconv.ParseUint(plan.Generation, 10, 64)
+	if err != nil {
+		return fatal("invalid --deploy-generation %q: %v", plan.Generation, err)
+	}
+	d := p.Deployment
+	if d == nil {
+		d = NewDeployment()
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- Serve(serveCtx, plan, d) }()
+	defer func() {
+		stopServing()
+		<-served
+	}()
+
+	catalogGen, initialized, err := p.Catalog.Generation(ctx)
+	if err != nil {
+		return fatal("%v", err)
+	}
+	p.Log.Info("performing 0dt preflight checks", "deploy_generation", gen, "catalog_initialized", initialized, "catalog_generation", catalogGen)
+	switch {
+	case initialized && catalogGen > gen:
+		return &ExitError{Code: ExitFenced, Message: "this deployment has been fenced out"}
+	case initialized && catalogGen < gen:
+		return p.readOnly(ctx, plan, d, gen)
+	}
+	if err := p.Catalog.Open(ctx, gen); err != nil {
+		return fatal("%v", err)
+	}
+	d.SetIsLeader()
+	p.Log.Info("booting with writes allowed", "deploy_generation", gen)
+	if err := p.bootstrap(ctx, plan, gen, false); err != nil {
+		return err
+	}
+	return p.lead(ctx, gen)
+}
+
+// readOnly is a new generation: it boots read-only, waits to catch up (or
+// to be told to skip it), then for its promotion, takes the catalog over
+// and halts to reboot as the leader.
+func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen uint64) error {
+	p.Log.Info("this deployment is a new generation; booting in read only mode", "deploy_generation", gen)
+	if err := p.bootstrap(ctx, plan, gen, true); err != nil {
+		return err
+	}
+	skip := d.SetCatchingUp()
+	select {
+	case <-skip:
+		p.Log.Info("skipping waiting for deployment to catch up due to administrator request")
+	case <-time.After(p.CatchUp):
+		p.Log.Info("deployment caught up")
+	case <-ctx.Done():
+		return nil
+	}
+	promoted := d.SetReadyToPromote()
+	p.Log.Info("announced as ready to promote; waiting for promotion")
+	select {
+	case <-promoted:
+	case <-ctx.Done():
+		return nil
+	}
+	p.Log.Info("promoted; attempting takeover")
+	if err := p.Catalog.Open(ctx, gen); err != nil {
+		return fatal("unexpected error while fencing out old deployment: %v", err)
+	}
+	return halt("fenced out old deployment; rebooting as leader")
+}
+
+// lead serves as the leader until ctx ends or a newer generation takes the
+// catalog over.
+func (p *Process) lead(ctx context.Context, gen uint64) error {
+	tick := time.NewTicker(p.FenceCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		held, _, err := p.Catalog.Generation(ctx)
+		if err != nil {
+			p.Log.Warn("reading the catalog failed", "error", err)
+			continue
+		}
+		if held > gen {
+			return halt("fenced out by deploy generation %d", held)
+		}
+	}
+}
+
+// bootstrap makes the Kubernetes calls environmentd makes while it boots:
+// the cloud-resource controller lists VpcEndpoints (retried, then fatal),
+// the orchestrator ensures the bootstrap replicas' clusterd Services and
+// StatefulSets of this generation and, as the leader, drops those of past
+// generations (both retried in the background, as environmentd's
+// orchestrator worker retries forever).
+func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnly bool) error {
+	o := p.Orchestrator
+	if o == nil {
+		return nil
+	}
+	deadline := time.Now().Add(p.RetryFor)
+	for backoff := 125 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+		n, err := o.ListVpcEndpoints(ctx)
+		if err == nil {
+			p.Log.Info("listed vpc endpoints", "count", n)
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fatal("%v", err)
+		}
+		p.Log.Warn("VPC endpoint API call failed", "error", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+	}
+	replicas, err := BootstrapReplicas(plan.Args)
+	if err != nil {
+		return fatal("%v", err)
+	}
+	go p.retry(ctx, func() error {
+		for _, r := range replicas {
+			if err := o.EnsureReplica(ctx, r, gen); err != nil {
+				return err
+			}
+			p.Log.Info("ensured cluster replica", "service", o.name(r.ServiceID(gen)), "size", r.Size)
+		}
+		if readOnly {
+			return nil
+		}
+		dropped, err := o.DropPastGenerations(ctx, gen)
+		if len(dropped) > 0 {
+			p.Log.Info("dropped services of past generations", "services", dropped)
+		}
+		return err
+	})
+	return nil
+}
+
+// retry runs f until it succeeds or ctx ends, backing off as environmentd's
+// orchestrator worker does (125 ms doubling to 10 s).
+func (p *Process) retry(ctx context.Context, f func() error) {
+	for backoff := 125 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 10*time.Second) {
+		err := f()
+		if err == nil {
+			return
+		}
+		p.Log.Warn("orchestrator call failed", "error", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+	}
+}
