@@ -23,10 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/balancerd"
@@ -105,42 +102,24 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 // ServiceAccount (KUBECONFIG, when set, for tests run outside a pod);
 // otherwise an in-memory catalog.
 func process(ctx context.Context, log *slog.Logger, plan *standin.Plan) (*standin.Process, error) {
-	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, CatchUp: durationEnv("STANDIN_CATCHUP", 2*time.Second),
-		FenceCheck: time.Second, RetryFor: durationEnv("STANDIN_RETRY_FOR", 10*time.Minute)}
-	if o, _ := plan.Args.Get("orchestrator"); o != "kubernetes" {
-		return p, nil
+	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, CatchUp: 2 * time.Second, FenceCheck: time.Second}
+	if o, _ := plan.Args.Get("orchestrator"); o == "kubernetes" {
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
+		cfg, err := loader.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		ns, _, err := loader.Namespace()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes namespace: %w", err)
+		}
+		if p, err = standin.KubeProcess(ctx, log, plan, cfg, ns, os.Getenv("HOSTNAME")); err != nil {
+			return nil, err
+		}
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
-	cfg, err := loader.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	ns, _, err := loader.Namespace()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes namespace: %w", err)
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mz, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	prefix, _ := plan.Args.Get("orchestrator-kubernetes-name-prefix")
-	envID, _ := plan.Args.Get("environment-id")
-	backend, _ := plan.Args.Get("metadata-backend-url")
-	p.Catalog = &standin.SecretCatalog{Kube: kube, Namespace: ns, Name: standin.CatalogSecretName(backend, standin.OrganizationID(envID))}
-	p.Orchestrator = &standin.Orchestrator{Kube: kube, MZ: mz, Namespace: ns, Prefix: prefix, Args: plan.Args}
-	// environmentd puts its own pod's owners on what it creates; without
-	// HOSTNAME it cannot know its pod.
-	host := os.Getenv("HOSTNAME")
-	if host == "" {
-		return nil, &standin.ExitError{Code: 101, Message: "environmentd: fatal: HOSTNAME is not set"}
-	}
-	if err := p.Orchestrator.LoadOwners(ctx, host, log); err != nil {
-		return nil, err
-	}
+	// How long a new generation catches up; tests shorten the VpcEndpoint retries.
+	p.CatchUp = durationEnv("STANDIN_CATCHUP", p.CatchUp)
+	p.RetryFor = durationEnv("STANDIN_RETRY_FOR", p.RetryFor)
 	return p, nil
 }
 

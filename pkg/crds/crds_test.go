@@ -1,6 +1,7 @@
 package crds
 
 import (
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -51,5 +52,51 @@ func TestManifestsDecodeAndDeclareTheAPI(t *testing.T) {
 	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil ||
 		len(conv.Webhook.ConversionReviewVersions) != 1 || conv.Webhook.ConversionReviewVersions[0] != "v1" {
 		t.Errorf("Materialize conversion must be Webhook with review version v1, got %+v", conv)
+	}
+}
+
+// environmentd lists VpcEndpoints while it boots; the type is upstream's
+// (src/cloud-resources/src/crd/vpc_endpoint.rs): names, short name, the one
+// served and stored version, status subresource, printer columns and the
+// spec's required fields.
+func TestVpcEndpointIsUpstreams(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd *apiextensionsv1.CustomResourceDefinition
+	for _, c := range all {
+		if c.Name == "vpcendpoints.materialize.cloud" {
+			crd = c
+		}
+	}
+	if crd == nil {
+		t.Fatal("no vpcendpoints.materialize.cloud CRD")
+	}
+	n := crd.Spec.Names
+	if n.Kind != "VpcEndpoint" || n.Plural != "vpcendpoints" || n.Singular != "vpcendpoint" ||
+		len(n.ShortNames) != 1 || n.ShortNames[0] != "vpce" || crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+		t.Errorf("names %+v, scope %s", n, crd.Spec.Scope)
+	}
+	if len(crd.Spec.Versions) != 1 {
+		t.Fatalf("versions %d, want v1 only", len(crd.Spec.Versions))
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != "v1" || !v.Served || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("version %s served %v storage %v subresources %+v", v.Name, v.Served, v.Storage, v.Subresources)
+	}
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		cols = append(cols, c.Name+"="+c.JSONPath+"@"+string(rune('0'+c.Priority)))
+	}
+	if got, want := strings.Join(cols, " "), "AwsServiceName=.spec.awsServiceName@1 AvailabilityZoneIDs=.spec.availabilityZoneIds@1"; got != want {
+		t.Errorf("printer columns %s, want %s", got, want)
+	}
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	if got := strings.Join(spec.Required, ","); got != "availabilityZoneIds,awsServiceName,roleSuffix" {
+		t.Errorf("spec required %s", got)
+	}
+	if got := strings.Join(v.Schema.OpenAPIV3Schema.Required, ","); got != "spec" {
+		t.Errorf("required %s, want spec", got)
 	}
 }

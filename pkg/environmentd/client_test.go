@@ -133,12 +133,12 @@ func TestPromoteFailure(t *testing.T) {
 		// environmentd's refusal before it is ready (src/environmentd/src/http.rs).
 		"refused": {http.StatusBadRequest, `{"result":{"Failure":{"message":"cannot promote leader while initializing"}}}`,
 			"environmentd refused the promotion: cannot promote leader while initializing"},
-		"other string":   {http.StatusOK, `{"result":"Nope"}`, "Nope"},
-		"no result":      {http.StatusOK, `{}`, "{}"},
-		"malformed":      {http.StatusOK, `<html>`, "<html>"},
-		"conflict":       {http.StatusConflict, `{"error":"not ready"}`, "409"},
-		"server error":   {http.StatusInternalServerError, `oops`, "500"},
-		"long body":      {http.StatusOK, long, "yyy..."},
+		"other string": {http.StatusOK, `{"result":"Nope"}`, "Nope"},
+		"no result":    {http.StatusOK, `{}`, "{}"},
+		"malformed":    {http.StatusOK, `<html>`, "<html>"},
+		"conflict":     {http.StatusConflict, `{"error":"not ready"}`, "409"},
+		"server error": {http.StatusInternalServerError, `oops`, "500"},
+		"long body":    {http.StatusOK, long, "yyy..."},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv, _ := server(t, tc.code, tc.body)

@@ -21,6 +21,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
 // What one environmentd generation consists of, as upstream's
@@ -44,7 +45,6 @@ const (
 	// SystemParamsFile is the ConfigMap entry environmentd syncs system
 	// parameters from.
 	SystemParamsFile = "system-params.json"
-	nilUUID          = "00000000-0000-0000-0000-000000000000"
 )
 
 // MinimumEnvironmentdVersion is the oldest environmentd this operator runs.
@@ -73,15 +73,31 @@ func (e env) meetsVersion(min imageref.Version) bool {
 // environmentID is upstream's Materialize::environment_id: the format
 // environmentd's catalog requires, {cloud provider}-{region}-{uuid}-0.
 func (e env) environmentID() string {
-	return fmt.Sprintf("%s-%s-%s-0", e.cfg.CloudProvider, e.cfg.Region, e.mz.Spec.EnvironmentID)
+	return fmt.Sprintf("%s-%s-%s-0", e.cfg.CloudProvider, e.cfg.Region, e.organizationID())
+}
+
+// organizationID is spec.environmentId as upstream writes its Uuid: lower
+// case, hyphenated, whatever spelling the API server admitted (it admits
+// upper case and no hyphens; environmentd refuses both). One that does not
+// parse is kept as is: the pre-flight check refuses it before any use.
+func (e env) organizationID() string {
+	return canonicalUUID(e.mz.Spec.EnvironmentID)
+}
+
+// canonicalUUID is s as upstream writes it once parsed, or s unchanged.
+func canonicalUUID(s string) string {
+	if c, err := mzuuid.Canonical(s); err == nil {
+		return c
+	}
+	return s
 }
 
 // forceRolloutValue is upstream's force_rollout_value: spec.forceRollout,
 // then the force-rollout annotation.
 func (e env) forceRolloutValue() string {
-	force := e.mz.Spec.ForceRollout
+	force := canonicalUUID(e.mz.Spec.ForceRollout)
 	if force == "" {
-		force = nilUUID
+		force = mzuuid.Nil
 	}
 	if a, ok := e.mz.Annotations[ForceRolloutAnnotation]; ok {
 		return force + "/" + a
@@ -256,7 +272,7 @@ func (e env) generationArgs(gen uint64) []string {
 	}
 	add("--orchestrator-kubernetes-name-prefix=mz"+e.id+"-",
 		"--log-format=json",
-		"--opentelemetry-resource=organization_id="+s.EnvironmentID,
+		"--opentelemetry-resource=organization_id="+e.organizationID(),
 		"--opentelemetry-resource=environment_name="+e.mz.Name)
 	if e.internalTLS() {
 		add("--tls-mode=require", "--tls-cert=/etc/materialized/tls.crt", "--tls-key=/etc/materialized/tls.key")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
 // preflightResult says whether a new generation can start.
@@ -30,6 +31,10 @@ type preflightResult struct {
 // needs one, instead of them on every poll.
 func (r *reconciler) preflight(ctx context.Context, e env, created bool) (preflightResult, error) {
 	var res preflightResult
+	if _, err := mzuuid.Canonical(e.mz.Spec.EnvironmentID); err != nil && !created {
+		res.problem = fmt.Sprintf("spec.environmentId: %v; environmentd needs the organization's UUID", err)
+		return res, nil
+	}
 	if other := r.sharingEnvironmentID(e.mz); other != nil && !created {
 		// upstream's message: two environments on one environment ID would
 		// share a catalog's identity (and, with one backend, a catalog).
@@ -144,7 +149,7 @@ func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) *v1alpha1.Ma
 		return nil
 	}
 	for _, other := range all {
-		if other.UID != mz.UID && other.Spec.EnvironmentID == mz.Spec.EnvironmentID && isSet(other.Spec.EnvironmentID) {
+		if other.UID != mz.UID && mzuuid.Equal(other.Spec.EnvironmentID, mz.Spec.EnvironmentID) && isSet(other.Spec.EnvironmentID) {
 			return other
 		}
 	}

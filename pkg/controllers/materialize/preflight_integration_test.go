@@ -193,3 +193,55 @@ func TestUpgradeWindowIsEnforced(t *testing.T) {
 	update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v27.0.0" })
 	waitRolledOut(t, ns, "mz", 2)
 }
+
+// spec.environmentId is used as upstream's Uuid writes it: the API server
+// admits upper case and no hyphens, environmentd accepts only the
+// lower-case hyphenated form, so the operator writes that; two spellings of
+// one UUID are one environment; one that is no UUID at all is a condition,
+// and nothing starts.
+func TestEnvironmentIDIsUsedAsUpstreamWritesIt(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ns := newNamespace(t)
+	startController(t, fastPreflight)
+	mz := newMaterialize(ns, "mz")
+	mz.Spec.EnvironmentID = "0B0B0B0B111142228333444444444444"
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitRolledOut(t, ns, "mz", 1)
+	sts, err := kube.AppsV1().StatefulSets(ns).Get(ctx, prefix(got.Status.ResourceID, 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--environment-id=local-kind-0b0b0b0b-1111-4222-8333-444444444444-0 ",
+		"--opentelemetry-resource=organization_id=0b0b0b0b-1111-4222-8333-444444444444 "} {
+		if !strings.Contains(args+" ", want) {
+			t.Errorf("args lack %q: %s", want, args)
+		}
+	}
+
+	twin := newMaterialize(ns, "twin")
+	twin.Spec.EnvironmentID = "0b0b0b0b-1111-4222-8333-444444444444"
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, twin, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if c := upToDate(waitReason(t, ns, "twin", materialize.ReasonFailedDeploy)); !strings.Contains(c.Message, "have the environmentId field set to the same value") {
+		t.Errorf("twin: %q", c.Message)
+	}
+
+	bad := newMaterialize(ns, "bad")
+	bad.Spec.EnvironmentID = "0b0b0b0b-11114222-8333-444444444444" // the API server's uuid format admits it
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the API server refused %q: %v", bad.Spec.EnvironmentID, err)
+	}
+	badGot := waitReason(t, ns, "bad", materialize.ReasonFailedDeploy)
+	if c := upToDate(badGot); !strings.Contains(c.Message, `spec.environmentId: "0b0b0b0b-11114222-8333-444444444444" is not a UUID`) {
+		t.Errorf("bad: %q", c.Message)
+	}
+	if stsExists(t, ns, badGot.Status.ResourceID, 1) {
+		t.Error("a generation was created for an environmentId environmentd cannot read")
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -299,7 +300,7 @@ func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize)
 	return true, err
 }
 
-func isSet(id string) bool { return id != "" && id != nilUUID }
+func isSet(id string) bool { return mzuuid.IsSet(id) }
 
 func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 	kube := r.d.Kube

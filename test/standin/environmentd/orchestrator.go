@@ -258,8 +258,8 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 		replicaLabelPrefix + "replica-name":              r.ClusterName + "." + r.ReplicaName,
 		replicaLabelPrefix + "cluster-name":              r.ClusterName,
 	}
-	for k, v := range annotations {
-		podAnnotations[replicaLabelPrefix+k] = v
+	for k, v := range annotations { // --orchestrator-kubernetes-service-annotation: as given
+		podAnnotations[k] = v
 	}
 	nodeSel := map[string]string{}
 	if diskLimit != 0 {

@@ -6,6 +6,11 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 )
 
 // Process is what a stand-in environmentd process reaches outside itself.
@@ -209,4 +214,31 @@ func (p *Process) retry(ctx context.Context, f func() error) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// KubeProcess is a Process for a pod in namespace, talking to the API server
+// with cfg (the pod's ServiceAccount): its catalog in a Secret, its
+// orchestrator's calls, the owners of its own pod (named by HOSTNAME).
+func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, cfg *rest.Config, namespace, podName string) (*Process, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mz, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	prefix, _ := plan.Args.Get("orchestrator-kubernetes-name-prefix")
+	envID, _ := plan.Args.Get("environment-id")
+	backend, _ := plan.Args.Get("metadata-backend-url")
+	p := &Process{Log: log, CatchUp: 2 * time.Second, FenceCheck: time.Second, RetryFor: 10 * time.Minute,
+		Catalog: &SecretCatalog{Kube: kube, Namespace: namespace, Name: CatalogSecretName(backend, OrganizationID(envID))},
+		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args}}
+	if podName == "" {
+		return nil, fatal("HOSTNAME is not set")
+	}
+	if err := p.Orchestrator.LoadOwners(ctx, podName, log); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

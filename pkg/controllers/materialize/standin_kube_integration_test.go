@@ -1,0 +1,214 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/test/controlplane"
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
+)
+
+// kubeStandIn boots the environmentd stand-in on the generation this
+// operator renders, in namespace "envs" of cp, as environmentd's
+// ServiceAccount with the Role and RoleBinding this operator makes (role
+// may change the Role first): what real environmentd does with its pod's
+// token. It returns the process's leader API state and its exit.
+func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRole func(*rbacv1ac.RoleApplyConfiguration), retryFor time.Duration) (
+	e env, sts types.UID, d *standin.Deployment, exit <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	mz := testMaterialize("materialize/environmentd:v26.35.0", v1alpha1.AuthenticatorNone)
+	mz.Spec.SystemParameterConfigmapName = ""
+	e = testEnv(mz)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns()}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	opts := metav1.ApplyOptions{FieldManager: "test", Force: true}
+	if _, err := admin.CoreV1().ServiceAccounts(e.ns()).Apply(ctx, e.serviceAccount(), opts); err != nil {
+		t.Fatal(err)
+	}
+	r := e.role()
+	if editRole != nil {
+		editRole(r)
+	}
+	if _, err := admin.RbacV1().Roles(e.ns()).Apply(ctx, r, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(e.ns()).Apply(ctx, e.roleBinding(), opts); err != nil {
+		t.Fatal(err)
+	}
+	g := e.generation(1)
+	live, err := admin.AppsV1().StatefulSets(e.ns()).Apply(ctx, g.statefulSet, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pod the StatefulSet controller would make (no controller runs here).
+	podName := live.Name + "-0"
+	truth := true
+	_ = admin.CoreV1().Pods(e.ns()).Delete(ctx, podName, metav1.DeleteOptions{})
+	if _, err := admin.CoreV1().Pods(e.ns()).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podName, OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1",
+			Kind: "StatefulSet", Name: live.Name, UID: live.UID, Controller: &truth, BlockOwnerDeletion: &truth}}},
+		Spec: corev1.PodSpec{ServiceAccountName: e.serviceAccountName(), AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "environmentd", Image: "environmentd"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	rendered, cms := render(t, e, 1)
+	argv, lookup, read := podInput(t, rendered, cms, secrets())
+	plan, exitErr := standin.Check(imageref.MustParseVersion("26.35.0"), argv, lookup, read)
+	if exitErr != nil {
+		t.Fatal(exitErr)
+	}
+	plan.Listeners = &standin.Listeners{} // the leader API is driven directly: no ports bound
+	sa := rest.CopyConfig(cp.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + e.ns() + ":" + e.serviceAccountName(),
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns(), "system:authenticated"}}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	p, err := standin.KubeProcess(ctx, log, plan, sa, e.ns(), podName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.RetryFor = retryFor
+	p.Deployment = standin.NewDeployment()
+	runCtx, cancel := context.WithCancel(ctx)
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() { done <- p.Run(runCtx, plan); close(finished) }()
+	t.Cleanup(func() { cancel(); <-finished })
+	return e, live.UID, p.Deployment, done
+}
+
+// What environmentd does with its ServiceAccount once it runs, played by the
+// stand-in against a real API server: with this operator's Role, name
+// prefix and the installed VpcEndpoint CRD it lists VpcEndpoints, keeps its
+// catalog, creates the clusterd Service and StatefulSet of each bootstrap
+// replica under the generation's StatefulSet (so tearing the generation
+// down removes them); without the CRD or the Role's rule it fails as
+// environmentd would.
+func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+
+	t.Run("boots", func(t *testing.T) {
+		e, owner, d, exit := kubeStandIn(t, cp, nil, time.Minute)
+		// The operator's bootstrap flags: mz_catalog_server (s2) and
+		// quickstart (u1), one replica each; the other builtins at 0.
+		want := []string{"mz" + e.id + "-cluster-s2-replica-s1-gen-1", "mz" + e.id + "-cluster-u1-replica-u1-gen-1"}
+		for _, name := range want {
+			waitFor(t, exit, func() bool {
+				_, err := admin.CoreV1().Services(e.ns()).Get(ctx, name, metav1.GetOptions{})
+				_, stsErr := admin.AppsV1().StatefulSets(e.ns()).Get(ctx, name, metav1.GetOptions{})
+				return err == nil && stsErr == nil
+			}, "Service and StatefulSet "+name)
+			sts, err := admin.AppsV1().StatefulSets(e.ns()).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refs := sts.OwnerReferences; len(refs) != 1 || refs[0].UID != owner {
+				t.Errorf("%s owners %v, want the generation's StatefulSet %s", name, refs, owner)
+			}
+			pod := sts.Spec.Template.Spec
+			if pod.DeprecatedServiceAccount != "prod" || pod.SecurityContext.FSGroup == nil || *pod.SecurityContext.FSGroup != 999 {
+				t.Errorf("%s: service account %q, fs group %v", name, pod.DeprecatedServiceAccount, pod.SecurityContext.FSGroup)
+			}
+			if got := pod.Containers[0].Image; got != "materialize/clusterd:v26.35.0" {
+				t.Errorf("%s: image %s", name, got)
+			}
+			if sts.Spec.Selector.MatchLabels["materialize.cloud/mz-resource-id"] != e.id {
+				t.Errorf("%s: selector %v lacks the service labels", name, sts.Spec.Selector.MatchLabels)
+			}
+		}
+		if got := d.Status(); got != mzenv.IsLeader {
+			t.Errorf("fresh catalog: status %s, want IsLeader", got)
+		}
+		secrets, err := admin.CoreV1().Secrets(e.ns()).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=standin-catalog"})
+		if err != nil || len(secrets.Items) != 1 || string(secrets.Items[0].Data["deploy-generation"]) != "1" {
+			t.Errorf("catalog Secrets %v (%v), want one at generation 1", secrets, err)
+		}
+		list, err := admin.AppsV1().StatefulSets(e.ns()).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 3 {
+			t.Errorf("%d StatefulSets (%v), want the generation's and two clusterd", len(list.Items), err)
+		}
+	})
+
+	t.Run("without the Role's vpcendpoints rule", func(t *testing.T) {
+		_, _, _, exit := kubeStandIn(t, cp, func(r *rbacv1ac.RoleApplyConfiguration) {
+			kept := r.Rules[:0]
+			for _, rule := range r.Rules {
+				if len(rule.Resources) == 0 || rule.Resources[0] != "vpcendpoints" {
+					kept = append(kept, rule)
+				}
+			}
+			r.Rules = kept
+		}, time.Second)
+		wantFatal(t, exit, "list vpc endpoints", "forbidden")
+	})
+
+	t.Run("without the VpcEndpoint CRD", func(t *testing.T) {
+		ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
+		if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "vpcendpoints.materialize.cloud", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, exit := kubeStandIn(t, cp, nil, time.Second)
+		wantFatal(t, exit, "list vpc endpoints", "the server could not find the requested resource")
+	})
+}
+
+func waitFor(t *testing.T, exit <-chan error, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-exit:
+			t.Fatalf("stand-in exited waiting for %s: %v", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s", what)
+		}
+	}
+}
+
+func wantFatal(t *testing.T, exit <-chan error, contains ...string) {
+	t.Helper()
+	select {
+	case err := <-exit:
+		var e *standin.ExitError
+		if !errors.As(err, &e) || e.Code != 101 {
+			t.Fatalf("exit %v, want environmentd's fatal exit", err)
+		}
+		for _, c := range contains {
+			if !strings.Contains(e.Message, c) {
+				t.Errorf("exit %q does not say %q", e.Message, c)
+			}
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the stand-in did not fail")
+	}
+}
+
+// testWriter sends the stand-in's log to the test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}

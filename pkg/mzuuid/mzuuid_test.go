@@ -1,0 +1,42 @@
+package mzuuid
+
+import "testing"
+
+func TestCanonicalAcceptsTheUUIDCratesSpellings(t *testing.T) {
+	const want = "0b0b0b0b-1111-4222-8333-444444444444"
+	for _, in := range []string{
+		want,
+		"0B0B0B0B-1111-4222-8333-444444444444",
+		"0b0b0b0b111142228333444444444444",
+		"{0b0b0b0b-1111-4222-8333-444444444444}",
+		"urn:uuid:0b0b0b0b-1111-4222-8333-444444444444",
+	} {
+		got, err := Canonical(in)
+		if err != nil || got != want {
+			t.Errorf("Canonical(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	// The API server's uuid format admits hyphens in some places only;
+	// the uuid crate does not.
+	for _, in := range []string{"", "0b0b0b0b-11114222-8333-444444444444", "0b0b0b0b-1111-4222-8333-44444444444g",
+		"URN:UUID:0b0b0b0b-1111-4222-8333-444444444444", "0b0b0b0b-1111-4222-8333-4444444444444"} {
+		if got, err := Canonical(in); err == nil {
+			t.Errorf("Canonical(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
+func TestIsSetAndEqual(t *testing.T) {
+	for in, want := range map[string]bool{"": false, Nil: false, "00000000000000000000000000000000": false,
+		"0b0b0b0b111142228333444444444444": true, "garbage": true} {
+		if got := IsSet(in); got != want {
+			t.Errorf("IsSet(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if !Equal("0B0B0B0B111142228333444444444444", "0b0b0b0b-1111-4222-8333-444444444444") {
+		t.Error("two spellings of one UUID differ")
+	}
+	if Equal("0b0b0b0b-1111-4222-8333-444444444444", "0b0b0b0b-1111-4222-8333-444444444445") || Equal("x", "y") || !Equal("x", "x") {
+		t.Error("Equal is wrong on different or unparsable values")
+	}
+}
