@@ -232,7 +232,7 @@ func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, cfg *rest.Co
 	envID, _ := plan.Args.Get("environment-id")
 	backend, _ := plan.Args.Get("metadata-backend-url")
 	p := &Process{Log: log, CatchUp: 2 * time.Second, FenceCheck: time.Second, RetryFor: 10 * time.Minute,
-		Catalog: &SecretCatalog{Kube: kube, Namespace: namespace, Name: CatalogSecretName(backend, OrganizationID(envID))},
+		Catalog:      &SecretCatalog{Kube: kube, Namespace: namespace, Name: CatalogSecretName(backend, OrganizationID(envID))},
 		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args}}
 	if podName == "" {
 		return nil, fatal("HOSTNAME is not set")
