@@ -153,6 +153,18 @@ until uptodate; do
   fi
   sleep 1
 done
+# environmentd (the stand-in) creates its bootstrap replicas' clusterd
+# StatefulSets itself, with its own ServiceAccount, after listing
+# VpcEndpoints: proof that its Role, name prefix and the CRD are right.
+until [ -n "$(k -n "$sample_ns" get statefulsets -l app.kubernetes.io/name=clusterd -o name 2>/dev/null)" ]; do
+  if [ $SECONDS -ge $deadline ]; then
+    k -n "$sample_ns" logs -l materialize.cloud/app=environmentd --tail 20 >&2 || true
+    log "environmentd created no clusterd StatefulSet"
+    exit 1
+  fi
+  sleep 1
+done
+k get vpce -A >&2
 k -n "$sample_ns" get mzs,statefulsets,pods >&2
 log "done"
 cat <<EOM
@@ -166,6 +178,9 @@ Materialize.
   kubectl get mzs -A                                  # served at v1 through the conversion webhook
   kubectl -n $sample_ns get mzs sample -o yaml
   kubectl -n $sample_ns get mzs,statefulsets,services,pods,balancers,consoles
+  kubectl get vpce -A                                 # VpcEndpoints: environmentd lists them as it boots
+  kubectl -n $sample_ns get statefulsets -l app.kubernetes.io/name=clusterd   # made by environmentd, Pending here
+  kubectl -n $sample_ns logs -l materialize.cloud/app=environmentd    # its boot: catalog, VpcEndpoints, replicas
   kubectl -n $ns get pods,leases        # webhook and controllers; one Lease per reconciler
   kubectl -n $ns logs deploy/$release-controllers
   kubectl -n $sample_ns patch mzs sample --type merge -p '{"spec":{"forceRollout":"'\$(cat /proc/sys/kernel/random/uuid)'"}}'   # a new generation

@@ -321,7 +321,7 @@ func TestLeaderAPIThroughTheStandInsListeners(t *testing.T) {
 				}
 				client = client.WithPassword(password)
 			}
-			if s, err := client.Status(context.Background(), srv.URL); err != nil || s != environmentd.CatchingUp {
+			if s, err := client.Status(context.Background(), srv.URL); err != nil || s != environmentd.Initializing {
 				t.Fatalf("leader status at %s: %q, %v", want, s, err)
 			}
 			// No other listener serves the leader API to the operator.
