@@ -52,6 +52,10 @@ const (
 // 26.1.0 qualify.
 var MinimumEnvironmentdVersion = imageref.MustParseVersion("26.1.0-dev.0")
 
+// OidcVersion is the first environmentd with Oidc listeners (upstream
+// c61ef02a01): older ones refuse a listeners file that names it.
+var OidcVersion = imageref.MustParseVersion("26.12.0-dev.0")
+
 func (e env) generationName(gen uint64) string {
 	return e.name("environmentd-" + strconv.FormatUint(gen, 10))
 }

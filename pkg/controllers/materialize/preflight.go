@@ -50,6 +50,12 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 			v, ref, MinimumEnvironmentdVersion)
 		return res, nil
 	}
+	if authenticatorKind(e.mz) == v1alpha1.AuthenticatorOidc && !e.meetsVersion(OidcVersion) {
+		v, _, _ := imageref.EnvironmentdVersion(ref)
+		res.problem = fmt.Sprintf("authenticatorKind Oidc needs environmentd %s or later; image %s is environmentd %s, which has no Oidc listeners",
+			OidcVersion, ref, v)
+		return res, nil
+	}
 	// upstream's within_upgrade_window, with its message (automation may
 	// match it): no rollback, at most one major version ahead of what the
 	// last completed rollout ran. Versions that do not parse pass, as

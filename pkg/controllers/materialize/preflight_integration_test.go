@@ -63,6 +63,13 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		{"Oidc on an environmentd older than 26.12", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.5.0"
+			mz.Spec.AuthenticatorKind = v1alpha1.AuthenticatorOidc
+		}, "authenticatorKind Oidc needs environmentd 26.12.0-dev.0 or later; image materialize/environmentd:v26.5.0 is environmentd 26.5.0, which has no Oidc listeners",
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.12.0" })
+			}},
 		{"an environmentd older than 26.1", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
 			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v0.147.20"
 		}, "environmentd 0.147.20 (image materialize/environmentd:v0.147.20) is older than 26.1.0-dev.0, the oldest version this operator runs",

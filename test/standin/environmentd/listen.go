@@ -15,6 +15,10 @@ import (
 // checks the operator instead of sharing its mistakes.
 var perRouteGroupRolesVersion = imageref.MustParseVersion("26.32.0-dev.0")
 
+// oidcVersion is the first environmentd whose AuthenticatorKind has Oidc
+// (upstream c61ef02a01, "SQL-64: Create OIDC authenticator").
+var oidcVersion = imageref.MustParseVersion("26.12.0-dev.0")
+
 // ServeHTTP serves h on ln until ln is closed, which is not an error.
 func ServeHTTP(ln net.Listener, h http.Handler) error {
 	err := (&http.Server{Handler: h}).Serve(ln)

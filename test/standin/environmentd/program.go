@@ -126,6 +126,10 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		return nil, fatal("%v", err)
 	}
 	for _, l := range append(append([]Listener(nil), plan.Listeners.SQL...), plan.Listeners.HTTP...) {
+		if l.AuthenticatorKind == "Oidc" && !version.AtLeast(oidcVersion) {
+			// serde's answer of an AuthenticatorKind without the variant.
+			return nil, fatal("listener %q: authenticator_kind: unknown variant `Oidc`, expected one of `Frontegg`, `Password`, `Sasl`, `None`", l.Name)
+		}
 		if l.EnableTLS && plan.TLS == nil {
 			return nil, fatal("listener %q enables TLS but --tls-mode is not require", l.Name)
 		}
