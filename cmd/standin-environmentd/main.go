@@ -79,6 +79,9 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 	}
 	log.Info("TEST STAND-IN environmentd (not Materialize) accepted its command line",
 		"version", version.String(), "generation", plan.Generation, "listeners", addrs)
+	if plan.LicenseWarning != "" {
+		log.Warn(plan.LicenseWarning)
+	}
 	p, err := process(ctx, log, plan)
 	if err != nil {
 		return err

@@ -93,12 +93,13 @@ fi
 
 log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
 k create namespace "$sample_ns" --dry-run=client -o yaml | k apply -f - >&2
-# The stand-in checks the license key is there and that mz_system's password
-# matches; it connects to neither URL.
+# The stand-in checks the license key (a JWT signed with its test key:
+# test/fixture/license.jwt) and mz_system's password; it connects to
+# neither URL.
 k -n "$sample_ns" create secret generic sample-backend \
   --from-literal=metadata_backend_url=postgres://stand-in.invalid/metadata \
   --from-literal=persist_backend_url=s3://stand-in.invalid/persist \
-  --from-literal=license_key=TEST-STAND-IN-LICENSE-KEY \
+  --from-file=license_key="$root/test/fixture/license.jwt" \
   --from-literal=external_login_password_mz_system=stand-in-mz-system-password \
   --dry-run=client -o yaml | k apply -f - >&2
 manifest=$(cat <<EOM

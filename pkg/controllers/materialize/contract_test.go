@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/fixture"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
+	"github.com/materializeinc/orchestratord/test/standin/licensekey"
 )
 
 // The environmentd stand-in parses its command line as environmentd does
@@ -243,6 +245,12 @@ func TestStandInRefusesBrokenGenerations(t *testing.T) {
 		{"empty license key", func(_ *appsv1.StatefulSet, _ map[string]map[string]string, s map[string]*corev1.Secret) {
 			s["backend"].StringData["license_key"] = " \n"
 		}, "failed to validate license key file"},
+		{"a license key not signed by a trusted key", func(_ *appsv1.StatefulSet, _ map[string]map[string]string, s map[string]*corev1.Secret) {
+			s["backend"].StringData["license_key"] = "TEST-STAND-IN-LICENSE-KEY"
+		}, "environmentd: fatal: failed to validate license key file: InvalidToken"},
+		{"an expired license key that disables", func(_ *appsv1.StatefulSet, _ map[string]map[string]string, s map[string]*corev1.Secret) {
+			s["backend"].StringData["license_key"] = testLicense(t, time.Now().Add(-time.Hour), licensekey.Disable)
+		}, "environmentd: fatal: The license key provided at /license_key/license_key is expired! Please contact Materialize for assistance."},
 		{"unknown extra arg", func(sts *appsv1.StatefulSet, _ map[string]map[string]string, _ map[string]*corev1.Secret) {
 			c := &sts.Spec.Template.Spec.Containers[0]
 			c.Args = append(c.Args, "--no-such-flag=1")
@@ -337,5 +345,34 @@ func TestLeaderAPIThroughTheStandInsListeners(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testLicense is a license key the stand-in trusts, expiring at exp.
+func testLicense(t *testing.T, exp time.Time, behavior string) string {
+	t.Helper()
+	key, err := licensekey.TestSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nbf := exp.Add(-48 * time.Hour).Unix()
+	jwt, err := licensekey.Sign(map[string]any{"sub": "0b0b0b0b-1111-4222-8333-444444444444", "aud": "00000000-0000-0000-0000-000000000000",
+		"iss": licensekey.Issuer, "jti": "3c1c0f5e-7f0e-4b8a-9d0e-2a1b3c4d5e6f", "version": 1, "nbf": nbf, "iat": nbf, "exp": exp.Unix(),
+		"max_credit_consumption_rate": 24.0, "expiration_behavior": behavior}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jwt
+}
+
+// An expired key whose behaviour is Warn starts, with environmentd's warning.
+func TestStandInWarnsOfAnExpiredLicenseKeyThatWarns(t *testing.T) {
+	sts, cms := render(t, testEnv(testMaterialize("materialize/environmentd:v26.35.0", "")), 3)
+	sec := secrets()
+	sec["backend"].StringData["license_key"] = testLicense(t, time.Now().Add(-time.Hour), licensekey.Warn)
+	argv, lookup, read := podInput(t, sts, cms, sec)
+	plan, exit := standin.Check(imageref.MustParseVersion("26.35.0"), argv, lookup, read)
+	if exit != nil || !strings.Contains(plan.LicenseWarning, "is expired!") {
+		t.Fatalf("exit %+v, plan %+v", exit, plan)
 	}
 }

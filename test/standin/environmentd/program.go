@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
+	"github.com/materializeinc/orchestratord/test/standin/licensekey"
 )
 
 // ExitError is how the real program would end: clap's usage errors exit 2
@@ -48,7 +50,13 @@ type Plan struct {
 	Generation string
 	// Args are all parsed arguments, defaults included.
 	Args *clap.Matches
+	// LicenseWarning is environmentd's warning for an expired key whose
+	// expiration behaviour lets it start.
+	LicenseWarning string
 }
+
+// Now is the clock license keys are checked against.
+var Now = time.Now
 
 // environmentIDPattern is EnvironmentId's FromStr (upstream
 // src/sql/src/catalog.rs) with CloudProvider's FromStr
@@ -79,20 +87,28 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	orchestrator, _ := m.Get("orchestrator")
 
 	// run(): the license key first.
+	var licenseWarning string
 	if path, ok := m.Get("license-key"); ok {
 		raw, err := readFile(path)
 		if err != nil {
 			return nil, fatal("failed to open license key file: %v", err)
 		}
-		if strings.TrimSpace(string(raw)) == "" {
-			// Validating the key itself is out of scope; an empty one is not a key.
-			return nil, fatal("failed to validate license key file: empty license key")
+		key, err := licensekey.Validate(strings.TrimSpace(string(raw)), Now())
+		if err != nil {
+			return nil, fatal("failed to validate license key file: %v", err)
+		}
+		if key.Expired {
+			msg := fmt.Sprintf("The license key provided at %s is expired! Please contact Materialize for assistance.", path)
+			if key.ExpirationBehavior == licensekey.Disable {
+				return nil, fatal("%s", msg)
+			}
+			licenseWarning = msg
 		}
 	} else if orchestrator == "kubernetes" {
 		return nil, fatal("--license-key is required when running in Kubernetes")
 	}
 
-	plan := &Plan{Args: m}
+	plan := &Plan{Args: m, LicenseWarning: licenseWarning}
 	plan.Generation, _ = m.Get("deploy-generation")
 	if mode, _ := m.Get("tls-mode"); mode == "require" {
 		certPath, _ := m.Get("tls-cert")
