@@ -154,10 +154,14 @@ func TestHelm4RendersTheSame(t *testing.T) {
 func TestDefaultRender(t *testing.T) {
 	objs := render(t, "ops")
 	k := kinds(objs)
-	for kind, n := range map[string]int{"CustomResourceDefinition": 3, "Deployment": 2, "PodDisruptionBudget": 2, "ServiceAccount": 2, "Service": 1} {
+	// Materialize, Balancer, Console and environmentd's VpcEndpoint.
+	for kind, n := range map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "PodDisruptionBudget": 2, "ServiceAccount": 2, "Service": 1} {
 		if k[kind] != n {
 			t.Errorf("%d %s, want %d (all: %v)", k[kind], kind, n, k)
 		}
+	}
+	if find(objs, "CustomResourceDefinition", "vpcendpoints.materialize.cloud") == nil {
+		t.Error("no vpcendpoints.materialize.cloud CRD: environmentd lists VpcEndpoints while it boots")
 	}
 	crd := find(objs, "CustomResourceDefinition", "materializes.materialize.cloud")
 	svc, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service")

@@ -3,7 +3,9 @@ package materialize
 import (
 	"context"
 	"fmt"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
@@ -105,6 +108,11 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 	if needPassword {
 		res.password = string(secret.Data[MzSystemPasswordEntry])
 	}
+	if !created {
+		if res.problem = r.checkLicenseKey(e, name, secret.Data[LicenseKeyEntry]); res.problem != "" {
+			return res, nil
+		}
+	}
 
 	if cm := e.mz.Spec.SystemParameterConfigmapName; cm != "" && !created {
 		_, err := r.d.Kube.CoreV1().ConfigMaps(e.ns()).Get(ctx, cm, metav1.GetOptions{})
@@ -160,4 +168,38 @@ func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) *v1alpha1.Ma
 		}
 	}
 	return nil
+}
+
+// licenseWarning is how long before its expiry a license key is warned of.
+const licenseWarning = 30 * 24 * time.Hour
+
+// checkLicenseKey reads the claims environmentd and upstream orchestratord
+// act on, without the signature (environmentd checks it): a key that is no
+// JWT, that is for another environment (upstream's check) or that expired
+// with the Disable behaviour is a problem; one expiring within 30 days is
+// an Event, once per new generation.
+func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) string {
+	claims, err := licensekey.Read(raw)
+	if err != nil {
+		return fmt.Sprintf("backend Secret %q: %q is not a license key environmentd accepts: %v", secretName, LicenseKeyEntry, err)
+	}
+	if aud, err := mzuuid.Canonical(claims.EnvironmentID); err != nil {
+		return fmt.Sprintf("backend Secret %q: invalid environment id in license key: %v", secretName, err)
+	} else if aud != mzuuid.Nil && !mzuuid.Equal(aud, e.mz.Spec.EnvironmentID) {
+		return fmt.Sprintf("environment_id is set in materialize resource %s/%s but does not match the environment_id set in the associated license key %s",
+			e.mz.Namespace, e.mz.Name, aud)
+	}
+	expires := claims.ExpiresAt()
+	switch now := r.o.Now(); {
+	case now.After(expires) && claims.ExpirationBehavior == licensekey.Disable:
+		return fmt.Sprintf("backend Secret %q: the license key expired at %s, and with expiration_behavior %s environmentd refuses to start",
+			secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
+	case now.After(expires):
+		r.d.Recorder.Eventf(e.mz, corev1.EventTypeWarning, "LicenseKeyExpired",
+			"the license key in backend Secret %q expired at %s (expiration_behavior %s)", secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
+	case now.Add(licenseWarning).After(expires):
+		r.d.Recorder.Eventf(e.mz, corev1.EventTypeWarning, "LicenseKeyExpiring",
+			"the license key in backend Secret %q expires at %s (expiration_behavior %s)", secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
+	}
+	return ""
 }

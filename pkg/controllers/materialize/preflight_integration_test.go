@@ -16,6 +16,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/standin/licensekey"
 )
 
 func fastPreflight(o *materialize.Options) { o.PreflightRetry = 200 * time.Millisecond }
@@ -69,6 +70,24 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 		}, "authenticatorKind Oidc needs environmentd 26.12.0-dev.0 or later; image materialize/environmentd:v26.5.0 is environmentd 26.5.0, which has no Oidc listeners",
 			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
 				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.12.0" })
+			}},
+		{"a license key that is no JWT", func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+			patchSecret(t, ns, `{"stringData":{"license_key":"TEST-STAND-IN-LICENSE-KEY"}}`)
+		}, `backend Secret "backend": "license_key" is not a license key environmentd accepts: not a JWT`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				patchSecret(t, ns, `{"stringData":{"license_key":"`+fixture.License+`"}}`)
+			}},
+		{"an expired license key that disables environmentd", func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+			patchSecret(t, ns, `{"stringData":{"license_key":"`+mintLicense(t, "00000000-0000-0000-0000-000000000000", time.Now().Add(-time.Hour))+`"}}`)
+		}, "the license key expired at", func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+			patchSecret(t, ns, `{"stringData":{"license_key":"`+fixture.License+`"}}`)
+		}},
+		{"a license key for another environment", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.EnvironmentID = "0b0b0b0b-1111-4222-8333-44444444ee01"
+			patchSecret(t, ns, `{"stringData":{"license_key":"`+mintLicense(t, "1c1c1c1c-1111-4222-8333-444444444444", time.Now().Add(time.Hour))+`"}}`)
+		}, "but does not match the environment_id set in the associated license key 1c1c1c1c-1111-4222-8333-444444444444",
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				patchSecret(t, ns, `{"stringData":{"license_key":"`+mintLicense(t, "0B0B0B0B11114222833344444444EE01", time.Now().Add(time.Hour))+`"}}`)
 			}},
 		{"an environmentd older than 26.1", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
 			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v0.147.20"
@@ -212,8 +231,9 @@ func TestEnvironmentIDIsUsedAsUpstreamWritesIt(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	ns := newNamespace(t)
 	startController(t, fastPreflight)
+	id := uuid.NewString() // unique: environments of other tests must not share it
 	mz := newMaterialize(ns, "mz")
-	mz.Spec.EnvironmentID = "0B0B0B0B111142228333444444444444"
+	mz.Spec.EnvironmentID = strings.ToUpper(strings.ReplaceAll(id, "-", ""))
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -223,15 +243,14 @@ func TestEnvironmentIDIsUsedAsUpstreamWritesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
-	for _, want := range []string{"--environment-id=local-kind-0b0b0b0b-1111-4222-8333-444444444444-0 ",
-		"--opentelemetry-resource=organization_id=0b0b0b0b-1111-4222-8333-444444444444 "} {
+	for _, want := range []string{"--environment-id=local-kind-" + id + "-0 ", "--opentelemetry-resource=organization_id=" + id + " "} {
 		if !strings.Contains(args+" ", want) {
 			t.Errorf("args lack %q: %s", want, args)
 		}
 	}
 
 	twin := newMaterialize(ns, "twin")
-	twin.Spec.EnvironmentID = "0b0b0b0b-1111-4222-8333-444444444444"
+	twin.Spec.EnvironmentID = id
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, twin, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,5 +269,38 @@ func TestEnvironmentIDIsUsedAsUpstreamWritesIt(t *testing.T) {
 	}
 	if stsExists(t, ns, badGot.Status.ResourceID, 1) {
 		t.Error("a generation was created for an environmentId environmentd cannot read")
+	}
+}
+
+// mintLicense is a license key for environment aud, expiring at exp,
+// signed with the key the stand-in trusts.
+func mintLicense(t *testing.T, aud string, exp time.Time) string {
+	t.Helper()
+	key, err := licensekey.TestSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nbf := exp.Add(-48 * time.Hour).Unix()
+	jwt, err := licensekey.Sign(map[string]any{"sub": "org", "aud": aud, "iss": licensekey.Issuer, "jti": uuid.NewString(),
+		"version": 1, "nbf": nbf, "iat": nbf, "exp": exp.Unix(), "max_credit_consumption_rate": 24.0,
+		"expiration_behavior": licensekey.Disable}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jwt
+}
+
+// A Materialize without an environmentId gets its license key's, as
+// upstream gives it.
+func TestEnvironmentIDComesFromTheLicenseKey(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	startController(t, fastPreflight)
+	patchSecret(t, ns, `{"stringData":{"license_key":"`+mintLicense(t, "2D2D2D2D-1111-4222-8333-444444444444", time.Now().Add(time.Hour))+`"}}`)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitRolledOut(t, ns, "mz", 1).Spec.EnvironmentID; got != "2d2d2d2d-1111-4222-8333-444444444444" {
+		t.Errorf("environmentId %q, want the license key's", got)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -292,7 +293,7 @@ func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize)
 		request = uuid.NewString()
 	}
 	if !isSet(envID) {
-		envID = uuid.NewString()
+		envID = r.licensedEnvironmentID(ctx, mz)
 	}
 	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).
 		WithSpec(mzac.MaterializeSpec().WithRequestRollout(request).WithEnvironmentID(envID))
@@ -301,6 +302,22 @@ func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize)
 }
 
 func isSet(id string) bool { return mzuuid.IsSet(id) }
+
+// licensedEnvironmentID is the environment a Materialize without one gets,
+// as upstream gives it: the one its license key is for, or a new one when
+// the key is for any environment (the nil UUID) or cannot be read (the
+// pre-flight check then says why).
+func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Materialize) string {
+	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, mz.Spec.BackendSecretName, metav1.GetOptions{})
+	if err == nil {
+		if claims, err := licensekey.Read(secret.Data[LicenseKeyEntry]); err == nil {
+			if aud, err := mzuuid.Canonical(claims.EnvironmentID); err == nil && aud != mzuuid.Nil {
+				return aud
+			}
+		}
+	}
+	return uuid.NewString()
+}
 
 func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 	kube := r.d.Kube
