@@ -89,8 +89,23 @@ func newNamespace(t testing.TB) string {
 	return ns.Name
 }
 
-// startWebhook runs the binary and waits until it is ready.
+// startWebhook runs the binary and waits until it is ready. A port taken
+// between picking it and the bind (tests of other packages run alongside)
+// is picked again.
 func startWebhook(t testing.TB, namespace string, extra ...string) *webhookProcess {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p, err := launchWebhook(t, namespace, extra...)
+		if err == nil {
+			return p
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("webhook not ready: %v", err)
+		}
+	}
+}
+
+func launchWebhook(t testing.TB, namespace string, extra ...string) (*webhookProcess, error) {
 	t.Helper()
 	p := &webhookProcess{https: freePort(t), health: freePort(t), metrics: freePort(t), exited: make(chan struct{})}
 	args := append([]string{
@@ -117,13 +132,6 @@ func startWebhook(t testing.TB, namespace string, extra ...string) *webhookProce
 		t.Fatal(err)
 	}
 	go func() { p.exitErr = p.cmd.Wait(); logFile.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.stop(t)
-		if t.Failed() {
-			raw, _ := os.ReadFile(p.log)
-			t.Logf("webhook log:\n%s", raw)
-		}
-	})
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-p.exited:
@@ -134,9 +142,17 @@ func startWebhook(t testing.TB, namespace string, extra ...string) *webhookProce
 		return p.get("/readyz") == http.StatusOK, nil
 	})
 	if err != nil {
-		t.Fatalf("webhook not ready: %v", err)
+		p.stop(t)
+		return nil, err
 	}
-	return p
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			raw, _ := os.ReadFile(p.log)
+			t.Logf("webhook log:\n%s", raw)
+		}
+	})
+	return p, nil
 }
 
 func (p *webhookProcess) get(path string) int {
