@@ -33,6 +33,9 @@ type Claims struct {
 	// Expiry is exp, in Unix seconds.
 	Expiry             int64  `json:"exp"`
 	ExpirationBehavior string `json:"expiration_behavior"`
+	// AllowCreditConsumptionOverride, when false (serde's default),
+	// makes environmentd require a memory limit of every replica size.
+	AllowCreditConsumptionOverride bool `json:"allow_credit_consumption_override"`
 }
 
 // ExpiresAt is when environmentd starts treating the key as expired.

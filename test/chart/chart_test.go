@@ -273,7 +273,9 @@ func TestAllOptionsRender(t *testing.T) {
 }
 
 func TestSchemaRejectsTypos(t *testing.T) {
-	for _, bad := range []string{"webhook.replica=2", "controllers.leaderElection.leaseDuraton=5s", "tls.mode=letsencrypt", "controllers.replicas=-1"} {
+	// Sizes environmentd would refuse: not a byte size, not a numeric string, scale past u16.
+	for _, bad := range []string{"webhook.replica=2", "controllers.leaderElection.leaseDuraton=5s", "tls.mode=letsencrypt", "controllers.replicas=-1",
+		"clusters.sizes.25cc.memory_limit=4 gigs", "clusters.sizes.25cc.credits_per_hour=cheap", "clusters.sizes.25cc.scale=70000"} {
 		out, err := helmRun("template", "orchestratord", chartDir, "--set", bad)
 		if err == nil {
 			t.Errorf("--set %s rendered; the schema must reject it", bad)

@@ -96,6 +96,7 @@ type Config struct {
 	// Parsed by Complete.
 	balancerdPods, consolePods component.PodSettings
 	certificates               certificates.Defaults
+	replicaSizes               map[string]replicaSize
 	environmentdAffinity       *corev1.Affinity
 	environmentdTolerations    []corev1.Toleration
 	environmentdResources      *corev1.ResourceRequirements
@@ -249,9 +250,11 @@ func (c *Config) Complete() error {
 	if c.ClusterReplicaSizes == "" {
 		c.ClusterReplicaSizes = DefaultClusterReplicaSizes
 	}
-	if !json.Valid([]byte(c.ClusterReplicaSizes)) {
-		return fmt.Errorf("--environmentd-cluster-replica-sizes: not JSON")
+	sizes, err := parseReplicaSizes(c.ClusterReplicaSizes)
+	if err != nil {
+		return fmt.Errorf("--environmentd-cluster-replica-sizes: %w", err)
 	}
+	c.replicaSizes = sizes
 	for _, v := range []*string{&c.BootstrapDefaultClusterReplicaSize, &c.BootstrapBuiltinSystemClusterReplicaSize,
 		&c.BootstrapBuiltinProbeClusterReplicaSize, &c.BootstrapBuiltinSupportClusterReplicaSize,
 		&c.BootstrapBuiltinCatalogServerClusterReplicaSize, &c.BootstrapBuiltinAnalyticsClusterReplicaSize,
@@ -261,7 +264,15 @@ func (c *Config) Complete() error {
 			*v = ""
 		}
 	}
-	var err error
+	// environmentd refuses to boot with a bootstrap size it does not offer.
+	for _, b := range []struct{ flag, size string }{{"default", c.BootstrapDefaultClusterReplicaSize},
+		{"builtin-system", c.BootstrapBuiltinSystemClusterReplicaSize}, {"builtin-probe", c.BootstrapBuiltinProbeClusterReplicaSize},
+		{"builtin-support", c.BootstrapBuiltinSupportClusterReplicaSize}, {"builtin-catalog-server", c.BootstrapBuiltinCatalogServerClusterReplicaSize},
+		{"builtin-analytics", c.BootstrapBuiltinAnalyticsClusterReplicaSize}} {
+		if _, ok := sizes[b.size]; b.size != "" && !ok {
+			return fmt.Errorf("--bootstrap-%s-cluster-replica-size: %q is not one of --environmentd-cluster-replica-sizes", b.flag, b.size)
+		}
+	}
 	if c.environmentdAffinity, err = parseJSON[corev1.Affinity]("--environmentd-affinity", c.EnvironmentdAffinityJSON); err != nil {
 		return err
 	}

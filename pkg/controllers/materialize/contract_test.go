@@ -267,6 +267,14 @@ func TestStandInRefusesBrokenGenerations(t *testing.T) {
 				}
 			}
 		}, "size \"25cc\": missing field `workers`"},
+		{"a cluster size without a memory limit", func(sts *appsv1.StatefulSet, _ map[string]map[string]string, _ map[string]*corev1.Secret) {
+			c := &sts.Spec.Template.Spec.Containers[0]
+			for i, a := range c.Args {
+				if strings.HasPrefix(a, "--cluster-replica-sizes=") {
+					c.Args[i] = `--cluster-replica-sizes={"25cc":{"scale":1,"workers":1,"credits_per_hour":"0.25"}}`
+				}
+			}
+		}, "environmentd: fatal: invalid cluster replica sizes: No memory limit found in cluster definition for 25cc"},
 		{"listeners file without routes", func(_ *appsv1.StatefulSet, cms map[string]map[string]string, _ map[string]*corev1.Secret) {
 			cms["mzabcdefghij-listeners-3"]["listeners.json"] = `{"sql":{},"http":{"x":{"addr":"0.0.0.0:1","authenticator_kind":"None","enable_tls":false}}}`
 		}, "missing field `routes`"},

@@ -3,6 +3,7 @@ package materialize
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -188,6 +189,13 @@ func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) strin
 	} else if aud != mzuuid.Nil && !mzuuid.Equal(aud, e.mz.Spec.EnvironmentID) {
 		return fmt.Sprintf("environment_id is set in materialize resource %s/%s but does not match the environment_id set in the associated license key %s",
 			e.mz.Namespace, e.mz.Name, aud)
+	}
+	if !claims.AllowCreditConsumptionOverride {
+		if names := sizesWithoutMemoryLimit(e.cfg.replicaSizes); len(names) > 0 {
+			return fmt.Sprintf("No memory limit found in cluster definition for %s: environmentd computes credits from memory_limit "+
+				"unless the license key allows overriding credit consumption (operator flag --environmentd-cluster-replica-sizes, chart clusters.sizes)",
+				strings.Join(names, ", "))
+		}
 	}
 	expires := claims.ExpiresAt()
 	switch now := r.o.Now(); {

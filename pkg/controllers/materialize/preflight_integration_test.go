@@ -274,16 +274,20 @@ func TestEnvironmentIDIsUsedAsUpstreamWritesIt(t *testing.T) {
 
 // mintLicense is a license key for environment aud, expiring at exp,
 // signed with the key the stand-in trusts.
-func mintLicense(t *testing.T, aud string, exp time.Time) string {
+func mintLicense(t *testing.T, aud string, exp time.Time, change ...func(map[string]any)) string {
 	t.Helper()
 	key, err := licensekey.TestSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	nbf := exp.Add(-48 * time.Hour).Unix()
-	jwt, err := licensekey.Sign(map[string]any{"sub": "org", "aud": aud, "iss": licensekey.Issuer, "jti": uuid.NewString(),
+	claims := map[string]any{"sub": "org", "aud": aud, "iss": licensekey.Issuer, "jti": uuid.NewString(),
 		"version": 1, "nbf": nbf, "iat": nbf, "exp": exp.Unix(), "max_credit_consumption_rate": 24.0,
-		"expiration_behavior": licensekey.Disable}, key)
+		"expiration_behavior": licensekey.Disable}
+	for _, f := range change {
+		f(claims)
+	}
+	jwt, err := licensekey.Sign(claims, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +307,32 @@ func TestEnvironmentIDComesFromTheLicenseKey(t *testing.T) {
 	if got := waitRolledOut(t, ns, "mz", 1).Spec.EnvironmentID; got != "2d2d2d2d-1111-4222-8333-444444444444" {
 		t.Errorf("environmentId %q, want the license key's", got)
 	}
+}
+
+// Sizes without a memory limit are refused before anything starts unless
+// the license key allows overriding credit consumption, as environmentd
+// refuses them.
+func TestSizesWithoutMemoryLimitNeedALicenseThatAllowsThem(t *testing.T) {
+	env.SetAutoAdvance(true)
+	ns := newNamespace(t)
+	startController(t, fastPreflight, func(o *materialize.Options) {
+		o.Config = materialize.DefaultConfig()
+		o.Config.ClusterReplicaSizes = `{"25cc":{"scale":1,"workers":1,"credits_per_hour":"0.25"},"mz_probe":{"scale":1,"workers":1,"credits_per_hour":"0"}}`
+		if err := o.Config.Complete(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReason(t, ns, "mz", materialize.ReasonFailedDeploy)
+	if c := upToDate(got); !strings.Contains(c.Message, "No memory limit found in cluster definition for 25cc, mz_probe") {
+		t.Errorf("condition %q", c.Message)
+	}
+	if stsExists(t, ns, got.Status.ResourceID, 1) {
+		t.Error("a generation was created with sizes environmentd refuses")
+	}
+	patchSecret(t, ns, `{"stringData":{"license_key":"`+mintLicense(t, "00000000-0000-0000-0000-000000000000", time.Now().Add(time.Hour),
+		func(c map[string]any) { c["allow_credit_consumption_override"] = true })+`"}}`)
+	waitRolledOut(t, ns, "mz", 1)
 }

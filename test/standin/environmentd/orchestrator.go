@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"regexp"
 	"sort"
@@ -426,18 +427,12 @@ func (o *Orchestrator) DropPastGenerations(ctx context.Context, gen uint64) ([]s
 
 // LoadOwners reads environmentd's own pod, retrying as environmentd does,
 // and keeps its owner references.
-func (o *Orchestrator) LoadOwners(ctx context.Context, pod string, log interface{ Warn(string, ...any) }) error {
-	for backoff := 125 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+func (o *Orchestrator) LoadOwners(ctx context.Context, pod string, log *slog.Logger) error {
+	return retry(ctx, log, "orchestrator call failed", time.Time{}, func() error {
 		p, err := o.Kube.CoreV1().Pods(o.Namespace).Get(ctx, pod, metav1.GetOptions{})
 		if err == nil {
 			o.Owners = p.OwnerReferences
-			return nil
 		}
-		log.Warn("orchestrator call failed", "error", err)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		return err
+	})
 }

@@ -88,6 +88,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 
 	// run(): the license key first.
 	var licenseWarning string
+	requireMemoryLimit := false
 	if path, ok := m.Get("license-key"); ok {
 		raw, err := readFile(path)
 		if err != nil {
@@ -97,6 +98,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		if err != nil {
 			return nil, fatal("failed to validate license key file: %v", err)
 		}
+		requireMemoryLimit = !key.AllowCreditConsumptionOverride
 		if key.Expired {
 			msg := fmt.Sprintf("The license key provided at %s is expired! Please contact Materialize for assistance.", path)
 			if key.ExpirationBehavior == licensekey.Disable {
@@ -152,7 +154,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	}
 
 	sizes, _ := m.Get("cluster-replica-sizes")
-	if err := checkReplicaSizes(sizes); err != nil {
+	if err := checkReplicaSizes(sizes, requireMemoryLimit); err != nil {
 		return nil, fatal("invalid cluster replica sizes: %v", err)
 	}
 	for _, l := range plan.Listeners.HTTP {
@@ -312,7 +314,7 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 // ReplicaAllocation (upstream src/controller/src/clusters.rs) requires:
 // scale and workers non-zero integers, credits_per_hour a decimal string;
 // the other fields have defaults or are optional.
-func checkReplicaSizes(raw string) error {
+func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
 	var sizes map[string]map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
 		return err
@@ -339,6 +341,11 @@ func checkReplicaSizes(raw string) error {
 		}
 		if _, err := strconv.ParseFloat(credits, 64); err != nil {
 			return fmt.Errorf("size %q: invalid numeric %q for `credits_per_hour`", name, credits)
+		}
+		// ClusterReplicaSizeMap::parse_from_str: credits come from memory
+		// unless the license key allows overriding credit consumption.
+		if mem, ok := size["memory_limit"]; requireMemoryLimit && (!ok || string(mem) == "null") {
+			return fmt.Errorf("No memory limit found in cluster definition for %s", name)
 		}
 	}
 	return nil

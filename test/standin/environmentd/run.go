@@ -161,27 +161,23 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 	if o == nil {
 		return nil
 	}
-	deadline := time.Now().Add(p.RetryFor)
-	for backoff := 125 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
-		n, err := o.ListVpcEndpoints(ctx)
-		if err == nil {
-			p.Log.Info("listed vpc endpoints", "count", n)
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fatal("%v", err)
-		}
-		p.Log.Warn("VPC endpoint API call failed", "error", err)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-		}
+	n := 0
+	err := retry(ctx, p.Log, "VPC endpoint API call failed", time.Now().Add(p.RetryFor), func() (err error) {
+		n, err = o.ListVpcEndpoints(ctx)
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	if err != nil {
+		return fatal("%v", err)
+	}
+	p.Log.Info("listed vpc endpoints", "count", n)
 	replicas, err := BootstrapReplicas(plan.Args)
 	if err != nil {
 		return fatal("%v", err)
 	}
-	go p.retry(ctx, func() error {
+	go retry(ctx, p.Log, "orchestrator call failed", time.Time{}, func() error {
 		for _, r := range replicas {
 			if err := o.EnsureReplica(ctx, r, gen); err != nil {
 				return err
@@ -200,15 +196,23 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 	return nil
 }
 
-// retry runs f until it succeeds or ctx ends, backing off as environmentd's
-// orchestrator worker does (125 ms doubling to 10 s).
-func (p *Process) retry(ctx context.Context, f func() error) {
-	for backoff := 125 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 10*time.Second) {
+// retry runs f until it succeeds, ctx ends or, unless it is zero, deadline
+// passes, backing off as environmentd's retries do (125 ms doubling to
+// 10 s) and logging each failure as msg. It returns f's last error, or
+// ctx's.
+func retry(ctx context.Context, log *slog.Logger, msg string, deadline time.Time, f func() error) error {
+	for backoff := 125 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
 		err := f()
 		if err == nil {
-			return
+			return nil
 		}
-		p.Log.Warn("orchestrator call failed", "error", err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return err
+		}
+		log.Warn(msg, "error", err)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -69,17 +69,23 @@ type Key struct {
 var publicPEM []byte
 
 func publicKey() (*rsa.PublicKey, error) {
-	block, _ := pem.Decode(publicPEM)
+	return decodePEM(publicPEM, x509.ParsePKIXPublicKey, func(k any) (*rsa.PublicKey, bool) { rk, ok := k.(*rsa.PublicKey); return rk, ok })
+}
+
+// decodePEM parses the RSA key in raw's first PEM block.
+func decodePEM[K any](raw []byte, parse func([]byte) (any, error), rsaKey func(any) (K, bool)) (K, error) {
+	var zero K
+	block, _ := pem.Decode(raw)
 	if block == nil {
-		return nil, errors.New("no public key found")
+		return zero, errors.New("no key found")
 	}
-	k, err := x509.ParsePKIXPublicKey(block.Bytes)
+	k, err := parse(block.Bytes)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	rk, ok := k.(*rsa.PublicKey)
+	rk, ok := rsaKey(k)
 	if !ok {
-		return nil, errors.New("public key is not RSA")
+		return zero, errors.New("key is not RSA")
 	}
 	return rk, nil
 }
@@ -172,19 +178,7 @@ var signingPEM []byte
 // TestSigningKey is the private half of the key pair this package trusts:
 // for tests and fixtures only.
 func TestSigningKey() (*rsa.PrivateKey, error) {
-	block, _ := pem.Decode(signingPEM)
-	if block == nil {
-		return nil, errors.New("no signing key")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, errors.New("signing key is not RSA")
-	}
-	return rk, nil
+	return decodePEM(signingPEM, x509.ParsePKCS8PrivateKey, func(k any) (*rsa.PrivateKey, bool) { rk, ok := k.(*rsa.PrivateKey); return rk, ok })
 }
 
 // Sign makes a license key of claims with key, as Materialize's signer
