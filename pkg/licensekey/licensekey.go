@@ -7,6 +7,7 @@
 package licensekey
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -30,8 +31,8 @@ type Claims struct {
 	// EnvironmentID is aud: the environment the key is for; the nil UUID
 	// stands for any.
 	EnvironmentID string `json:"aud"`
-	// Expiry is exp, in Unix seconds.
-	Expiry             int64  `json:"exp"`
+	// Expiry is exp, in Unix seconds (u64 upstream: negative is refused).
+	Expiry             uint64 `json:"exp"`
 	ExpirationBehavior string `json:"expiration_behavior"`
 	// AllowCreditConsumptionOverride, when false (serde's default),
 	// makes environmentd require a memory limit of every replica size.
@@ -39,7 +40,14 @@ type Claims struct {
 }
 
 // ExpiresAt is when environmentd starts treating the key as expired.
-func (c Claims) ExpiresAt() time.Time { return time.Unix(c.Expiry+Leeway, 0).UTC() }
+func (c Claims) ExpiresAt() time.Time {
+	// Past year 9999 is never; adding the leeway there would overflow.
+	const never = 253402300799
+	if c.Expiry >= never-Leeway {
+		return time.Unix(never, 0).UTC()
+	}
+	return time.Unix(int64(c.Expiry)+Leeway, 0).UTC()
+}
 
 // Read decodes the claims of raw (a Secret's value; surrounding white space
 // is ignored, as environmentd trims the file).
@@ -56,17 +64,56 @@ func Read(raw []byte) (Claims, error) {
 	if err != nil {
 		return c, fmt.Errorf("claims are not base64url: %v", err)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &fields); err != nil {
-		return c, fmt.Errorf("claims are not a JSON object: %v", err)
+	fields, err := exactFields(payload)
+	if err != nil {
+		return c, err
 	}
 	for _, f := range []string{"aud", "exp", "expiration_behavior"} {
 		if _, ok := fields[f]; !ok {
 			return c, fmt.Errorf("claims have no %q", f)
 		}
 	}
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return c, fmt.Errorf("claims: %v", err)
+	for name, dst := range map[string]any{"aud": &c.EnvironmentID, "exp": &c.Expiry,
+		"expiration_behavior": &c.ExpirationBehavior, "allow_credit_consumption_override": &c.AllowCreditConsumptionOverride} {
+		if raw, ok := fields[name]; ok {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return c, fmt.Errorf("claims: %s: %v", name, err)
+			}
+		}
 	}
 	return c, nil
+}
+
+// exactFields splits a JSON object into its fields by their exact names, as
+// serde reads a struct (encoding/json would match names in any case, so a
+// key could read differently here than in environmentd); a field given twice
+// is refused, as serde refuses it.
+func exactFields(payload []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("claims are not a JSON object")
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("claims are not a JSON object: %v", err)
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("claims are not a JSON object: %v", err)
+		}
+		if _, dup := fields[name]; dup {
+			return nil, fmt.Errorf("claims: duplicate field `%s`", name)
+		}
+		fields[name] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("claims are not a JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("claims: trailing characters")
+	}
+	return fields, nil
 }

@@ -25,7 +25,7 @@ import (
 // is promoted — here by hand through its leader API, as an administrator
 // might, while the rollout waits for approval — takes the catalog over and
 // halts (exit 166), the kubelet restarts it and it comes back as the
-// leader; the old generation, fenced out, halts too. The operator completes
+// leader; the old generation, fenced out, exits 0 and sleeps. The operator completes
 // the rollout through all of it and tears the old generation down; no pod
 // crash-loops.
 func TestEnvironmentdHaltsAfterPromotionAndTheOldGenerationIsTornDown(t *testing.T) {

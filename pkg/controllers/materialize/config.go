@@ -264,13 +264,12 @@ func (c *Config) Complete() error {
 			*v = ""
 		}
 	}
-	// environmentd refuses to boot with a bootstrap size it does not offer.
-	for _, b := range []struct{ flag, size string }{{"default", c.BootstrapDefaultClusterReplicaSize},
-		{"builtin-system", c.BootstrapBuiltinSystemClusterReplicaSize}, {"builtin-probe", c.BootstrapBuiltinProbeClusterReplicaSize},
-		{"builtin-support", c.BootstrapBuiltinSupportClusterReplicaSize}, {"builtin-catalog-server", c.BootstrapBuiltinCatalogServerClusterReplicaSize},
-		{"builtin-analytics", c.BootstrapBuiltinAnalyticsClusterReplicaSize}} {
-		if _, ok := sizes[b.size]; b.size != "" && !ok {
-			return fmt.Errorf("--bootstrap-%s-cluster-replica-size: %q is not one of --environmentd-cluster-replica-sizes", b.flag, b.size)
+	// environmentd refuses to boot when the default cluster's size is not
+	// offered ("bootstrap default cluster replica size is unknown"); the
+	// builtin clusters' sizes are looked up only for replicas it makes.
+	if size := c.BootstrapDefaultClusterReplicaSize; size != "" {
+		if _, ok := sizes[size]; !ok {
+			return fmt.Errorf("--bootstrap-default-cluster-replica-size: %q is not one of --environmentd-cluster-replica-sizes", size)
 		}
 	}
 	if c.environmentdAffinity, err = parseJSON[corev1.Affinity]("--environmentd-affinity", c.EnvironmentdAffinityJSON); err != nil {

@@ -274,7 +274,7 @@ func TestStandInRefusesBrokenGenerations(t *testing.T) {
 					c.Args[i] = `--cluster-replica-sizes={"25cc":{"scale":1,"workers":1,"credits_per_hour":"0.25"}}`
 				}
 			}
-		}, "environmentd: fatal: invalid cluster replica sizes: No memory limit found in cluster definition for 25cc"},
+		}, "environmentd: fatal: parsing replica size map: No memory limit found in cluster definition for 25cc"},
 		{"listeners file without routes", func(_ *appsv1.StatefulSet, cms map[string]map[string]string, _ map[string]*corev1.Secret) {
 			cms["mzabcdefghij-listeners-3"]["listeners.json"] = `{"sql":{},"http":{"x":{"addr":"0.0.0.0:1","authenticator_kind":"None","enable_tls":false}}}`
 		}, "missing field `routes`"},

@@ -53,7 +53,8 @@ const (
 var MinimumEnvironmentdVersion = imageref.MustParseVersion("26.1.0-dev.0")
 
 // OidcVersion is the first environmentd with Oidc listeners (upstream
-// c61ef02a01): older ones refuse a listeners file that names it.
+// c61ef02a01): older ones refuse a listeners file that names it. Builds of
+// 26.12.0-dev.0 from just before that commit lack it too; no release does.
 var OidcVersion = imageref.MustParseVersion("26.12.0-dev.0")
 
 func (e env) generationName(gen uint64) string {

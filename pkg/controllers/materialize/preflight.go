@@ -35,7 +35,7 @@ type preflightResult struct {
 // needs one, instead of them on every poll.
 func (r *reconciler) preflight(ctx context.Context, e env, created bool) (preflightResult, error) {
 	var res preflightResult
-	if _, err := mzuuid.Canonical(e.mz.Spec.EnvironmentID); err != nil && !created {
+	if _, err := mzuuid.Canonical(e.mz.Spec.EnvironmentID); err != nil && isSet(e.mz.Spec.EnvironmentID) && !created {
 		res.problem = fmt.Sprintf("spec.environmentId: %v; environmentd needs the organization's UUID", err)
 		return res, nil
 	}
@@ -113,6 +113,11 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 		if res.problem = r.checkLicenseKey(e, name, secret.Data[LicenseKeyEntry]); res.problem != "" {
 			return res, nil
 		}
+		if !isSet(e.mz.Spec.EnvironmentID) {
+			// Filled from the license key on the next pass.
+			res.problem = "spec.environmentId is not set yet; it comes from the license key (a new one for a key for any environment)"
+			return res, nil
+		}
 	}
 
 	if cm := e.mz.Spec.SystemParameterConfigmapName; cm != "" && !created {
@@ -178,7 +183,8 @@ const licenseWarning = 30 * 24 * time.Hour
 // act on, without the signature (environmentd checks it): a key that is no
 // JWT, that is for another environment (upstream's check) or that expired
 // with the Disable behaviour is a problem; one expiring within 30 days is
-// an Event, once per new generation.
+// an Event, once per generation this process starts (the check runs on
+// every pass until the generation is created).
 func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) string {
 	claims, err := licensekey.Read(raw)
 	if err != nil {
@@ -186,7 +192,7 @@ func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) strin
 	}
 	if aud, err := mzuuid.Canonical(claims.EnvironmentID); err != nil {
 		return fmt.Sprintf("backend Secret %q: invalid environment id in license key: %v", secretName, err)
-	} else if aud != mzuuid.Nil && !mzuuid.Equal(aud, e.mz.Spec.EnvironmentID) {
+	} else if aud != mzuuid.Nil && isSet(e.mz.Spec.EnvironmentID) && !mzuuid.Equal(aud, e.mz.Spec.EnvironmentID) {
 		return fmt.Sprintf("environment_id is set in materialize resource %s/%s but does not match the environment_id set in the associated license key %s",
 			e.mz.Namespace, e.mz.Name, aud)
 	}
@@ -198,16 +204,29 @@ func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) strin
 		}
 	}
 	expires := claims.ExpiresAt()
-	switch now := r.o.Now(); {
-	case now.After(expires) && claims.ExpirationBehavior == licensekey.Disable:
+	now := r.o.Now()
+	if now.After(expires) && claims.ExpirationBehavior == licensekey.Disable {
 		return fmt.Sprintf("backend Secret %q: the license key expired at %s, and with expiration_behavior %s environmentd refuses to start",
 			secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
+	}
+	if now.Add(licenseWarning).Before(expires) || !r.licenseWarnedOnce(e.mz) {
+		return ""
+	}
+	switch {
 	case now.After(expires):
 		r.d.Recorder.Eventf(e.mz, corev1.EventTypeWarning, "LicenseKeyExpired",
 			"the license key in backend Secret %q expired at %s (expiration_behavior %s)", secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
-	case now.Add(licenseWarning).After(expires):
+	default:
 		r.d.Recorder.Eventf(e.mz, corev1.EventTypeWarning, "LicenseKeyExpiring",
 			"the license key in backend Secret %q expires at %s (expiration_behavior %s)", secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
 	}
 	return ""
+}
+
+// licenseWarnedOnce reports whether this is the first license warning this
+// process gives for mz's next generation.
+func (r *reconciler) licenseWarnedOnce(mz *v1alpha1.Materialize) bool {
+	next := mz.Status.ActiveGeneration + 1
+	prev, loaded := r.licenseWarned.Swap(mz.UID, next)
+	return !loaded || prev.(uint64) != next
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,6 +100,9 @@ type reconciler struct {
 	roles        controller.Lister[*rbacv1.Role]
 	bindings     controller.Lister[*rbacv1.RoleBinding]
 	policies     controller.Lister[*networkingv1.NetworkPolicy]
+	// licenseWarned is, per Materialize UID, the generation whose license
+	// key expiry this process last warned of.
+	licenseWarned sync.Map
 }
 
 // newReconciler is the materialize reconciler over d's informers.
@@ -289,14 +293,32 @@ func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize)
 	if isSet(request) && isSet(envID) {
 		return true, nil // filled already; the cache is behind
 	}
+	spec := mzac.MaterializeSpec()
+	write := false
 	if !isSet(request) {
-		request = uuid.NewString()
+		spec.WithRequestRollout(uuid.NewString())
+		write = true
+	} else {
+		spec.WithRequestRollout(request)
 	}
 	if !isSet(envID) {
-		envID = r.licensedEnvironmentID(ctx, mz)
+		licensed, ok, err := r.licensedEnvironmentID(ctx, mz)
+		if err != nil {
+			return true, err
+		}
+		if ok {
+			spec.WithEnvironmentID(licensed)
+			write = true
+		}
+		// Otherwise the pre-flight check says what is missing, and the
+		// next pass fills it.
+	} else {
+		spec.WithEnvironmentID(envID)
 	}
-	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).
-		WithSpec(mzac.MaterializeSpec().WithRequestRollout(request).WithEnvironmentID(envID))
+	if !write {
+		return false, nil
+	}
+	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).WithSpec(spec)
 	_, err = r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Apply(ctx, desired, apply.Options())
 	return true, err
 }
@@ -305,18 +327,30 @@ func isSet(id string) bool { return mzuuid.IsSet(id) }
 
 // licensedEnvironmentID is the environment a Materialize without one gets,
 // as upstream gives it: the one its license key is for, or a new one when
-// the key is for any environment (the nil UUID) or cannot be read (the
-// pre-flight check then says why).
-func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Materialize) string {
+// the key is for any environment (the nil UUID). ok is false while the key
+// cannot be read (no Secret, no key, no JWT): upstream then fills nothing,
+// and neither does this; the pre-flight check says why.
+func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Materialize) (id string, ok bool, err error) {
 	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, mz.Spec.BackendSecretName, metav1.GetOptions{})
-	if err == nil {
-		if claims, err := licensekey.Read(secret.Data[LicenseKeyEntry]); err == nil {
-			if aud, err := mzuuid.Canonical(claims.EnvironmentID); err == nil && aud != mzuuid.Nil {
-				return aud
-			}
-		}
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
 	}
-	return uuid.NewString()
+	if err != nil {
+		return "", false, fmt.Errorf("reading backend Secret %q: %w", mz.Spec.BackendSecretName, err)
+	}
+	claims, err := licensekey.Read(secret.Data[LicenseKeyEntry])
+	if err != nil {
+		return "", false, nil
+	}
+	aud, err := mzuuid.Canonical(claims.EnvironmentID)
+	switch {
+	case err != nil:
+		return "", false, nil
+	case aud == mzuuid.Nil:
+		return uuid.NewString(), true, nil
+	default:
+		return aud, true, nil
+	}
 }
 
 func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // replicaSize is what the operator needs of a --cluster-replica-sizes
@@ -18,10 +17,12 @@ type replicaSize struct {
 }
 
 // byteSizePattern is what the bytesize crate parses: a number, an optional
-// unit (B, K/KB/KiB, M/MB/MiB, ... P/PB/PiB, any case).
-var byteSizePattern = regexp.MustCompile(`^\s*[0-9]+(\.[0-9]+)?\s*([KkMmGgTtPp][Ii]?[Bb]?|[Bb])?\s*$`)
+// unit (B, K/KB/KiB, M/MB/MiB, ... P/PB/PiB, any case), with white space
+// only between the two.
+var byteSizePattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*([KkMmGgTtPp][Ii]?[Bb]?|[Bb])?$`)
 
-var numericPattern = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+// numericPattern is a decimal as Numeric's FromStr takes it.
+var numericPattern = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
 // parseReplicaSizes reads sizes as environmentd reads --cluster-replica-sizes
 // (upstream ClusterReplicaSizeMap over ReplicaAllocation,
@@ -33,9 +34,8 @@ var numericPattern = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
 // order, so the first error is stable.
 func parseReplicaSizes(raw string) (map[string]replicaSize, error) {
 	var sizes map[string]map[string]json.RawMessage
-	dec := json.NewDecoder(strings.NewReader(raw))
-	if err := dec.Decode(&sizes); err != nil {
-		return nil, fmt.Errorf("not a JSON map of size names to sizes: %v", err)
+	if err := json.Unmarshal([]byte(raw), &sizes); err != nil || sizes == nil {
+		return nil, fmt.Errorf("not a JSON map of size names to sizes (%v)", err)
 	}
 	names := make([]string, 0, len(sizes))
 	for name := range sizes {
@@ -101,7 +101,7 @@ func checkSizeField(field string, v json.RawMessage, parsed *replicaSize) error 
 		}
 	case "cpu_exclusive", "is_cc", "swap_enabled", "disabled":
 		var b bool
-		if err := json.Unmarshal(v, &b); err != nil {
+		if err := json.Unmarshal(v, &b); err != nil || null {
 			return fmt.Errorf("%s is not a boolean", v)
 		}
 	case "family":
@@ -111,7 +111,7 @@ func checkSizeField(field string, v json.RawMessage, parsed *replicaSize) error 
 		}
 	case "selectors":
 		var m map[string]string
-		if err := json.Unmarshal(v, &m); err != nil {
+		if err := json.Unmarshal(v, &m); err != nil || null {
 			return fmt.Errorf("%s is not a map of strings", v)
 		}
 	}

@@ -23,6 +23,11 @@ func TestInvalidSizesAreRefused(t *testing.T) {
 	ok := `"scale":1,"workers":1,"credits_per_hour":"1"`
 	for _, c := range []struct{ sizes, want string }{
 		{`[]`, "not a JSON map"},
+		{`null`, "not a JSON map"},
+		{`{"a":{` + ok + `}} trailing`, "not a JSON map"},
+		{`{"a":{` + ok + `,"memory_limit":" 4GiB"}}`, "not a valid size in bytes"},
+		{`{"a":{` + ok + `,"disabled":null}}`, "is not a boolean"},
+		{`{"a":{` + ok + `,"selectors":null}}`, "not a map of strings"},
 		{`{"a":null}`, "not an object"},
 		{`{"a":{"workers":1,"credits_per_hour":"1"}}`, "missing field `scale`"},
 		{`{"a":{"scale":0,"workers":1,"credits_per_hour":"1"}}`, "scale: 0 is not a non-zero integer"},
@@ -39,7 +44,7 @@ func TestInvalidSizesAreRefused(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", c.sizes, err, c.want)
 		}
 	}
-	sizes, err := parseReplicaSizes(`{"b":{` + ok + `,"memory_limit":"1GiB","cpu_limit":null,"family":null,"extra":1},"a":{` + ok + `}}`)
+	sizes, err := parseReplicaSizes(`{"b":{` + ok + `,"memory_limit":"1.5 GiB","cpu_limit":null,"family":null,"extra":1,"credits_per_hour":"1e-1"},"a":{` + ok + `}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +62,8 @@ func TestConfigRefusesSizesEnvironmentdRefuses(t *testing.T) {
 	}{
 		{[]string{`--environmentd-cluster-replica-sizes={"a":{"scale":1}}`}, "missing field `workers`"},
 		{[]string{`--environmentd-cluster-replica-sizes={"a":{"scale":1,"workers":1,"credits_per_hour":"1","memory_limit":"1GiB"}}`,
-			"--bootstrap-default-cluster-replica-size=a", "--bootstrap-builtin-system-cluster-replica-size=a",
-			"--bootstrap-builtin-support-cluster-replica-size=a", "--bootstrap-builtin-catalog-server-cluster-replica-size=a",
-			"--bootstrap-builtin-analytics-cluster-replica-size=a"},
-			`--bootstrap-builtin-probe-cluster-replica-size: "mz_probe" is not one of --environmentd-cluster-replica-sizes`},
+			"--bootstrap-default-cluster-replica-size=b"},
+			`--bootstrap-default-cluster-replica-size: "b" is not one of --environmentd-cluster-replica-sizes`},
 	} {
 		var cfg Config
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)

@@ -143,7 +143,8 @@ func launchWebhook(t testing.TB, namespace string, extra ...string) (*webhookPro
 	})
 	if err != nil {
 		p.stop(t)
-		return nil, err
+		raw, _ := os.ReadFile(p.log)
+		return nil, fmt.Errorf("%w\nwebhook log:\n%s", err, raw)
 	}
 	t.Cleanup(func() {
 		p.stop(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
+
+// errFenced is Open's refusal: a higher deploy generation holds the catalog.
+var errFenced = errors.New("catalog is held by a higher deploy generation")
 
 // Catalog is the part of environmentd's durable catalog that decides what a
 // process may do at boot (upstream src/environmentd/src/deployment/preflight.rs):
@@ -45,7 +49,7 @@ func (c *MemoryCatalog) Open(_ context.Context, gen uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != nil && *c.gen > gen {
-		return fmt.Errorf("catalog is held by deploy generation %d", *c.gen)
+		return fmt.Errorf("%w: %d", errFenced, *c.gen)
 	}
 	c.gen = &gen
 	return nil
@@ -107,7 +111,7 @@ func (c *SecretCatalog) Open(ctx context.Context, gen uint64) error {
 		return fmt.Errorf("reading the catalog: %w", err)
 	}
 	if held, perr := strconv.ParseUint(string(s.Data[catalogGenerationKey]), 10, 64); perr == nil && held > gen {
-		return fmt.Errorf("catalog is held by deploy generation %d", held)
+		return fmt.Errorf("%w: %d", errFenced, held)
 	}
 	if s.Data == nil {
 		s.Data = map[string][]byte{}

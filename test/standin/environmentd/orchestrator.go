@@ -165,7 +165,7 @@ func (o *Orchestrator) name(serviceID string) string {
 	return o.Prefix + orchestratorNamespace + "-" + serviceID
 }
 
-// serviceLabels are --orchestrator-kubernetes-service-label pairs.
+// keyValues are the KEY=VALUE pairs of a repeated flag.
 func (o *Orchestrator) keyValues(flag string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range o.Args.All(flag) {
@@ -292,7 +292,7 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 	pullPolicy, _ := o.Args.Get("orchestrator-kubernetes-image-pull-policy")
 	pod := corev1ac.PodSpec().
 		WithContainers(corev1ac.Container().WithName(container).WithImage(image).
-			WithImagePullPolicy(corev1.PullPolicy(strings.ToUpper(pullPolicy[:1])+pullPolicy[1:])).
+			WithImagePullPolicy(pullPolicyOf(pullPolicy)).
 			WithArgs("--storage-controller-listen-addr=0.0.0.0:2100", "--compute-controller-listen-addr=0.0.0.0:2101",
 				"--internal-http-listen-addr=0.0.0.0:6878",
 				"--opentelemetry-resource=cluster_id="+r.ClusterID, "--opentelemetry-resource=replica_id="+r.ReplicaID).
@@ -435,4 +435,17 @@ func (o *Orchestrator) LoadOwners(ctx context.Context, pod string, log *slog.Log
 		}
 		return err
 	})
+}
+
+// pullPolicyOf is KubernetesImagePullPolicy's value: always, if-not-present
+// or never (clap checked it).
+func pullPolicyOf(flag string) corev1.PullPolicy {
+	switch flag {
+	case "if-not-present":
+		return corev1.PullIfNotPresent
+	case "never":
+		return corev1.PullNever
+	default:
+		return corev1.PullAlways
+	}
 }

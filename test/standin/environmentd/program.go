@@ -155,7 +155,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 
 	sizes, _ := m.Get("cluster-replica-sizes")
 	if err := checkReplicaSizes(sizes, requireMemoryLimit); err != nil {
-		return nil, fatal("invalid cluster replica sizes: %v", err)
+		return nil, fatal("parsing replica size map: %v", err)
 	}
 	for _, l := range plan.Listeners.HTTP {
 		if l.AuthenticatorKind == "Password" || l.AuthenticatorKind == "Oidc" {
@@ -327,7 +327,7 @@ func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
 			if !ok {
 				return fmt.Errorf("size %q: missing field `%s`", name, field)
 			}
-			if err := json.Unmarshal(v, &n); err != nil || n == 0 {
+			if err := json.Unmarshal(v, &n); err != nil || n == 0 || (field == "scale" && n > 65535) {
 				return fmt.Errorf("size %q: invalid value: %s, expected a nonzero integer for `%s`", name, v, field)
 			}
 		}
@@ -342,9 +342,12 @@ func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
 		if _, err := strconv.ParseFloat(credits, 64); err != nil {
 			return fmt.Errorf("size %q: invalid numeric %q for `credits_per_hour`", name, credits)
 		}
-		// ClusterReplicaSizeMap::parse_from_str: credits come from memory
-		// unless the license key allows overriding credit consumption.
-		if mem, ok := size["memory_limit"]; requireMemoryLimit && (!ok || string(mem) == "null") {
+	}
+	// ClusterReplicaSizeMap::parse_from_str, once the whole map parsed:
+	// credits come from memory unless the license key allows overriding
+	// credit consumption.
+	for _, name := range sortedNames(sizes) {
+		if mem, ok := sizes[name]["memory_limit"]; requireMemoryLimit && (!ok || string(mem) == "null") {
 			return fmt.Errorf("No memory limit found in cluster definition for %s", name)
 		}
 	}

@@ -2,9 +2,11 @@ package environmentd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +33,9 @@ type Process struct {
 	RetryFor time.Duration
 	// Deployment is the leader API's state; nil means a new one.
 	Deployment *Deployment
+
+	background sync.WaitGroup
+	served     chan error // the listeners' end: nil once ctx ends, else why they failed
 }
 
 // Exit codes of environmentd's process (upstream src/ore/src/process.rs).
@@ -55,7 +60,7 @@ func halt(format string, a ...any) *ExitError {
 //     (exit 166) to reboot as the leader;
 //   - a newer generation's: fenced out, exits 0.
 //
-// A leader that finds a newer generation holding the catalog halts. Both
+// A leader that finds a newer generation holding the catalog exits 0 too. Both
 // read-only and leading processes make the orchestrator's boot calls. It
 // returns nil when ctx ends, else the ExitError the process ends with.
 func (p *Process) Run(ctx context.Context, plan *Plan) error {
@@ -67,13 +72,15 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	if d == nil {
 		d = NewDeployment()
 	}
-	serveCtx, stopServing := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- Serve(serveCtx, plan, d) }()
+	// Everything Run starts ends with it: the listeners, the orchestrator's
+	// background calls.
+	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
-		stopServing()
-		<-served
+		cancel()
+		p.background.Wait()
 	}()
+	p.served = make(chan error, 1)
+	p.background.Go(func() { p.served <- Serve(ctx, plan, d) })
 
 	catalogGen, initialized, err := p.Catalog.Generation(ctx)
 	if err != nil {
@@ -111,32 +118,35 @@ func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen u
 		p.Log.Info("skipping waiting for deployment to catch up due to administrator request")
 	case <-time.After(p.CatchUp):
 		p.Log.Info("deployment caught up")
-	case <-ctx.Done():
-		return nil
+	case err := <-p.served:
+		return p.servingEnded(err)
 	}
 	promoted := d.SetReadyToPromote()
 	p.Log.Info("announced as ready to promote; waiting for promotion")
 	select {
 	case <-promoted:
-	case <-ctx.Done():
-		return nil
+	case err := <-p.served:
+		return p.servingEnded(err)
 	}
 	p.Log.Info("promoted; attempting takeover")
-	if err := p.Catalog.Open(ctx, gen); err != nil {
+	if err := p.Catalog.Open(ctx, gen); errors.Is(err, errFenced) {
+		return &ExitError{Code: ExitFenced, Message: "unexpected error while fencing out old deployment: " + err.Error()}
+	} else if err != nil {
 		return fatal("unexpected error while fencing out old deployment: %v", err)
 	}
 	return halt("fenced out old deployment; rebooting as leader")
 }
 
 // lead serves as the leader until ctx ends or a newer generation takes the
-// catalog over.
+// catalog over: then, as environmentd whose catalog write meets the fence
+// of a higher deploy generation, it exits 0 (and its entrypoint sleeps).
 func (p *Process) lead(ctx context.Context, gen uint64) error {
 	tick := time.NewTicker(p.FenceCheck)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return nil
+		case err := <-p.served:
+			return p.servingEnded(err)
 		case <-tick.C:
 		}
 		held, _, err := p.Catalog.Generation(ctx)
@@ -145,9 +155,18 @@ func (p *Process) lead(ctx context.Context, gen uint64) error {
 			continue
 		}
 		if held > gen {
-			return halt("fenced out by deploy generation %d", held)
+			return &ExitError{Code: ExitFenced, Message: fmt.Sprintf("fenced out by deploy generation %d", held)}
 		}
 	}
+}
+
+// servingEnded is Run's end once its listeners stopped: nil when ctx
+// ended, environmentd's fatal exit when a listener failed.
+func (p *Process) servingEnded(err error) error {
+	if err != nil {
+		return fatal("serving: %v", err)
+	}
+	return nil
 }
 
 // bootstrap makes the Kubernetes calls environmentd makes while it boots:
@@ -177,7 +196,16 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 	if err != nil {
 		return fatal("%v", err)
 	}
-	go retry(ctx, p.Log, "orchestrator call failed", time.Time{}, func() error {
+	p.background.Go(func() {
+		_ = retry(ctx, p.Log, "orchestrator call failed", time.Time{}, p.ensureReplicas(ctx, o, replicas, gen, readOnly))
+	})
+	return nil
+}
+
+// ensureReplicas applies this generation's replicas and, as the leader,
+// drops those of past generations.
+func (p *Process) ensureReplicas(ctx context.Context, o *Orchestrator, replicas []Replica, gen uint64, readOnly bool) func() error {
+	return func() error {
 		for _, r := range replicas {
 			if err := o.EnsureReplica(ctx, r, gen); err != nil {
 				return err
@@ -192,8 +220,7 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 			p.Log.Info("dropped services of past generations", "services", dropped)
 		}
 		return err
-	})
-	return nil
+	}
 }
 
 // retry runs f until it succeeds, ctx ends or, unless it is zero, deadline

@@ -65,8 +65,8 @@ func wantExit(t *testing.T, exit <-chan error, code int, message string) {
 // A rollout as real environmentd lives it (src/environmentd/src/deployment/
 // preflight.rs): the first generation leads at once on a fresh catalog; the
 // next catches up (reported Initializing), is promoted, takes the catalog
-// over and halts; restarted, it leads; the old leader halts on the
-// takeover and, restarted, is fenced out with exit 0.
+// over and halts; restarted, it leads; the old leader, fenced by the
+// takeover, exits 0, and so does it when restarted.
 func TestProcessLivesARolloutAsEnvironmentd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -92,7 +92,7 @@ func TestProcessLivesARolloutAsEnvironmentd(t *testing.T) {
 	if g, _, _ := catalog.Generation(ctx); g != 2 {
 		t.Fatalf("catalog at %d after takeover, want 2", g)
 	}
-	wantExit(t, gen1Exit, ExitHalt, "halting process: fenced out by deploy generation 2")
+	wantExit(t, gen1Exit, ExitFenced, "fenced out by deploy generation 2")
 
 	restarted2, _ := boot(t, ctx, catalog, "2")
 	waitStatus(t, restarted2, mzenv.IsLeader)
@@ -100,18 +100,25 @@ func TestProcessLivesARolloutAsEnvironmentd(t *testing.T) {
 	wantExit(t, restarted1Exit, ExitFenced, "this deployment has been fenced out")
 }
 
-// Before catch-up starts, neither skip-catchup nor promote is accepted;
-// while catching up only skip-catchup is.
+// Catching up, a generation refuses promotion and accepts skip-catchup,
+// which makes it ready; nothing takes the catalog over before promotion.
 func TestProcessRefusesEarlyPromotion(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	catalog := &MemoryCatalog{}
 	_ = catalog.Open(ctx, 4)
 	d, _ := boot(t, ctx, catalog, "5")
-	waitStatus(t, d, mzenv.Initializing)
-	if d.tryPromote() {
-		t.Fatal("promoted while initializing or catching up")
+	waitPhase(t, d, phaseCatchingUp)
+	if got := d.Status(); got != mzenv.Initializing {
+		t.Errorf("catching up reported as %s, want Initializing", got)
 	}
+	if d.tryPromote() {
+		t.Fatal("promoted while catching up")
+	}
+	if !d.trySkipCatchup() {
+		t.Fatal("skip-catchup refused while catching up")
+	}
+	waitStatus(t, d, mzenv.ReadyToPromote)
 	if g, _, _ := catalog.Generation(ctx); g != 4 {
 		t.Fatalf("catalog at %d, want 4 (no takeover without promotion)", g)
 	}

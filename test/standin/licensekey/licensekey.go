@@ -150,7 +150,8 @@ func Validate(text string, now time.Time) (*Key, error) {
 		return nil, fmt.Errorf("JSON error: unknown variant `%s`, expected one of `Warn`, `DisableClusterCreation`, `Disable`", c.ExpirationBehavior)
 	}
 	t := uint64(now.Unix())
-	key := &Key{Claims: c, Expired: c.Exp+leeway < t}
+	// jsonwebtoken compares exp with now - leeway: no overflow near u64's end.
+	key := &Key{Claims: c, Expired: t > leeway && c.Exp < t-leeway}
 	if c.Nbf > t+leeway {
 		return nil, errors.New("ImmatureSignature")
 	}
