@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
@@ -40,17 +42,85 @@ func Check(argv []string, lookup func(string) (string, bool)) (pgwire, https, in
 		key, _ := svc.Get("tls-key")
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return "", "", "", nil, &standin.ExitError{Code: 101, Message: "balancerd: fatal: " + err.Error()}
+			return "", "", "", nil, &standin.ExitError{Code: 101, Message: "balancer: fatal: " + err.Error()}
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
 	return pgwire, https, internal, tlsConfig, nil
 }
 
+// Resolvers is what balancerd's run checks of its resolvers before it
+// serves (upstream src/balancerd/src/bin/balancerd.rs): exactly one of the
+// static and Frontegg resolvers, and a static address that resolves within
+// --static-resolver-addr-timeout (retried, 250 ms doubling to 2 s).
+func Resolvers(ctx context.Context, argv []string, lookup func(string) (string, bool), resolve func(ctx context.Context, host string) error) error {
+	m, err := clap.Parse(clap.Balancerd, argv, lookup)
+	if err != nil {
+		return err
+	}
+	svc := m.Subcommand
+	static, hasStatic := svc.Get("static-resolver-addr")
+	_, hasFrontegg := svc.Get("frontegg-resolver-template")
+	if hasStatic == hasFrontegg {
+		return fatal("exactly one of --static-resolver-addr or --frontegg-resolver-template must be present")
+	}
+	if !hasStatic {
+		return nil
+	}
+	raw, _ := svc.Get("static-resolver-addr-timeout")
+	timeout, err := rollout.ParseDuration(raw)
+	if err != nil {
+		return &standin.ExitError{Code: 2, Message: fmt.Sprintf("error: invalid value '%s' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': %v", raw, err)}
+	}
+	deadline := time.Now().Add(timeout)
+	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		err := resolveAddr(ctx, static, resolve)
+		if err == nil {
+			return nil
+		}
+		if time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			return fatal("static resolver address %s did not resolve within %v: %v", static, timeout, err)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// resolveAddr is tokio's lookup_host of "host:port".
+func resolveAddr(ctx context.Context, addr string, resolve func(ctx context.Context, host string) error) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("could not resolve %s: invalid socket address", addr)
+	}
+	if err := resolve(ctx, host); err != nil {
+		return fmt.Errorf("could not resolve %s: %v", addr, err)
+	}
+	return nil
+}
+
+// LookupHost resolves host with the system's resolver, failing when it has
+// no address.
+func LookupHost(ctx context.Context, host string) error {
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err == nil && len(addrs) == 0 {
+		err = fmt.Errorf("%s did not resolve to any addresses", host)
+	}
+	return err
+}
+
+func fatal(format string, a ...any) *standin.ExitError {
+	return &standin.ExitError{Code: 101, Message: "balancer: fatal: " + fmt.Sprintf(format, a...)}
+}
+
 // Run checks argv and serves until ctx ends.
 func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(string) (string, bool)) error {
 	pgwire, https, internal, tlsConfig, err := Check(argv, lookup)
 	if err != nil {
+		return err
+	}
+	if err := Resolvers(ctx, argv, lookup, LookupHost); err != nil {
 		return err
 	}
 	log.Info("TEST STAND-IN balancerd (not Materialize) accepted its command line",

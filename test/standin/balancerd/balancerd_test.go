@@ -1,6 +1,8 @@
 package balancerd
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -33,11 +35,40 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 		{[]string{"service", "--log-format=json"}, "error: unexpected argument '--log-format' found"},
 		{[]string{"service", "--tls-mode=require", "--tls-cert=/nonexistent.crt", "--tls-key=/nonexistent.key",
 			"--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876", "--internal-http-listen-addr=0.0.0.0:8080",
-			"--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, "balancerd: fatal:"},
+			"--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, "balancer: fatal:"},
 	} {
 		_, _, _, _, err := Check(c.args, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("Check(%q) = %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// balancerd's run: exactly one resolver, and a static address that resolves
+// before the timeout.
+func TestResolversAsBalancerdChecksThem(t *testing.T) {
+	base := []string{"service", "--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876",
+		"--internal-http-listen-addr=0.0.0.0:8080", "--https-resolver-template=x:6876"}
+	known := func(_ context.Context, host string) error {
+		if host == "mzabc-environmentd.envs.svc.cluster.local" {
+			return nil
+		}
+		return errors.New("no such host")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--static-resolver-addr=mzabc-environmentd.envs.svc.cluster.local:6875"}, ""},
+		{[]string{"--static-resolver-addr=nowhere:6875", "--static-resolver-addr-timeout=300ms"},
+			"balancer: fatal: static resolver address nowhere:6875 did not resolve within 300ms: could not resolve nowhere:6875: no such host"},
+		{[]string{"--static-resolver-addr=noport", "--static-resolver-addr-timeout=1ms"}, "invalid socket address"},
+		{[]string{"--cancellation-resolver-dir=/tmp", "--frontegg-resolver-template=x", "--frontegg-api-token-url=u", "--frontegg-admin-role=r", "--frontegg-jwk=k"}, ""},
+		{[]string{"--cancellation-resolver-dir=/tmp"}, "balancer: fatal: exactly one of --static-resolver-addr or --frontegg-resolver-template must be present"},
+	} {
+		err := Resolvers(context.Background(), append(append([]string(nil), base...), c.args...), nil, known)
+		if (c.want == "" && err != nil) || (c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want))) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}
 }
