@@ -1,5 +1,5 @@
 // Package conversion converts Materialize objects between v1alpha1 and v1
-// (../../SPEC.md §2). It works on decoded JSON rather than Go types so that
+// (docs/conversion.md). It works on decoded JSON rather than Go types so that
 // partial objects, which server-side apply sends, convert field by field:
 // nothing is invented that the input lacked, and unknown fields pass through.
 //
@@ -144,7 +144,7 @@ func withoutCarry(obj map[string]any, changed *fieldPaths, key string) map[strin
 	return original
 }
 
-// plainToV1 applies SPEC.md's v1alpha1 -> v1 rules in place.
+// plainToV1 applies the v1alpha1 -> v1 rules of docs/conversion.md in place.
 func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 	obj["apiVersion"] = V1
 	spec, _ := obj["spec"].(map[string]any)
@@ -186,7 +186,7 @@ func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 	return obj
 }
 
-// plainToV1alpha1 applies SPEC.md's v1 -> v1alpha1 rules in place.
+// plainToV1alpha1 applies the v1 -> v1alpha1 rules of docs/conversion.md in place.
 func plainToV1alpha1(obj map[string]any, hash *rolloutHash) map[string]any {
 	obj["apiVersion"] = V1Alpha1
 	spec, _ := obj["spec"].(map[string]any)

@@ -1,5 +1,5 @@
 // Package leaderelection runs each reconciler under its own fenced
-// coordination.k8s.io/v1 Lease (SPEC.md §4). It is built on client-go's
+// coordination.k8s.io/v1 Lease (docs/leader-election.md). It is built on client-go's
 // tools/leaderelection with a resourcelock.LeaseLock, not a new protocol, and
 // adds what client-go leaves to its callers:
 //
@@ -52,7 +52,7 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Lease names, one per reconciler (SPEC.md §4).
+// Lease names, one per reconciler (docs/leader-election.md).
 const (
 	LeaseMaterialize = "orchestratord-materialize-controller"
 	LeaseBalancer    = "orchestratord-balancer-controller"

@@ -40,7 +40,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
-// Condition type and reasons (SPEC.md §3), upstream's.
+// Condition type and reasons, upstream's (docs/rollout.md).
 const (
 	ConditionUpToDate        = rollout.ConditionUpToDate
 	ReasonApplied            = rollout.ReasonApplied
