@@ -1,6 +1,11 @@
 // Command crd-conversion adds the conversion webhook stanza to a generated CRD
 // manifest, which controller-gen cannot express. The Service it names is the
 // chart's default; the chart and the tests point it at the real webhook.
+//
+// It also drops the schema default of EnvVar's fileKeyRef.optional, which
+// k8s.io/api declares and upstream's CRD does not have: the API server
+// applies defaults to stored objects as it reads them, so the default would
+// change the specs (and rollout hashes) of Materializes upstream wrote.
 package main
 
 import (
@@ -34,6 +39,7 @@ func addConversion(path string) error {
 	if !ok {
 		return fmt.Errorf("%s: no spec", path)
 	}
+	dropFileKeyRefOptionalDefault(spec)
 	spec["conversion"] = map[string]any{
 		"strategy": "Webhook",
 		"webhook": map[string]any{
@@ -53,4 +59,28 @@ func addConversion(path string) error {
 		return err
 	}
 	return os.WriteFile(path, append([]byte("---\n"), out...), 0o644)
+}
+
+// dropFileKeyRefOptionalDefault removes "default" from every
+// fileKeyRef.properties.optional schema under node.
+func dropFileKeyRefOptionalDefault(node any) {
+	switch n := node.(type) {
+	case map[string]any:
+		if props, ok := n["properties"].(map[string]any); ok {
+			if ref, ok := props["fileKeyRef"].(map[string]any); ok {
+				if refProps, ok := ref["properties"].(map[string]any); ok {
+					if optional, ok := refProps["optional"].(map[string]any); ok {
+						delete(optional, "default")
+					}
+				}
+			}
+		}
+		for _, v := range n {
+			dropFileKeyRefOptionalDefault(v)
+		}
+	case []any:
+		for _, v := range n {
+			dropFileKeyRefOptionalDefault(v)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize"
 	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
 // API versions and the kind this package converts.
@@ -146,6 +147,11 @@ func withoutCarry(obj map[string]any, changed *fieldPaths, key string) map[strin
 
 // plainToV1 applies the v1alpha1 -> v1 rules of docs/conversion.md in place.
 func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
+	// Derived fields only for an object upstream's types read whole: a
+	// partial one (server-side apply converts each manager's fields) gets
+	// nothing it did not have, and neither operator derives from a status
+	// it cannot read.
+	whole := readsV1alpha1(obj)
 	obj["apiVersion"] = V1
 	spec, _ := obj["spec"].(map[string]any)
 	status, _ := obj["status"].(map[string]any)
@@ -157,13 +163,11 @@ func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 		delete(spec, "inPlaceRollout")
 		if role, ok := spec["environmentdIamRoleArn"]; ok {
 			delete(spec, "environmentdIamRoleArn")
-			if role, _ := role.(string); role != "" {
-				if _, exists := lookup(spec, []string{"serviceAccountAnnotations", IAMRoleAnnotation}); !exists {
-					set(spec, []string{"serviceAccountAnnotations", IAMRoleAnnotation}, role)
-				}
-			}
+			mergeIAMRole(spec, role)
 		}
-		if promote, ok := spec["forcePromote"]; ok && isEmptyPromote(promote) {
+		// "" and the nil UUID (as written, not as parsed) mean "not
+		// promoting" at v1alpha1; v1 leaves the field out. null stays null.
+		if promote, ok := spec["forcePromote"].(string); ok && (promote == "" || promote == nilUUID) {
 			delete(spec, "forcePromote")
 		}
 	}
@@ -171,13 +175,13 @@ func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 		delete(status, "lastCompletedRolloutRequest")
 		delete(status, "resourcesHash")
 		delete(status, "observedGeneration")
-		// Derived fields only for a whole object: a partial one gets nothing
-		// it did not have.
-		if hash, whole := hash.of(obj); whole {
+		if hash, ok := hash.of(obj); ok && whole {
 			if !isPromoting(status) {
 				status["requestedRolloutHash"] = hash
 			}
-			inProgress := lastCompletedRequest == "" || lastCompletedRequest == nilUUID || lastCompletedRequest != requestRollout
+			// A whole object's UUIDs parse; they are compared as values.
+			last, request := mzuuid.Value(lastCompletedRequest), mzuuid.Value(requestRollout)
+			inProgress := last == nilUUID || last != request
 			if _, ok := status["lastCompletedRolloutHash"]; !ok && !inProgress {
 				status["lastCompletedRolloutHash"] = hash
 			}
@@ -186,20 +190,47 @@ func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 	return obj
 }
 
+// mergeIAMRole puts v1alpha1's environmentdIamRoleArn into v1's
+// serviceAccountAnnotations, as upstream does: any non-null value, the empty
+// string included; an annotation already there wins, and annotations that
+// are not an object are left as they are.
+func mergeIAMRole(spec map[string]any, role any) {
+	if role == nil {
+		return
+	}
+	switch annotations := spec["serviceAccountAnnotations"].(type) {
+	case nil:
+		spec["serviceAccountAnnotations"] = map[string]any{IAMRoleAnnotation: role}
+	case map[string]any:
+		if _, exists := annotations[IAMRoleAnnotation]; !exists {
+			set(spec, []string{"serviceAccountAnnotations", IAMRoleAnnotation}, role)
+		}
+	}
+}
+
 // plainToV1alpha1 applies the v1 -> v1alpha1 rules of docs/conversion.md in place.
 func plainToV1alpha1(obj map[string]any, hash *rolloutHash) map[string]any {
+	var hashed string
+	whole := readsV1(obj)
+	if whole {
+		hashed, whole = hash.of(obj)
+	}
 	obj["apiVersion"] = V1Alpha1
 	spec, _ := obj["spec"].(map[string]any)
 	status, _ := obj["status"].(map[string]any)
-	if spec != nil {
-		if hash, whole := hash.of(obj); whole {
-			spec["requestRollout"] = RolloutRequest(hash)
-		}
+	if spec != nil && whole {
+		spec["requestRollout"] = RolloutRequest(hashed)
 	}
 	if status != nil {
 		delete(status, "requestedRolloutHash")
-		if last, ok := status["lastCompletedRolloutHash"].(string); ok && last != "" {
-			status["lastCompletedRolloutRequest"] = RolloutRequest(last)
+		// Upstream's v1alpha1 status requires both: a whole object gets
+		// them as upstream writes them, so upstream can read it back.
+		if whole {
+			status["lastCompletedRolloutRequest"] = nilUUID
+			if last, ok := status["lastCompletedRolloutHash"].(string); ok {
+				status["lastCompletedRolloutRequest"] = RolloutRequest(last)
+			}
+			status["resourcesHash"] = ""
 		}
 	}
 	return obj
@@ -236,16 +267,13 @@ func rolloutHashOf(obj map[string]any) (string, bool) {
 	return hash, true
 }
 
-func isEmptyPromote(v any) bool {
-	s, ok := v.(string)
-	return v == nil || (ok && (s == "" || s == nilUUID))
-}
-
+// isPromoting is upstream's is_promoting: any condition whose reason is
+// Promoting, whatever its type.
 func isPromoting(status map[string]any) bool {
 	conditions, _ := status["conditions"].([]any)
 	for _, c := range conditions {
 		c, _ := c.(map[string]any)
-		if c["type"] == "UpToDate" && c["reason"] == reasonPromoting {
+		if c["reason"] == reasonPromoting {
 			return true
 		}
 	}

@@ -39,7 +39,7 @@ const alphaWhole = `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materiali
  "spec":{"environmentdImageRef":"mz:v1","backendSecretName":"b","requestRollout":"6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
    "environmentdIamRoleArn":"arn:role","forcePromote":"00000000-0000-0000-0000-000000000000","inPlaceRollout":false},
  "status":{"resourceId":"abc","activeGeneration":3,"lastCompletedRolloutRequest":"6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
-   "resourcesHash":"r","observedGeneration":4}}`
+   "resourcesHash":"r","observedGeneration":4,"conditions":[]}}`
 
 func TestV1alpha1ToV1FollowsTheSpecRules(t *testing.T) {
 	in := mustDecode(t, alphaWhole)
@@ -109,7 +109,7 @@ func TestNonEmptyForcePromoteIsKept(t *testing.T) {
 const v1Whole = `{"apiVersion":"materialize.cloud/v1","kind":"Materialize",
  "metadata":{"name":"mz","namespace":"ns","annotations":{"materialize.cloud/force-rollout":"1"}},
  "spec":{"environmentdImageRef":"mz:v2","backendSecretName":"b","balancerdReplicas":2},
- "status":{"resourceId":"abc","lastCompletedRolloutHash":"h-old","requestedRolloutHash":"whatever"}}`
+ "status":{"resourceId":"abc","activeGeneration":1,"lastCompletedRolloutHash":"h-old","requestedRolloutHash":"whatever","conditions":[]}}`
 
 func TestV1ToV1alpha1DerivesRequestsFromHashes(t *testing.T) {
 	in := mustDecode(t, v1Whole)
@@ -205,5 +205,119 @@ func TestBadInputIsAnErrorNamingTheProblem(t *testing.T) {
 				t.Errorf("want an error containing %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// Upstream parity (docs/migrating-from-orchestratord.md): what upstream's
+// conversion derives, and when.
+
+func TestEmptyIAMRoleBecomesAnEmptyAnnotation(t *testing.T) {
+	in := mustDecode(t, alphaWhole)
+	set(in, []string{"spec", "environmentdIamRoleArn"}, "")
+	out := convert(t, in, V1)
+	if got, ok := lookup(out, []string{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}); !ok || got != "" {
+		t.Errorf("role-arn annotation = %v (present %v), want \"\" as upstream writes it", got, ok)
+	}
+	// null is no role at all.
+	set(in, []string{"spec", "environmentdIamRoleArn"}, nil)
+	if has(convert(t, in, V1), "spec", "serviceAccountAnnotations") {
+		t.Error("a null environmentdIamRoleArn must not create serviceAccountAnnotations")
+	}
+	// Annotations that are not an object are left alone, as upstream does.
+	set(in, []string{"spec", "environmentdIamRoleArn"}, "arn:role")
+	set(in, []string{"spec", "serviceAccountAnnotations"}, "not-a-map")
+	if got := get(convert(t, in, V1), "spec", "serviceAccountAnnotations"); got != "not-a-map" {
+		t.Errorf("serviceAccountAnnotations = %v", got)
+	}
+}
+
+func TestRolloutRequestsCompareAsUUIDs(t *testing.T) {
+	for _, spelling := range []string{
+		"6F1F4A8E-3C2B-4E4F-9A7E-0C4B8D2E1F00",
+		"6f1f4a8e3c2b4e4f9a7e0c4b8d2e1f00",
+		"{6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00}",
+		"urn:uuid:6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+	} {
+		in := mustDecode(t, alphaWhole)
+		set(in, []string{"spec", "requestRollout"}, spelling)
+		out := convert(t, in, V1)
+		hash, _ := rolloutHashOf(out)
+		if got := get(out, "status", "lastCompletedRolloutHash"); got != hash {
+			t.Errorf("requestRollout %s is the completed request: lastCompletedRolloutHash = %v, want %s", spelling, got, hash)
+		}
+	}
+	// The nil UUID, however spelled, is never a completed request.
+	in := mustDecode(t, alphaWhole)
+	set(in, []string{"spec", "requestRollout"}, "00000000000000000000000000000000")
+	set(in, []string{"status", "lastCompletedRolloutRequest"}, nilUUID)
+	if has(convert(t, in, V1), "status", "lastCompletedRolloutHash") {
+		t.Error("a nil last completed request must leave lastCompletedRolloutHash absent")
+	}
+}
+
+func TestV1ToV1alpha1WritesTheStatusUpstreamRequires(t *testing.T) {
+	in := mustDecode(t, v1Whole)
+	remove(in, []string{"status", "lastCompletedRolloutHash"})
+	out := convert(t, in, V1Alpha1)
+	if got := get(out, "status", "lastCompletedRolloutRequest"); got != nilUUID {
+		t.Errorf("lastCompletedRolloutRequest = %v, want the nil UUID", got)
+	}
+	if got, ok := lookup(out, []string{"status", "resourcesHash"}); !ok || got != "" {
+		t.Errorf("resourcesHash = %v (present %v), want \"\"", got, ok)
+	}
+	// An empty last completed hash is still a hash: upstream maps it too.
+	set(in, []string{"status", "lastCompletedRolloutHash"}, "")
+	if got := get(convert(t, in, V1Alpha1), "status", "lastCompletedRolloutRequest"); got != RolloutRequest("") {
+		t.Errorf("lastCompletedRolloutRequest = %v, want UUIDv5(\"\")", got)
+	}
+}
+
+func TestNoDerivedFieldsForWhatUpstreamCannotRead(t *testing.T) {
+	cases := map[string]struct {
+		doc  string
+		path []string
+		v    any
+		drop bool
+	}{
+		"v1alpha1 status without conditions":    {alphaWhole, []string{"status", "conditions"}, nil, true},
+		"v1alpha1 status without resourcesHash": {alphaWhole, []string{"status", "resourcesHash"}, nil, true},
+		"v1alpha1 negative activeGeneration":    {alphaWhole, []string{"status", "activeGeneration"}, json.Number("-1"), false},
+		"v1alpha1 fractional activeGeneration":  {alphaWhole, []string{"status", "activeGeneration"}, json.Number("1.0"), false},
+		"v1alpha1 null forcePromote":            {alphaWhole, []string{"spec", "forcePromote"}, nil, false},
+		"v1alpha1 malformed requestRollout":     {alphaWhole, []string{"spec", "requestRollout"}, "not-a-uuid", false},
+		"v1alpha1 without metadata":             {alphaWhole, []string{"metadata"}, nil, true},
+		"v1alpha1 string balancerdReplicas":     {alphaWhole, []string{"spec", "balancerdReplicas"}, "2", false},
+		"v1 status without activeGeneration":    {v1Whole, []string{"status", "activeGeneration"}, nil, true},
+		"v1 condition with a bad time":          {v1Whole, []string{"status", "conditions"}, []any{map[string]any{"type": "UpToDate", "lastTransitionTime": "yesterday"}}, false},
+		"v1 numeric forcePromote":               {v1Whole, []string{"spec", "forcePromote"}, json.Number("1"), false},
+		"v1 consoleReplicas beyond i32":         {v1Whole, []string{"spec", "consoleReplicas"}, json.Number("2147483648"), false},
+	}
+	for name, c := range cases {
+		in := mustDecode(t, c.doc)
+		if c.drop {
+			remove(in, c.path)
+		} else {
+			set(in, c.path, c.v)
+		}
+		if c.doc == alphaWhole {
+			out := convert(t, in, V1)
+			if has(out, "status", "requestedRolloutHash") || has(out, "status", "lastCompletedRolloutHash") {
+				t.Errorf("%s: derived fields added to what upstream cannot read: %v", name, out["status"])
+			}
+			continue
+		}
+		out := convert(t, in, V1Alpha1)
+		if has(out, "spec", "requestRollout") || has(out, "status", "lastCompletedRolloutRequest") || has(out, "status", "resourcesHash") {
+			t.Errorf("%s: derived fields added to what upstream cannot read: spec %v status %v", name, out["spec"], out["status"])
+		}
+	}
+}
+
+func TestPromotingIsAnyConditionWithReasonPromoting(t *testing.T) {
+	in := mustDecode(t, alphaWhole)
+	set(in, []string{"status", "conditions"}, []any{map[string]any{"type": "Other", "status": "Unknown", "reason": "Promoting",
+		"message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}})
+	if has(convert(t, in, V1), "status", "requestedRolloutHash") {
+		t.Error("upstream's is_promoting looks at every condition's reason: requestedRolloutHash must stay absent")
 	}
 }

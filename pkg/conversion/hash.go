@@ -86,16 +86,18 @@ func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
 		w.option(spec, "environmentdConnectionRoleArn", w.string)
 		w.option(spec, "environmentdResourceRequirements", w.resourceRequirements)
 		w.option(spec, "environmentdScratchVolumeStorageRequirement", w.quantity)
-		// Cleared by upstream before hashing: they do not change a generation.
-		for _, k := range []string{"balancerdResourceRequirements", "consoleResourceRequirements", "balancerdReplicas", "consoleReplicas"} {
-			w.nullField(k)
-		}
+		// Cleared by upstream before hashing: they do not change a
+		// generation, but upstream's types must read them all the same.
+		w.cleared(spec, "balancerdResourceRequirements", w.resourceRequirements)
+		w.cleared(spec, "consoleResourceRequirements", w.resourceRequirements)
+		w.cleared(spec, "balancerdReplicas", w.int32)
+		w.cleared(spec, "consoleReplicas", w.int32)
 		w.option(spec, "serviceAccountName", w.string)
 		w.option(spec, "serviceAccountAnnotations", w.stringMap)
 		w.option(spec, "serviceAccountLabels", w.stringMap)
 		w.option(spec, "podAnnotations", w.stringMap)
 		w.option(spec, "podLabels", w.stringMap)
-		w.nullField("forcePromote")
+		w.cleared(spec, "forcePromote", w.string)
 		w.defaulted(spec, "forceRollout", nilUUID, w.uuid)
 		w.defaulted(spec, "rolloutStrategy", "WaitUntilReady", w.string)
 		w.defaulted(spec, "rolloutRequestTimeout", "24h", w.string)
@@ -104,8 +106,8 @@ func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
 		w.defaulted(spec, "enableRbac", false, w.bool)
 		w.defaulted(spec, "environmentId", nilUUID, w.uuid)
 		w.option(spec, "systemParameterConfigmapName", w.string)
-		w.nullField("balancerdExternalCertificateSpec")
-		w.nullField("consoleExternalCertificateSpec")
+		w.cleared(spec, "balancerdExternalCertificateSpec", w.certSpec)
+		w.cleared(spec, "consoleExternalCertificateSpec", w.certSpec)
 		w.option(spec, "internalCertificateSpec", w.certSpec)
 	})
 	return w.buf, w.err
@@ -207,6 +209,16 @@ func (w *serdeWriter) defaulted(obj map[string]any, key string, def any, write f
 	w.endField()
 }
 
+// cleared writes an Option field upstream sets to None before hashing:
+// null, once the value has been read as upstream's type reads it (and its
+// output dropped).
+func (w *serdeWriter) cleared(obj map[string]any, key string, read func(any)) {
+	mark, top := len(w.buf), w.comma[len(w.comma)-1]
+	w.option(obj, key, read)
+	w.buf, w.comma[len(w.comma)-1] = w.buf[:mark], top
+	w.nullField(key)
+}
+
 func (w *serdeWriter) requiredString(obj map[string]any, key string) {
 	v, ok := obj[key]
 	w.field(key)
@@ -300,13 +312,25 @@ func (w *serdeWriter) bool(v any) {
 }
 
 func (w *serdeWriter) int64(v any) {
+	n, ok := integer(v, math.MinInt64, math.MaxInt64)
+	if !ok {
+		w.fail("must be an integer")
+		return
+	}
+	w.separate()
+	w.buf = strconv.AppendInt(w.buf, n, 10)
+}
+
+// integer reads v as serde_json reads an integer type: digits with an
+// optional minus sign (serde_json reads "1.0" or "1e3" as a float, which no
+// integer type accepts), within min..max.
+func integer(v any, min, max int64) (int64, bool) {
 	var n int64
 	switch x := v.(type) {
 	case json.Number:
-		i, err := x.Int64()
+		i, err := strconv.ParseInt(string(x), 10, 64)
 		if err != nil {
-			w.fail("must be an integer")
-			return
+			return 0, false
 		}
 		n = i
 	case int64:
@@ -315,12 +339,21 @@ func (w *serdeWriter) int64(v any) {
 		n = int64(x)
 	case float64:
 		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			w.fail("must be an integer")
-			return
+			return 0, false
 		}
 		n = int64(x)
 	default:
-		w.fail("must be an integer")
+		return 0, false
+	}
+	return n, n >= min && n <= max
+}
+
+// int32 is an i32 as serde reads one: an integer in range, never a
+// fraction or an exponent.
+func (w *serdeWriter) int32(v any) {
+	n, ok := integer(v, math.MinInt32, math.MaxInt32)
+	if !ok {
+		w.fail("must be a 32-bit integer")
 		return
 	}
 	w.separate()

@@ -100,3 +100,41 @@ func TestVpcEndpointIsUpstreams(t *testing.T) {
 		t.Errorf("required %s, want spec", got)
 	}
 }
+
+// The API server applies a schema's defaults to objects it reads from etcd,
+// so a default upstream's CRD lacks would change the stored specs (and the
+// rollout hashes) of Materializes upstream wrote. k8s.io/api declares one
+// on EnvVar's fileKeyRef.optional; upstream's schema has none.
+func TestNoFileKeyRefOptionalDefault(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	var walk func(path string, s *apiextensionsv1.JSONSchemaProps)
+	walk = func(path string, s *apiextensionsv1.JSONSchemaProps) {
+		if s == nil {
+			return
+		}
+		for name, p := range s.Properties {
+			if strings.HasSuffix(path, ".fileKeyRef") && name == "optional" {
+				found++
+				if p.Default != nil {
+					t.Errorf("%s.optional has default %s", path, p.Default.Raw)
+				}
+			}
+			walk(path+"."+name, &p)
+		}
+		if s.Items != nil {
+			walk(path+"[]", s.Items.Schema)
+		}
+	}
+	for _, crd := range all {
+		for _, v := range crd.Spec.Versions {
+			walk(crd.Name+"/"+v.Name, v.Schema.OpenAPIV3Schema)
+		}
+	}
+	if found == 0 {
+		t.Fatal("no fileKeyRef.optional found: the walk is broken")
+	}
+}

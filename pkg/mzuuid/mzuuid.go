@@ -36,6 +36,19 @@ func wellFormed(s string) bool {
 	return true
 }
 
+// Value is a UUID field as upstream's typed reader holds it: "" (absent,
+// serde's default) is the nil UUID, any other spelling its canonical form.
+// A value that does not parse comes back as it is, the caller's to refuse.
+func Value(s string) string {
+	if s == "" {
+		return Nil
+	}
+	if c, err := Canonical(s); err == nil {
+		return c
+	}
+	return s
+}
+
 // IsSet reports whether s names a UUID other than the nil one; "" is unset,
 // as upstream's serde default (the nil UUID). A value that does not parse
 // is set: it is the caller's to refuse.

@@ -40,3 +40,16 @@ func TestIsSetAndEqual(t *testing.T) {
 		t.Error("Equal is wrong on different or unparsable values")
 	}
 }
+
+func TestValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                     Nil,
+		"00000000000000000000000000000000":     Nil,
+		"6F1F4A8E-3C2B-4E4F-9A7E-0C4B8D2E1F00": "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00",
+		"not-a-uuid":                           "not-a-uuid",
+	} {
+		if got := Value(in); got != want {
+			t.Errorf("Value(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package materialize
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -248,25 +250,40 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 		return nil // assigned already; its update event brings it to the cache
 	}
 	id := children.NewResourceID()
-	status := mzac.MaterializeStatus().WithResourceID(id).WithObservedGeneration(mz.Generation)
-	// As upstream's initial status: the upgrade window counts from the
-	// image the environment was created with, and an environment recreated
-	// over an existing catalog resumes after its last active generation
-	// (environmentd refuses a generation older than the catalog's).
+	// As upstream's initial status (upstream's typed reader needs every
+	// field of it, conditions included, to read the object at all): the
+	// upgrade window counts from the image the environment was created
+	// with, and an environment recreated over an existing catalog resumes
+	// after its last active generation (environmentd refuses a generation
+	// older than the catalog's).
+	status := map[string]any{
+		"resourceId": id, "observedGeneration": mz.Generation, "activeGeneration": uint64(0),
+		"lastCompletedRolloutRequest": mzuuid.Nil, "resourcesHash": "", "conditions": []any{},
+	}
 	if mz.Spec.EnvironmentdImageRef != "" {
-		status.WithLastCompletedRolloutEnvironmentdImageRef(mz.Spec.EnvironmentdImageRef)
+		status["lastCompletedRolloutEnvironmentdImageRef"] = mz.Spec.EnvironmentdImageRef
 	}
 	if last, ok := mz.Annotations[LastKnownActiveGenerationAnnotation]; ok {
 		gen, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, "InvalidAnnotation", "%s: %q is not a generation number; ignored",
 				LastKnownActiveGenerationAnnotation, last)
-		} else if gen > 0 {
-			status.WithActiveGeneration(gen)
+		} else {
+			status["activeGeneration"] = gen
 		}
 	}
-	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).WithStatus(status)
-	if _, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).ApplyStatus(ctx, desired, apply.Options()); err != nil {
+	// A raw apply: the typed apply configuration cannot say "conditions: []".
+	patch, err := json.Marshal(map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "Materialize",
+		"metadata": map[string]any{"name": mz.Name, "namespace": mz.Namespace, "resourceVersion": mz.ResourceVersion},
+		"status":   status,
+	})
+	if err != nil {
+		return err
+	}
+	opts := apply.Options()
+	if _, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Patch(ctx, mz.Name, types.ApplyPatchType, patch,
+		metav1.PatchOptions{FieldManager: opts.FieldManager, Force: &opts.Force}, "status"); err != nil {
 		return fmt.Errorf("writing status.resourceId: %w", err)
 	}
 	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", id)
@@ -435,13 +452,20 @@ func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
 // so the Balancer and Console may be applied.
 func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Result, settled bool, err error) {
 	mz := e.mz
+	// Requests are compared as upstream compares them: as UUIDs, absent
+	// being the nil UUID, so a spelling is never a new request.
+	status := *mz.Status.DeepCopy()
+	status.LastCompletedRolloutRequest = mzuuid.Value(status.LastCompletedRolloutRequest)
+	if status.Rollout != nil {
+		status.Rollout.Request = mzuuid.Value(status.Rollout.Request)
+	}
 	in := rollout.Input{
 		Now: r.o.Now(), MetaGeneration: mz.Generation,
-		Request: mz.Spec.RequestRollout, Image: mz.Spec.EnvironmentdImageRef,
+		Request: mzuuid.Value(mz.Spec.RequestRollout), Image: mz.Spec.EnvironmentdImageRef,
 		ManuallyPromote:   mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote,
 		DeleteActiveFirst: mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime,
 		Timeout:           rolloutTimeout(mz), Retry: r.o.PreflightRetry,
-		Status: mz.Status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
+		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
 	}
 	leader := r.o.Leader
 	desired, pending := rollout.Pending(in)
@@ -595,7 +619,9 @@ func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize)
 	if mz.Spec.ForcePromote == "" {
 		return false, nil
 	}
-	if mz.Spec.ForcePromote == mz.Spec.RequestRollout {
+	// Upstream compares forcePromote, as written, with the request as it
+	// writes a UUID (lower-case, hyphenated).
+	if mz.Spec.ForcePromote == mzuuid.Value(mz.Spec.RequestRollout) {
 		return true, nil
 	}
 	// The v1 hash is computed from the stored JSON, as the webhook does.
@@ -705,21 +731,16 @@ func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Mate
 	return true, nil
 }
 
-// statusApplyConfiguration is st as an apply configuration; empty fields
-// stay out of it, as they stay out of the JSON.
+// statusApplyConfiguration is st as an apply configuration. The fields
+// upstream's v1alpha1 status requires are always written (activeGeneration
+// 0, resourcesHash "", the nil UUID for no completed request), so upstream
+// can read every Materialize this operator wrote (docs/migrating-from-orchestratord.md).
 func statusApplyConfiguration(st v1alpha1.MaterializeStatus) *mzac.MaterializeStatusApplyConfiguration {
-	status := mzac.MaterializeStatus().WithResourceID(st.ResourceID).WithObservedGeneration(st.ObservedGeneration)
-	if st.ActiveGeneration > 0 {
-		status.WithActiveGeneration(st.ActiveGeneration)
-	}
-	if st.LastCompletedRolloutRequest != "" {
-		status.WithLastCompletedRolloutRequest(st.LastCompletedRolloutRequest)
-	}
+	status := mzac.MaterializeStatus().WithResourceID(st.ResourceID).WithObservedGeneration(st.ObservedGeneration).
+		WithActiveGeneration(st.ActiveGeneration).WithResourcesHash(st.ResourcesHash).
+		WithLastCompletedRolloutRequest(mzuuid.Value(st.LastCompletedRolloutRequest))
 	if st.LastCompletedRolloutEnvironmentdImageRef != "" {
 		status.WithLastCompletedRolloutEnvironmentdImageRef(st.LastCompletedRolloutEnvironmentdImageRef)
-	}
-	if st.ResourcesHash != "" {
-		status.WithResourcesHash(st.ResourcesHash)
 	}
 	if st.LastCompletedRolloutHash != "" {
 		status.WithLastCompletedRolloutHash(st.LastCompletedRolloutHash)
@@ -742,9 +763,15 @@ func statusApplyConfiguration(st v1alpha1.MaterializeStatus) *mzac.MaterializeSt
 
 // ownedStatus is the status this reconciler writes, as live holds it: the
 // whole status, so a field the desired status drops (status.rollout when a
-// rollout ends) counts as a change.
+// rollout ends) counts as a change. A status without
+// lastCompletedRolloutRequest (written before every required field was)
+// differs too, and is written whole.
 func ownedStatus(live *v1alpha1.Materialize, _ string) (*mzac.MaterializeApplyConfiguration, error) {
-	return mzac.Materialize(live.Name, live.Namespace).WithStatus(statusApplyConfiguration(live.Status)), nil
+	status := statusApplyConfiguration(live.Status)
+	if live.Status.LastCompletedRolloutRequest == "" {
+		status.LastCompletedRolloutRequest = nil
+	}
+	return mzac.Materialize(live.Name, live.Namespace).WithStatus(status), nil
 }
 
 // writeStatus applies the whole status unless live already holds it. The

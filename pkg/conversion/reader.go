@@ -1,0 +1,174 @@
+package conversion
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Upstream's conversion derives fields (requestRollout, requestedRolloutHash,
+// lastCompletedRolloutRequest, …) only for an object its typed reader
+// accepts whole: serde into its Materialize of that version, where metadata
+// and spec are required and a present status must have every non-Option
+// field. These checks follow its types (docs/migrating-from-orchestratord.md);
+// the differential test in test/upstream holds them to serde's behaviour.
+
+// readsV1alpha1 reports whether upstream reads obj as a whole v1alpha1
+// Materialize, but for the spec fields v1 shares, which the rollout hash
+// reads (a spec it cannot read has no hash).
+func readsV1alpha1(obj map[string]any) bool {
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok || !readsMetadata(obj) {
+		return false
+	}
+	r := &serdeWriter{path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
+	r.object(func() {
+		r.defaulted(spec, "requestRollout", nilUUID, r.uuid)
+		r.defaulted(spec, "forcePromote", "", r.string)
+		r.defaulted(spec, "inPlaceRollout", false, r.bool)
+		r.option(spec, "environmentdIamRoleArn", r.string)
+		r.statusV1alpha1(obj["status"])
+	})
+	return r.err == nil
+}
+
+// readsV1 reports whether upstream reads obj as a whole v1 Materialize, but
+// for the spec, which the rollout hash reads.
+func readsV1(obj map[string]any) bool {
+	if _, ok := obj["spec"].(map[string]any); !ok || !readsMetadata(obj) {
+		return false
+	}
+	r := &serdeWriter{path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
+	r.object(func() { r.statusV1(obj["status"]) })
+	return r.err == nil
+}
+
+// readsMetadata: kube's derived resource types require metadata, an
+// ObjectMeta. Its maps are what a conversion request can get wrong; the
+// rest the API server has checked before it asks.
+func readsMetadata(obj map[string]any) bool {
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return false
+	}
+	for _, field := range []string{"labels", "annotations"} {
+		switch m := meta[field].(type) {
+		case nil:
+		case map[string]any:
+			for _, v := range m {
+				if _, ok := v.(string); !ok {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// statusV1alpha1 reads v1alpha1's MaterializeStatus: an Option, so null or
+// absent is fine.
+func (w *serdeWriter) statusV1alpha1(v any) {
+	w.status(v, func(st map[string]any) {
+		w.requiredField(st, "resourceId", w.string)
+		w.requiredField(st, "activeGeneration", w.uint64)
+		w.requiredField(st, "lastCompletedRolloutRequest", w.uuid)
+		w.option(st, "lastCompletedRolloutEnvironmentdImageRef", w.string)
+		w.requiredField(st, "resourcesHash", w.string)
+		w.option(st, "lastCompletedRolloutHash", w.string)
+		w.requiredField(st, "conditions", w.list(w.condition))
+	})
+}
+
+// statusV1 reads v1's MaterializeStatus.
+func (w *serdeWriter) statusV1(v any) {
+	w.status(v, func(st map[string]any) {
+		w.requiredField(st, "resourceId", w.string)
+		w.requiredField(st, "activeGeneration", w.uint64)
+		w.option(st, "lastCompletedRolloutEnvironmentdImageRef", w.string)
+		w.option(st, "lastCompletedRolloutHash", w.string)
+		w.option(st, "requestedRolloutHash", w.string)
+		w.requiredField(st, "conditions", w.list(w.condition))
+	})
+}
+
+func (w *serdeWriter) status(v any, read func(map[string]any)) {
+	w.field("status")
+	defer w.endField()
+	if v == nil {
+		return
+	}
+	st, ok := v.(map[string]any)
+	if !ok {
+		w.fail("must be an object")
+		return
+	}
+	w.object(func() { read(st) })
+}
+
+// requiredField reads a field serde requires: neither absent nor null.
+func (w *serdeWriter) requiredField(obj map[string]any, key string, read func(any)) {
+	w.field(key)
+	defer w.endField()
+	if obj[key] == nil {
+		w.fail("required")
+		return
+	}
+	read(obj[key])
+}
+
+// uint64 is a u64 as serde_json reads one: a non-negative integer ("-0"
+// is zero), never a fraction or an exponent.
+func (w *serdeWriter) uint64(v any) {
+	n, ok := v.(json.Number)
+	if !ok {
+		w.int64(v) // a value built in Go, not decoded: as i64
+		return
+	}
+	s := string(n)
+	if strings.HasPrefix(s, "-") {
+		if i, err := strconv.ParseInt(s, 10, 64); err != nil || i != 0 {
+			w.fail("must be a non-negative integer")
+			return
+		}
+		s = "0"
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		w.fail("must be a non-negative integer")
+		return
+	}
+	w.separate()
+	w.buf = append(w.buf, s...)
+}
+
+// condition is k8s-openapi's meta/v1 Condition: a missing required string is
+// read as "", lastTransitionTime is a Time (RFC 3339), observedGeneration
+// an Option<i64>.
+func (w *serdeWriter) condition(v any) {
+	w.omitting(v,
+		structField{"lastTransitionTime", true, w.time},
+		structField{"message", true, w.string},
+		structField{"observedGeneration", false, w.int64},
+		structField{"reason", true, w.string},
+		structField{"status", true, w.string},
+		structField{"type", true, w.string})
+}
+
+// time reads a k8s-openapi Time; "" stands for a missing one (omitting
+// writes missing required fields as "").
+func (w *serdeWriter) time(v any) {
+	s, ok := v.(string)
+	if !ok {
+		w.fail("must be a timestamp string")
+		return
+	}
+	if s != "" {
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			w.fail("must be an RFC 3339 timestamp")
+			return
+		}
+	}
+	w.string(s)
+}
