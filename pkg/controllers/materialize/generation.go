@@ -20,6 +20,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
@@ -518,5 +519,5 @@ func (e env) resourcesHash() string {
 	g := e.generation(0)
 	raw, _ := json.Marshal([]any{g.statefulSet.Spec, g.statefulSet.Annotations, g.service.Spec, g.persistPubSub.Spec, g.listeners.Data})
 	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
+	return rollout.HashScheme + hex.EncodeToString(sum[:])
 }

@@ -14,6 +14,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -183,8 +184,32 @@ func changes(in Input, inProgress bool) bool {
 // requested is upstream's rollout_requested.
 func requested(in Input) bool { return in.Request != in.Status.LastCompletedRolloutRequest }
 
+// HashScheme starts every resourcesHash this operator computes. Upstream
+// hashes its own serialization of the generation's objects, which no other
+// implementation reproduces; the prefix tells a hash this operator can
+// compare from one it can only adopt (see adopts).
+const HashScheme = "og1:"
+
+// adopts reports whether the status's resourcesHash, computed by someone
+// else (upstream orchestratord, or an earlier scheme of this operator),
+// stands for what the spec asks for now: the UpToDate condition, written for
+// this very metadata.generation, says Applied, so its writer found no
+// changes in this spec, and no rollout is under way. The hash is then
+// replaced by this operator's own for the same spec, instead of reading as
+// a change (WaitingForApproval, or a needless rollout on the next request).
+func adopts(in Input, inProgress bool) bool {
+	if inProgress || in.Status.ResourcesHash == "" || strings.HasPrefix(in.Status.ResourcesHash, HashScheme) {
+		return false
+	}
+	c := upToDate(in.Status)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonApplied && c.ObservedGeneration == in.MetaGeneration
+}
+
 // Step is the state machine: one reconcile's decision.
 func Step(in Input) Output {
+	if _, inProgress := InProgress(in.Status, in.Request, in.Image); adopts(in, inProgress) {
+		in.Status.ResourcesHash = in.Hash
+	}
 	st := in.Status
 	st.ObservedGeneration = in.MetaGeneration
 	st.Conditions = append([]metav1.Condition(nil), st.Conditions...)

@@ -15,8 +15,8 @@ import (
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 const (
-	hashActive = "hash-of-the-active-spec"
-	hashNew    = "hash-of-the-new-spec"
+	hashActive = HashScheme + "hash-of-the-active-spec"
+	hashNew    = HashScheme + "hash-of-the-new-spec"
 	imgActive  = "materialize/environmentd:v26.1.0"
 	imgNew     = "materialize/environmentd:v26.2.0"
 )
@@ -394,4 +394,61 @@ func TestPending(t *testing.T) {
 			t.Errorf("%s: Pending = %d, %v; want %d, %v", c.name, gen, pending, c.gen, c.pending)
 		}
 	}
+}
+
+// After a switch from upstream orchestratord the status holds upstream's
+// resourcesHash, which this operator cannot compute. Where upstream's own
+// condition says this very spec was applied, the hash is adopted: no
+// WaitingForApproval, and no needless rollout on the next request.
+func TestAForeignHashIsAdoptedWhereUpstreamSaysApplied(t *testing.T) {
+	in := steady()
+	in.Status.ResourcesHash = "5f0c2d0a9e8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d" // upstream's
+	out := Step(in)
+	if out.Status.ResourcesHash != hashActive {
+		t.Errorf("resourcesHash = %q, want this operator's %q", out.Status.ResourcesHash, hashActive)
+	}
+	if c := upToDate(out.Status); c == nil || c.Reason != ReasonApplied {
+		t.Errorf("condition %+v, want Applied", c)
+	}
+
+	// A request for a spec whose objects do not change (balancerdReplicas,
+	// say) then rolls nothing out.
+	in.Status = out.Status
+	in.MetaGeneration, in.Request = 4, "r2"
+	if out := Step(in); hasAction(out, ApplyGeneration) {
+		t.Errorf("an adopted hash must not read as a change: %+v", out.Actions)
+	}
+}
+
+func TestAForeignHashIsNotAdoptedWithoutProof(t *testing.T) {
+	foreign := "5f0c2d0a9e8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d"
+	cases := map[string]mod{
+		// Upstream saw changes in this spec: they are still pending.
+		"waiting for approval": func(in *Input) {
+			in.Status.Conditions = []metav1.Condition{cond(metav1.ConditionFalse, ReasonWaitingForApproval, t0, 3)}
+		},
+		// The spec changed since upstream wrote Applied.
+		"an older spec applied": func(in *Input) { in.MetaGeneration = 4 },
+		// A hash of this operator's own scheme is compared, never adopted.
+		"own scheme": func(in *Input) { in.Status.ResourcesHash = HashScheme + "other" },
+	}
+	for name, m := range cases {
+		in := steady()
+		in.Status.ResourcesHash = foreign
+		m(&in)
+		want := in.Status.ResourcesHash
+		out := Step(in)
+		if out.Status.ResourcesHash != want {
+			t.Errorf("%s: resourcesHash = %q, want %q kept", name, out.Status.ResourcesHash, want)
+		}
+	}
+}
+
+func hasAction(out Output, kind ActionKind) bool {
+	for _, a := range out.Actions {
+		if a.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
