@@ -321,3 +321,23 @@ func TestPromotingIsAnyConditionWithReasonPromoting(t *testing.T) {
 		t.Error("upstream's is_promoting looks at every condition's reason: requestedRolloutHash must stay absent")
 	}
 }
+
+func TestUpstreamReadsSaysWhy(t *testing.T) {
+	if err := UpstreamReads(mustDecode(t, alphaWhole)); err != nil {
+		t.Errorf("a whole v1alpha1 object: %v", err)
+	}
+	in := mustDecode(t, alphaWhole)
+	remove(in, []string{"status", "lastCompletedRolloutRequest"})
+	if err := UpstreamReads(in); err == nil || !strings.Contains(err.Error(), "status.lastCompletedRolloutRequest: required") {
+		t.Errorf("missing lastCompletedRolloutRequest: %v", err)
+	}
+	in = mustDecode(t, v1Whole)
+	set(in, []string{"spec", "requestRollout"}, "x") // unknown at v1: ignored
+	if err := UpstreamReads(in); err != nil {
+		t.Errorf("a whole v1 object: %v", err)
+	}
+	remove(in, []string{"spec", "backendSecretName"})
+	if err := UpstreamReads(in); err == nil || !strings.Contains(err.Error(), "spec.backendSecretName: required") {
+		t.Errorf("missing backendSecretName: %v", err)
+	}
+}

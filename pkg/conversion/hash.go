@@ -78,7 +78,7 @@ func UpstreamSpecJSON(spec map[string]any) ([]byte, error) {
 
 func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
 	// The stacks are as deep as the spec.
-	w := &serdeWriter{buf: buf, path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
+	w := &serdeWriter{buf: buf, root: "spec.", path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
 	w.object(func() {
 		w.requiredString(spec, "environmentdImageRef")
 		w.option(spec, "environmentdExtraArgs", w.strings)
@@ -118,6 +118,7 @@ func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
 // in, for the error.
 type serdeWriter struct {
 	buf   []byte
+	root  string // where path starts, for errors
 	err   error
 	path  []string
 	comma []bool // per open object or array: whether a value was written
@@ -125,7 +126,7 @@ type serdeWriter struct {
 
 func (w *serdeWriter) fail(format string, args ...any) {
 	if w.err == nil {
-		w.err = fmt.Errorf("spec.%s: %s", joinPath(w.path), fmt.Sprintf(format, args...))
+		w.err = fmt.Errorf("%s%s: %s", w.root, joinPath(w.path), fmt.Sprintf(format, args...))
 	}
 }
 

@@ -2,6 +2,8 @@ package conversion
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -17,55 +19,90 @@ import (
 // readsV1alpha1 reports whether upstream reads obj as a whole v1alpha1
 // Materialize, but for the spec fields v1 shares, which the rollout hash
 // reads (a spec it cannot read has no hash).
-func readsV1alpha1(obj map[string]any) bool {
+func readsV1alpha1(obj map[string]any) bool { return readV1alpha1(obj) == nil }
+
+func readV1alpha1(obj map[string]any) error {
 	spec, ok := obj["spec"].(map[string]any)
-	if !ok || !readsMetadata(obj) {
-		return false
+	if !ok {
+		return errors.New("spec: required, an object")
+	}
+	if err := readMetadata(obj); err != nil {
+		return err
 	}
 	r := &serdeWriter{path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
 	r.object(func() {
-		r.defaulted(spec, "requestRollout", nilUUID, r.uuid)
-		r.defaulted(spec, "forcePromote", "", r.string)
-		r.defaulted(spec, "inPlaceRollout", false, r.bool)
-		r.option(spec, "environmentdIamRoleArn", r.string)
+		r.field("spec")
+		r.object(func() {
+			r.defaulted(spec, "requestRollout", nilUUID, r.uuid)
+			r.defaulted(spec, "forcePromote", "", r.string)
+			r.defaulted(spec, "inPlaceRollout", false, r.bool)
+			r.option(spec, "environmentdIamRoleArn", r.string)
+		})
+		r.endField()
 		r.statusV1alpha1(obj["status"])
 	})
-	return r.err == nil
+	return r.err
 }
 
 // readsV1 reports whether upstream reads obj as a whole v1 Materialize, but
 // for the spec, which the rollout hash reads.
-func readsV1(obj map[string]any) bool {
-	if _, ok := obj["spec"].(map[string]any); !ok || !readsMetadata(obj) {
-		return false
+func readsV1(obj map[string]any) bool { return readV1(obj) == nil }
+
+func readV1(obj map[string]any) error {
+	if _, ok := obj["spec"].(map[string]any); !ok {
+		return errors.New("spec: required, an object")
+	}
+	if err := readMetadata(obj); err != nil {
+		return err
 	}
 	r := &serdeWriter{path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
 	r.object(func() { r.statusV1(obj["status"]) })
-	return r.err == nil
+	return r.err
 }
 
-// readsMetadata: kube's derived resource types require metadata, an
+// UpstreamReads returns why upstream orchestratord's typed reader would
+// refuse obj, a whole Materialize of its apiVersion as the API server
+// returns it, or nil: an object it refuses is one upstream cannot reconcile
+// (docs/migrating-from-orchestratord.md, "What upstream finds").
+func UpstreamReads(obj map[string]any) error {
+	var err error
+	switch v, _ := obj["apiVersion"].(string); v {
+	case V1Alpha1:
+		err = readV1alpha1(obj)
+	case V1:
+		err = readV1(obj)
+	default:
+		return fmt.Errorf("apiVersion %q is not a Materialize version", v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = UpstreamSpecJSON(obj["spec"].(map[string]any))
+	return err
+}
+
+// readMetadata: kube's derived resource types require metadata, an
 // ObjectMeta. Its maps are what a conversion request can get wrong; the
 // rest the API server has checked before it asks.
-func readsMetadata(obj map[string]any) bool {
+func readMetadata(obj map[string]any) error {
 	meta, ok := obj["metadata"].(map[string]any)
 	if !ok {
-		return false
+		return errors.New("metadata: required, an object")
 	}
 	for _, field := range []string{"labels", "annotations"} {
 		switch m := meta[field].(type) {
 		case nil:
 		case map[string]any:
-			for _, v := range m {
+			for k, v := range m {
 				if _, ok := v.(string); !ok {
-					return false
+					return fmt.Errorf("metadata.%s[%s]: must be a string", field, k)
 				}
 			}
 		default:
-			return false
+			return fmt.Errorf("metadata.%s: must be an object", field)
 		}
 	}
-	return true
+	return nil
 }
 
 // statusV1alpha1 reads v1alpha1's MaterializeStatus: an Option, so null or
