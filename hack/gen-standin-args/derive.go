@@ -1325,15 +1325,20 @@ func (g *gen) typeParser(t rty, file, where string) (Parser, error) {
 		}
 		return Parser{Kind: Enum, Values: values}, nil
 	}
+	p := Parser{Kind: Unchecked, Expr: "FromStr for " + t.text}
 	switch g.manual[n] {
 	case "ValueEnum":
 		return Parser{}, fmt.Errorf("%s: %s has a hand-written ValueEnum impl, which is not handled", where, n)
 	case "ValueParserFactory":
-		// Its own parser (e.g. mz_ore's SensitiveUrlParser): a validator
-		// this package cannot run.
-		return Parser{Kind: Unchecked, Expr: "ValueParserFactory for " + t.text}, nil
+		// Its own parser (e.g. mz_ore's SensitiveUrlParser).
+		p.Expr = "ValueParserFactory for " + t.text
 	}
-	return Parser{Kind: Unchecked, Expr: "FromStr for " + t.text}, nil
+	// Unchecked unless package clap models the type (valueparsers.go).
+	key, err := g.typeKey(t, file)
+	if err != nil {
+		return p, err
+	}
+	return g.modelled(p, key, where)
 }
 
 // explicitParser reads `value_parser = ...`.
@@ -1401,9 +1406,14 @@ func (g *gen) explicitParser(toks []token, file, where string) (Parser, error) {
 		return p, nil
 	}
 	if v.kind == "path" || (len(toks) > 0 && toks[0].kind == tIdent && !strings.Contains(render(toks), "(")) {
-		// A function or a parser constant: clap cannot tell us what it
-		// accepts.
-		return Parser{Kind: Unchecked, Expr: render(toks)}, nil
+		// A function or a parser constant: Unchecked unless package clap
+		// models it (valueparsers.go).
+		p := Parser{Kind: Unchecked, Expr: render(toks)}
+		key, ok, err := g.exprKey(toks, file)
+		if err != nil || !ok {
+			return p, err
+		}
+		return g.modelled(p, key, where)
 	}
 	return Parser{}, fmt.Errorf("%s: value_parser %s is not handled", where, render(toks))
 }

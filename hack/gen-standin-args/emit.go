@@ -64,6 +64,10 @@ var actions = map[Action]string{
 
 var kinds = map[ParserKind]string{
 	String: "String", Path: "Path", Bool: "Bool", Int: "Int", Enum: "Enum", Unchecked: "Unchecked",
+	Duration: "Duration", SocketAddr: "SocketAddr", NetioSocketAddr: "NetioSocketAddr", IPAddr: "IPAddr",
+	IPNet: "IPNet", UUID: "UUID", HeaderValue: "HeaderValue", KeyValueArg: "KeyValueArg",
+	HeaderKeyValueArg: "HeaderKeyValueArg", KeyValPair: "KeyValPair", URL: "URL", EnvFilter: "EnvFilter",
+	EnvironmentID: "EnvironmentID", Text: "Text",
 }
 
 func writeArg(b *strings.Builder, a *Arg) {

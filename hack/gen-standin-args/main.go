@@ -10,7 +10,10 @@
 // only labels the output). -upstream-name is what the generated header calls
 // the repository. Anything the generator does not understand fails the run
 // with the struct and field named; -feature CRATE_DIR:FEATURE=on|off decides
-// a #[cfg(feature)] it cannot decide from the Cargo manifests.
+// a #[cfg(feature)] it cannot decide from the Cargo manifests. A value
+// parser package clap models gets its own parser kind (valueparsers.go),
+// after checking that upstream's parser code and the crate versions in
+// Cargo.lock are still the ones modelled; any other stays Unchecked.
 package main
 
 import (

@@ -31,6 +31,39 @@ pub fn parse_args<O>(config: CliConfig) -> O where O: Parser {
     }
     O::from_arg_matches(&clap.get_matches()).unwrap()
 }
+
+impl<K, V> FromStr for KeyValueArg<K, V>
+where
+    K: FromStr,
+    K::Err: Display,
+    V: FromStr,
+    V::Err: Display,
+{
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<KeyValueArg<K, V>, String> {
+        let mut parts = s.splitn(2, '=');
+        let key = parts.next().expect("always one part");
+        let value = parts
+            .next()
+            .ok_or_else(|| "must have format KEY=VALUE".to_string())?;
+        Ok(KeyValueArg {
+            key: key.parse().map_err(|e| format!("parsing key: {}", e))?,
+            value: value.parse().map_err(|e| format!("parsing value: {}", e))?,
+        })
+    }
+}
+`
+
+const testLock = `
+[[package]]
+name = "humantime"
+version = "2.3.0"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+
+[[package]]
+name = "mz-prog"
+version = "0.1.0"
 `
 
 const testMain = `
@@ -76,6 +109,16 @@ pub struct Args {
     #[cfg(not(feature = "on"))]
     #[clap(long)]
     feature_off: bool,
+    #[clap(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    timeout: Duration,
+    #[clap(long)]
+    listen: Addr,
+    #[clap(long)]
+    ip: Option<IpAddr>,
+    #[clap(long)]
+    label: Vec<KeyValueArg<String, String>>,
+    #[clap(long)]
+    not_ipnet: Option<IpNet>,
 }
 
 #[derive(ValueEnum, Clone, Default)]
@@ -90,6 +133,10 @@ enum Mode {
 }
 
 const LIMIT: u16 = 5;
+
+use mz_other::IpNet;
+use mz_ore::cli::KeyValueArg;
+use std::net::{IpAddr, SocketAddr as Addr};
 
 fn main() {
     let args: Args = cli::parse_args(CliConfig {
@@ -130,6 +177,7 @@ func testTree(t *testing.T, main string) map[string]string {
 		"src/other/Cargo.toml":   "[package]\nname = \"mz-other\"\n",
 		"src/other/src/lib.rs":   testOther,
 		"src/unrelated/src/x.rs": "struct Flattened2; // mentions Flattened only in a comment",
+		"Cargo.lock":             testLock,
 	}
 }
 
@@ -163,7 +211,8 @@ func TestGenerate(t *testing.T) {
 		got[a.ID] = a
 		order = append(order, a.ID)
 	}
-	if want := []string{"path_arg", "mode", "list", "limit", "pair", "speed", "explicit_bool", "maybe_bool", "inner_thing", "feature_on"}; !reflect.DeepEqual(order, want) {
+	if want := []string{"path_arg", "mode", "list", "limit", "pair", "speed", "explicit_bool", "maybe_bool", "inner_thing", "feature_on",
+		"timeout", "listen", "ip", "label", "not_ipnet"}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("args = %q, want %q", order, want)
 	}
 	check := func(id string, want Arg) {
@@ -191,6 +240,36 @@ func TestGenerate(t *testing.T) {
 	check("inner_thing", Arg{ID: "inner_thing", Long: "inner-thing", Env: "MZ_INNER_THING", Action: Set, ValueName: "INNER_THING",
 		Parser: Parser{Kind: Int, Int: &IntRange{Unsigned: true}}})
 	check("feature_on", Arg{ID: "feature_on", Long: "feature-on", Action: SetTrue, Parser: Parser{Kind: Bool}})
+	// Value parsers package clap models, by the path the file imports.
+	check("timeout", Arg{ID: "timeout", Long: "timeout", Action: Set, ValueName: "TIMEOUT", Default: []string{"1s"},
+		Parser: Parser{Kind: Duration, Expr: "humantime::parse_duration"}})
+	check("listen", Arg{ID: "listen", Long: "listen", Action: Set, ValueName: "LISTEN", Required: true,
+		Parser: Parser{Kind: SocketAddr, Expr: "FromStr for Addr"}})
+	check("ip", Arg{ID: "ip", Long: "ip", Action: Set, ValueName: "IP", Parser: Parser{Kind: IPAddr, Expr: "FromStr for IpAddr"}})
+	check("label", Arg{ID: "label", Long: "label", Action: Append, ValueName: "LABEL",
+		Parser: Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"}})
+	// Another crate's IpNet is not ipnet's.
+	check("not_ipnet", Arg{ID: "not_ipnet", Long: "not-ipnet", Action: Set, ValueName: "NOT_IPNET",
+		Parser: Parser{Kind: Unchecked, Expr: "FromStr for IpNet"}})
+}
+
+// A modelled parser whose upstream source or locked crate version changed
+// fails the run: the model may be stale.
+func TestGenerateStaleValueParser(t *testing.T) {
+	files := testTree(t, testMain)
+	files["src/ore/src/cli.rs"] = strings.Replace(testCli, `"must have format KEY=VALUE"`, `"want KEY=VALUE"`, 1)
+	_, err := generate(t, files)
+	if err == nil || !strings.Contains(err.Error(), "Args.label") || !strings.Contains(err.Error(), "KeyValueArg::from_str") ||
+		!strings.Contains(err.Error(), "may be stale") {
+		t.Errorf("changed KeyValueArg::from_str: err = %v", err)
+	}
+	files = testTree(t, testMain)
+	files["Cargo.lock"] = strings.Replace(testLock, `version = "2.3.0"`, `version = "2.4.0"`, 1)
+	_, err = generate(t, files)
+	if err == nil || !strings.Contains(err.Error(), "Args.timeout") ||
+		!strings.Contains(err.Error(), "the model follows humantime 2.3.0; Cargo.lock locks 2.4.0") {
+		t.Errorf("humantime 2.4.0: err = %v", err)
+	}
 }
 
 // The generator must refuse what it does not understand, naming the field.

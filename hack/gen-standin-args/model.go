@@ -71,6 +71,20 @@ const (
 	Int
 	Enum
 	Unchecked
+	Duration
+	SocketAddr
+	NetioSocketAddr
+	IPAddr
+	IPNet
+	UUID
+	HeaderValue
+	KeyValueArg
+	HeaderKeyValueArg
+	KeyValPair
+	URL
+	EnvFilter
+	EnvironmentID
+	Text
 )
 
 type Parser struct {

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
@@ -67,8 +66,9 @@ func Resolvers(ctx context.Context, argv []string, lookup func(string) (string, 
 	if !hasStatic {
 		return nil
 	}
+	// clap has parsed it with humantime::parse_duration.
 	raw, _ := svc.Get("static-resolver-addr-timeout")
-	timeout, err := rollout.ParseDuration(raw)
+	timeout, err := clap.ParseDuration(raw)
 	if err != nil {
 		return &standin.ExitError{Code: 2, Message: fmt.Sprintf("error: invalid value '%s' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': %v", raw, err)}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/balancer"
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
 func TestAcceptsTheBalancersCommandLine(t *testing.T) {
@@ -41,6 +42,35 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("Check(%q) = %v, want %q", c.args, err, c.want)
 		}
+	}
+}
+
+// balancerd refuses to start, in clap's words, when a value does not parse
+// as its Rust type.
+func TestRefusesValuesBalancerdRefuses(t *testing.T) {
+	base := []string{"service", "--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876",
+		"--internal-http-listen-addr=0.0.0.0:8080", "--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}
+	if _, _, _, _, err := Check(base, nil); err != nil {
+		t.Fatalf("the base command line is refused: %v", err)
+	}
+	for _, c := range []struct{ arg, want string }{
+		// std's SocketAddr takes no host name.
+		{"--pgwire-listen-addr=localhost:6875", "error: invalid value 'localhost:6875' for '--pgwire-listen-addr <HOST:PORT>': invalid socket address syntax"},
+		{"--internal-http-listen-addr=0.0.0.0", "error: invalid value '0.0.0.0' for '--internal-http-listen-addr <HOST:PORT>': invalid socket address syntax"},
+		{"--static-resolver-addr-timeout=30", "error: invalid value '30' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': time unit needed, for example 30sec or 30ms"},
+		{"--config-sync-timeout=1d2", "error: invalid value '1d2' for '--config-sync-timeout <CONFIG_SYNC_TIMEOUT>': time unit needed, for example 2sec or 2ms"},
+		{"--default-config=x", "error: invalid value 'x' for '--default-config <DEFAULT_CONFIG>': invalid KEY=value: no `=` found in `x`"},
+	} {
+		_, _, _, _, err := Check(append(append([]string(nil), base...), c.arg), nil)
+		var e *standin.ExitError
+		if !errors.As(err, &e) || e.Code != 2 || e.Message != c.want {
+			t.Errorf("%s: %v, want exit 2 %q", c.arg, err, c.want)
+		}
+	}
+	// Options of the top-level command, before the subcommand.
+	_, _, _, _, err := Check(append([]string{"--startup-log-filter=info,[x"}, base...), nil)
+	if err == nil || err.Error() != "error: invalid value 'info,[x' for '--startup-log-filter <FILTER>': invalid filter directive" {
+		t.Errorf("a bad --startup-log-filter: %v", err)
 	}
 }
 

@@ -10,10 +10,22 @@ package clap
 //   - src/balancerd/src/bin/balancerd.rs (Command)
 //   - src/balancerd/src/bin/balancerd.rs (ServiceArgs)
 //   - src/server-core/src/lib.rs (TlsCliArgs)
+//   - Cargo.lock (humantime 2.3.0)
+//   - src/balancerd/src/bin/balancerd.rs (parse_key_val)
 //   - src/orchestrator-tracing/src/lib.rs (TracingCliArgs)
+//   - src/tracing/src/lib.rs (CloneableEnvFilter::from_str)
+//   - Cargo.lock (tracing-subscriber 0.3.23)
+//   - Cargo.lock (tracing-core 0.1.36)
 //   - src/orchestrator-tracing/src/lib.rs (LogFormat)
+//   - src/ore/src/cli.rs (KeyValueArg::from_str)
+//   - Cargo.lock (http 1.4.2)
 //   - src/orchestrator-tracing/Cargo.toml (features)
 //   - src/balancerd/Cargo.toml (features)
+//   - src/ore/src/netio/socket.rs (InetSocketAddr)
+//   - src/ore/src/netio/socket.rs (SocketAddrType::guess)
+//   - src/ore/src/netio/socket.rs (SocketAddr::from_str)
+//   - src/ore/src/netio/socket.rs (UnixSocketAddr::from_pathname)
+//   - src/ore/src/netio/socket.rs (AddrParseError's Display)
 //
 // mz_ore::cli::parse_args is called without an env prefix: environment
 // variables are read as the source names them.
@@ -31,7 +43,7 @@ var Balancerd = &Command{
 			Action:    Set,
 			ValueName: "FILTER",
 			Default:   []string{"info"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for CloneableEnvFilter"},
+			Parser:    Parser{Kind: EnvFilter, Expr: "FromStr for CloneableEnvFilter"},
 			RustType:  "CloneableEnvFilter",
 			Origin:    "TracingCliArgs.startup_log_filter (src/orchestrator-tracing/src/lib.rs:93)",
 		},
@@ -100,7 +112,7 @@ var Balancerd = &Command{
 			ValueName: "OPENTELEMETRY_SCHED_DELAY",
 			Default:   []string{"5000ms"},
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.opentelemetry_sched_delay (src/orchestrator-tracing/src/lib.rs:138)",
 		},
@@ -112,7 +124,7 @@ var Balancerd = &Command{
 			ValueName: "OPENTELEMETRY_MAX_EXPORT_TIMEOUT",
 			Default:   []string{"30s"},
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.opentelemetry_max_export_timeout (src/orchestrator-tracing/src/lib.rs:147)",
 		},
@@ -134,7 +146,7 @@ var Balancerd = &Command{
 			ValueName: "NAME=VALUE",
 			Delimiter: ',',
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<HeaderName, HeaderValue>"},
+			Parser:    Parser{Kind: HeaderKeyValueArg, Expr: "FromStr for KeyValueArg<HeaderName, HeaderValue>"},
 			RustType:  "Vec<KeyValueArg<HeaderName, HeaderValue>>",
 			Origin:    "TracingCliArgs.opentelemetry_header (src/orchestrator-tracing/src/lib.rs:168)",
 		},
@@ -146,7 +158,7 @@ var Balancerd = &Command{
 			ValueName: "STARTUP_OPENTELEMETRY_FILTER",
 			Default:   []string{"info"},
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for CloneableEnvFilter"},
+			Parser:    Parser{Kind: EnvFilter, Expr: "FromStr for CloneableEnvFilter"},
 			RustType:  "CloneableEnvFilter",
 			Origin:    "TracingCliArgs.startup_opentelemetry_filter (src/orchestrator-tracing/src/lib.rs:182)",
 		},
@@ -157,7 +169,7 @@ var Balancerd = &Command{
 			Action:    Append,
 			ValueName: "NAME=VALUE",
 			Delimiter: ',',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "TracingCliArgs.opentelemetry_resource (src/orchestrator-tracing/src/lib.rs:194)",
 		},
@@ -167,7 +179,7 @@ var Balancerd = &Command{
 			Env:       "TOKIO_CONSOLE_LISTEN_ADDR",
 			Action:    Set,
 			ValueName: "TOKIO_CONSOLE_LISTEN_ADDR",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for SocketAddr"},
+			Parser:    Parser{Kind: NetioSocketAddr, Expr: "FromStr for mz_ore::netio::SocketAddr"},
 			RustType:  "Option<SocketAddr>",
 			Origin:    "TracingCliArgs.tokio_console_listen_addr (src/orchestrator-tracing/src/lib.rs:202)",
 		},
@@ -179,7 +191,7 @@ var Balancerd = &Command{
 			ValueName: "TOKIO_CONSOLE_PUBLISH_INTERVAL",
 			Default:   []string{"1s"},
 			Requires:  []string{"tokio_console_listen_addr"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.tokio_console_publish_interval (src/orchestrator-tracing/src/lib.rs:214)",
 		},
@@ -191,7 +203,7 @@ var Balancerd = &Command{
 			ValueName: "TOKIO_CONSOLE_RETENTION",
 			Default:   []string{"1h"},
 			Requires:  []string{"tokio_console_listen_addr"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.tokio_console_retention (src/orchestrator-tracing/src/lib.rs:226)",
 		},
@@ -222,7 +234,7 @@ var Balancerd = &Command{
 			Action:    Append,
 			ValueName: "NAME=VALUE",
 			Delimiter: ',',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "TracingCliArgs.sentry_tag (src/orchestrator-tracing/src/lib.rs:247)",
 		},
@@ -239,7 +251,7 @@ var Balancerd = &Command{
 					Action:    Set,
 					ValueName: "HOST:PORT",
 					Required:  true,
-					Parser:    Parser{Kind: Unchecked, Expr: "FromStr for SocketAddr"},
+					Parser:    Parser{Kind: SocketAddr, Expr: "FromStr for SocketAddr"},
 					RustType:  "SocketAddr",
 					Origin:    "ServiceArgs.pgwire_listen_addr (src/balancerd/src/bin/balancerd.rs:58)",
 				},
@@ -249,7 +261,7 @@ var Balancerd = &Command{
 					Action:    Set,
 					ValueName: "HOST:PORT",
 					Required:  true,
-					Parser:    Parser{Kind: Unchecked, Expr: "FromStr for SocketAddr"},
+					Parser:    Parser{Kind: SocketAddr, Expr: "FromStr for SocketAddr"},
 					RustType:  "SocketAddr",
 					Origin:    "ServiceArgs.https_listen_addr (src/balancerd/src/bin/balancerd.rs:60)",
 				},
@@ -298,7 +310,7 @@ var Balancerd = &Command{
 					Action:    Set,
 					ValueName: "HOST:PORT",
 					Required:  true,
-					Parser:    Parser{Kind: Unchecked, Expr: "FromStr for SocketAddr"},
+					Parser:    Parser{Kind: SocketAddr, Expr: "FromStr for SocketAddr"},
 					RustType:  "SocketAddr",
 					Origin:    "ServiceArgs.internal_http_listen_addr (src/balancerd/src/bin/balancerd.rs:64)",
 				},
@@ -431,7 +443,7 @@ var Balancerd = &Command{
 					Action:    Set,
 					ValueName: "CONFIG_SYNC_TIMEOUT",
 					Default:   []string{"30s"},
-					Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+					Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 					RustType:  "Duration",
 					Origin:    "ServiceArgs.config_sync_timeout (src/balancerd/src/bin/balancerd.rs:150)",
 				},
@@ -441,7 +453,7 @@ var Balancerd = &Command{
 					Env:       "CONFIG_SYNC_LOOP_INTERVAL",
 					Action:    Set,
 					ValueName: "CONFIG_SYNC_LOOP_INTERVAL",
-					Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+					Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 					RustType:  "Option<Duration>",
 					Origin:    "ServiceArgs.config_sync_loop_interval (src/balancerd/src/bin/balancerd.rs:160)",
 				},
@@ -471,7 +483,7 @@ var Balancerd = &Command{
 					Action:    Append,
 					ValueName: "DEFAULT_CONFIG",
 					Delimiter: ',',
-					Parser:    Parser{Kind: Unchecked, Expr: "parse_key_val::<String, String>"},
+					Parser:    Parser{Kind: KeyValPair, Expr: "parse_key_val::<String, String>"},
 					RustType:  "Option<Vec<(String, String)>>",
 					Origin:    "ServiceArgs.default_config (src/balancerd/src/bin/balancerd.rs:170)",
 				},
@@ -482,7 +494,7 @@ var Balancerd = &Command{
 					Action:    Set,
 					ValueName: "STATIC_RESOLVER_ADDR_TIMEOUT",
 					Default:   []string{"30s"},
-					Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+					Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 					RustType:  "Duration",
 					Origin:    "ServiceArgs.static_resolver_addr_timeout (src/balancerd/src/bin/balancerd.rs:181)",
 				},

@@ -13,11 +13,26 @@
 // -V/--version, and args_override_self (which mz_ore::cli::parse_args turns
 // on, so a repeated single-valued argument is not an error: the last wins).
 //
-// Not covered: value parsers of other Rust types (SocketAddr, Url, Duration,
-// Uuid, ...): such values are accepted as given (Parser.Kind Unchecked; the
-// Rust type is in Arg.RustType). Error messages are clap's message without
-// the "tip:" lines, usage and "For more information, try '--help'." that clap
-// appends. Help and version output is not rendered.
+// The value parsers of these Rust types are modelled (values.go, url.go),
+// each from the crate version upstream's Cargo.lock pins:
+// humantime::parse_duration (Duration), std's SocketAddr and IpAddr,
+// mz_ore::netio::SocketAddr, ipnet's IpNet, uuid's Uuid, http's HeaderValue,
+// mz_ore's KeyValueArg<String, String> and KeyValueArg<HeaderName,
+// HeaderValue>, balancerd's parse_key_val, mz_ore's SensitiveUrl (url::Url),
+// mz_tracing's CloneableEnvFilter (tracing-subscriber's EnvFilter),
+// mz_sql's EnvironmentId, and the parsers that take any UTF-8 string
+// (Password's From<String>, AwsExternalIdPrefix's infallible constructor).
+// Not modelled within them: the regular-expression syntax of an EnvFilter
+// field value (any value is accepted); the UTS 46 (IDNA) processing of
+// non-ASCII and "xn--" host labels in URLs; uuid's error wording is uuid
+// 1.23.1's (upstream pins 1.24.1, whose source was not available).
+//
+// Not covered: value parsers of any other Rust type, which the generator
+// marks Unchecked (the Rust type is in Arg.RustType) and whose values are
+// accepted as given; invalid UTF-8 is refused only by the modelled parsers
+// above (String values are not checked). Error messages are clap's message
+// without the "tip:" lines, usage and "For more information, try '--help'."
+// that clap appends. Help and version output is not rendered.
 //
 // The tables (environmentd_args.go, balancerd_args.go) are generated from a
 // Materialize checkout or bare repository:
@@ -152,6 +167,37 @@ const (
 	Enum
 	// Unchecked is any other Rust parser; values are accepted as given.
 	Unchecked
+	// Duration is humantime::parse_duration.
+	Duration
+	// SocketAddr is std's FromStr for SocketAddr (no host names).
+	SocketAddr
+	// NetioSocketAddr is mz_ore::netio::SocketAddr: a Unix socket path, a
+	// "turmoil:" address or std's SocketAddr.
+	NetioSocketAddr
+	// IPAddr is std's FromStr for IpAddr.
+	IPAddr
+	// IPNet is ipnet's FromStr for IpNet (address/prefix).
+	IPNet
+	// UUID is uuid's FromStr for Uuid.
+	UUID
+	// HeaderValue is http's FromStr for HeaderValue.
+	HeaderValue
+	// KeyValueArg is mz_ore::cli::KeyValueArg<String, String>: KEY=VALUE.
+	KeyValueArg
+	// HeaderKeyValueArg is KeyValueArg<HeaderName, HeaderValue>.
+	HeaderKeyValueArg
+	// KeyValPair is balancerd's parse_key_val::<String, String>.
+	KeyValPair
+	// URL is mz_ore::url::SensitiveUrl (url::Url, errors redacted).
+	URL
+	// EnvFilter is mz_tracing::CloneableEnvFilter (tracing-subscriber's
+	// EnvFilter).
+	EnvFilter
+	// EnvironmentID is mz_sql::catalog::EnvironmentId.
+	EnvironmentID
+	// Text is any UTF-8 string: a From<String> type or an infallible
+	// function.
+	Text
 )
 
 // Parser describes an argument's value parser.
@@ -253,6 +299,12 @@ const (
 	// DisplayHelpOnMissingArgumentOrSubcommand: clap prints the help to
 	// stderr and exits 2.
 	DisplayHelpOnMissingArgumentOrSubcommand
+	// InvalidUtf8: a value parser that needs a str got invalid UTF-8.
+	InvalidUtf8
+	// Panic is not clap's: the value parser panics and the program dies
+	// (exit 101). Message is the panic message; Error() only approximates
+	// the panic report around it.
+	Panic
 )
 
 // Error is a parse error. Error() is the text clap prints first
@@ -266,14 +318,19 @@ func (e *Error) Error() string {
 	switch e.Kind {
 	case DisplayHelp, DisplayVersion, DisplayHelpOnMissingArgumentOrSubcommand:
 		return e.Message
+	case Panic:
+		return "thread 'main' panicked: " + e.Message
 	}
 	return "error: " + e.Message
 }
 
 // ExitCode is the exit status clap uses for the error.
 func (e *Error) ExitCode() int {
-	if e.Kind == DisplayHelp || e.Kind == DisplayVersion {
+	switch e.Kind {
+	case DisplayHelp, DisplayVersion:
 		return 0
+	case Panic:
+		return 101
 	}
 	return 2
 }
@@ -916,6 +973,8 @@ func checkValue(a *Arg, v string) error {
 		if msg := checkInt(a.Parser.Int, v); msg != "" {
 			return errorf(ValueValidation, "invalid value '%s' for '%s': %s", v, a, msg)
 		}
+	default:
+		return checkParsed(a, v)
 	}
 	return nil
 }

@@ -321,11 +321,11 @@ func TestInvalidValue(t *testing.T) {
 func TestRepeatedArguments(t *testing.T) {
 	args, lookup := goodEnvironmentd()
 	// mz_ore::cli::parse_args sets args_override_self(true): the last wins.
-	m, err := Parse(Environmentd, append(args, "--environment-id=other", "--unsafe-mode", "--unsafe-mode"), lookup)
+	m, err := Parse(Environmentd, append(args, "--environment-id=aws-us-east-1-9f00a1b2-0000-4000-8000-000000000002-1", "--unsafe-mode", "--unsafe-mode"), lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.All("environment-id"); !reflect.DeepEqual(got, []string{"other"}) {
+	if got := m.All("environment-id"); !reflect.DeepEqual(got, []string{"aws-us-east-1-9f00a1b2-0000-4000-8000-000000000002-1"}) {
 		t.Errorf("--environment-id = %q, want the last one only", got)
 	}
 	// Append arguments keep every occurrence, split at their delimiter.
@@ -345,12 +345,18 @@ func TestRepeatedArguments(t *testing.T) {
 	parseErr(t, cmd, []string{"--verbose", "--verbose"}, nil, ArgumentConflict, "error: the argument '--verbose' cannot be used multiple times")
 }
 
+// Two valid environment ids, for the environment and the command line.
+const (
+	envEnvironmentID = "gcp-europe-west1-9f00a1b2-0000-4000-8000-000000000003-2"
+	cliEnvironmentID = "azure-eastus2-9f00a1b2-0000-4000-8000-000000000004-3"
+)
+
 func TestEnvFallback(t *testing.T) {
 	args, _ := goodEnvironmentd()
 	args = without(without(args, "--environment-id="), "--listeners-config-path=")
 	lookup := env(
 		"MZ_PERSIST_BLOB_URL", "s3://b",
-		"MZ_ENVIRONMENT_ID", "env-id",
+		"MZ_ENVIRONMENT_ID", envEnvironmentID,
 		"MZ_LISTENERS_CONFIG_PATH", "/env/listeners.json",
 		"ENVIRONMENT_ID", "unprefixed", // not read: the prefix is MZ_
 		"MZ_AVAILABILITY_ZONE", "z1,z2",
@@ -361,7 +367,7 @@ func TestEnvFallback(t *testing.T) {
 		t.Fatalf("environment values must satisfy required arguments: %v", err)
 	}
 	for name, want := range map[string][]string{
-		"environment-id":        {"env-id"},
+		"environment-id":        {envEnvironmentID},
 		"listeners-config-path": {"/env/listeners.json"},
 		"availability-zone":     {"z1", "z2"},
 		"unsafe-mode":           {"true"},
@@ -371,15 +377,15 @@ func TestEnvFallback(t *testing.T) {
 		}
 	}
 	// The command line wins.
-	m, err = Parse(Environmentd, append(args, "--environment-id=cli-id", "--listeners-config-path=/l"), lookup)
+	m, err = Parse(Environmentd, append(args, "--environment-id="+cliEnvironmentID, "--listeners-config-path=/l"), lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := m.Get("environment-id"); got != "cli-id" || m.Sources["environment-id"] != FromCommandLine {
+	if got, _ := m.Get("environment-id"); got != cliEnvironmentID || m.Sources["environment-id"] != FromCommandLine {
 		t.Errorf("--environment-id = %q, want the command line's", got)
 	}
 	// Environment values count as present for conflicts.
-	parseErr(t, Environmentd, append(args, "--persist-consensus-url=postgres://c", "--environment-id=e", "--listeners-config-path=/l"),
+	parseErr(t, Environmentd, append(args, "--persist-consensus-url=postgres://c", "--environment-id="+cliEnvironmentID, "--listeners-config-path=/l"),
 		env("MZ_PERSIST_BLOB_URL", "s3://b", "MZ_METADATA_BACKEND_URL", "postgres://m"), ArgumentConflict,
 		"error: the argument '--persist-consensus-url <PERSIST_CONSENSUS_URL>' cannot be used with '--metadata-backend-url <METADATA_BACKEND_URL>'")
 }

@@ -7,21 +7,44 @@ package clap
 //   - src/ore/src/cli.rs (mz_ore::cli::parse_args: env prefix "MZ_", args_override_self)
 //   - src/environmentd/src/environmentd/main.rs (cli::parse_args call)
 //   - src/environmentd/src/environmentd/main.rs (Args)
+//   - src/auth/src/password.rs (Password's From<String>)
+//   - Cargo.lock (http 1.4.2)
+//   - Cargo.lock (ipnet 2.12.1)
 //   - src/server-core/src/lib.rs (TlsCliArgs)
 //   - src/frontegg-auth/src/lib.rs (FronteggCliArgs)
+//   - Cargo.lock (uuid 1.24.1)
 //   - src/environmentd/src/environmentd/main.rs (OrchestratorKind)
+//   - src/ore/src/cli.rs (KeyValueArg::from_str)
 //   - src/orchestrator-kubernetes/src/lib.rs (KubernetesImagePullPolicy)
 //   - src/service/src/secrets.rs (SecretsControllerKind)
+//   - src/ore/src/url.rs (SensitiveUrl::from_str)
+//   - src/ore/src/url.rs (SensitiveUrlParser)
+//   - src/ore/src/url.rs (SensitiveUrl's ValueParserFactory)
+//   - Cargo.lock (url 2.5.8)
+//   - Cargo.lock (idna 1.1.0)
+//   - Cargo.lock (humantime 2.3.0)
+//   - src/sql/src/catalog.rs (EnvironmentId::from_str)
+//   - src/sql/src/catalog.rs (InvalidEnvironmentIdError's Display)
+//   - src/cloud-provider/src/lib.rs (CloudProvider::from_str)
 //   - src/adapter-types/src/bootstrap_builtin_cluster_config.rs (const DEFAULT_REPLICATION_FACTOR)
 //   - src/adapter-types/src/bootstrap_builtin_cluster_config.rs (const SYSTEM_CLUSTER_DEFAULT_REPLICATION_FACTOR)
 //   - src/adapter-types/src/bootstrap_builtin_cluster_config.rs (const CATALOG_SERVER_CLUSTER_DEFAULT_REPLICATION_FACTOR)
 //   - src/adapter-types/src/bootstrap_builtin_cluster_config.rs (const PROBE_CLUSTER_DEFAULT_REPLICATION_FACTOR)
 //   - src/adapter-types/src/bootstrap_builtin_cluster_config.rs (const SUPPORT_CLUSTER_DEFAULT_REPLICATION_FACTOR)
 //   - src/adapter-types/src/bootstrap_builtin_cluster_config.rs (const ANALYTICS_CLUSTER_DEFAULT_REPLICATION_FACTOR)
+//   - src/cloud-resources/src/vpc_endpoint.rs (AwsExternalIdPrefix::new_from_cli_argument_or_environment_variable)
 //   - src/orchestrator-tracing/src/lib.rs (TracingCliArgs)
+//   - src/tracing/src/lib.rs (CloneableEnvFilter::from_str)
+//   - Cargo.lock (tracing-subscriber 0.3.23)
+//   - Cargo.lock (tracing-core 0.1.36)
 //   - src/orchestrator-tracing/src/lib.rs (LogFormat)
 //   - src/orchestrator-tracing/Cargo.toml (features)
 //   - src/environmentd/Cargo.toml (features)
+//   - src/ore/src/netio/socket.rs (InetSocketAddr)
+//   - src/ore/src/netio/socket.rs (SocketAddrType::guess)
+//   - src/ore/src/netio/socket.rs (SocketAddr::from_str)
+//   - src/ore/src/netio/socket.rs (UnixSocketAddr::from_pathname)
+//   - src/ore/src/netio/socket.rs (AddrParseError's Display)
 //
 // mz_ore::cli::parse_args prefixes "MZ_" to the environment variables of
 // the top-level command's arguments (not a subcommand's).
@@ -66,7 +89,7 @@ var Environmentd = &Command{
 			Env:       "MZ_EXTERNAL_LOGIN_PASSWORD_MZ_SYSTEM",
 			Action:    Set,
 			ValueName: "EXTERNAL_LOGIN_PASSWORD_MZ_SYSTEM",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for Password"},
+			Parser:    Parser{Kind: Text, Expr: "From<String> for Password"},
 			RustType:  "Option<Password>",
 			Origin:    "Args.external_login_password_mz_system (src/environmentd/src/environmentd/main.rs:124)",
 		},
@@ -77,7 +100,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "HOST:PORT",
 			Default:   []string{"127.0.0.1:6879"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for SocketAddr"},
+			Parser:    Parser{Kind: SocketAddr, Expr: "FromStr for SocketAddr"},
 			RustType:  "SocketAddr",
 			Origin:    "Args.internal_persist_pubsub_listen_addr (src/environmentd/src/environmentd/main.rs:137)",
 		},
@@ -87,7 +110,7 @@ var Environmentd = &Command{
 			Env:       "MZ_CORS_ALLOWED_ORIGIN",
 			Action:    Append,
 			ValueName: "CORS_ALLOWED_ORIGIN",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for HeaderValue"},
+			Parser:    Parser{Kind: HeaderValue, Expr: "FromStr for HeaderValue"},
 			RustType:  "Vec<HeaderValue>",
 			Origin:    "Args.cors_allowed_origin (src/environmentd/src/environmentd/main.rs:147)",
 		},
@@ -98,7 +121,7 @@ var Environmentd = &Command{
 			Action:    Append,
 			ValueName: "ANNOUNCE_EGRESS_ADDRESS",
 			Delimiter: ',',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for IpNet"},
+			Parser:    Parser{Kind: IPNet, Expr: "FromStr for IpNet"},
 			RustType:  "Vec<IpNet>",
 			Origin:    "Args.announce_egress_address (src/environmentd/src/environmentd/main.rs:156)",
 		},
@@ -168,7 +191,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "UUID",
 			Requires:  []string{"frontegg_api_token_url", "frontegg_admin_role"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for Uuid"},
+			Parser:    Parser{Kind: UUID, Expr: "FromStr for Uuid"},
 			RustType:  "Option<Uuid>",
 			Origin:    "FronteggCliArgs.frontegg_tenant (src/frontegg-auth/src/lib.rs:39)",
 		},
@@ -253,7 +276,7 @@ var Environmentd = &Command{
 			Env:       "MZ_ORCHESTRATOR_KUBERNETES_SERVICE_ANNOTATION",
 			Action:    Append,
 			ValueName: "ORCHESTRATOR_KUBERNETES_SERVICE_ANNOTATION",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "Args.orchestrator_kubernetes_service_annotation (src/environmentd/src/environmentd/main.rs:187)",
 		},
@@ -263,7 +286,7 @@ var Environmentd = &Command{
 			Env:       "MZ_ORCHESTRATOR_KUBERNETES_SERVICE_LABEL",
 			Action:    Append,
 			ValueName: "ORCHESTRATOR_KUBERNETES_SERVICE_LABEL",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "Args.orchestrator_kubernetes_service_label (src/environmentd/src/environmentd/main.rs:191)",
 		},
@@ -273,7 +296,7 @@ var Environmentd = &Command{
 			Env:       "MZ_ORCHESTRATOR_KUBERNETES_SERVICE_NODE_SELECTOR",
 			Action:    Append,
 			ValueName: "ORCHESTRATOR_KUBERNETES_SERVICE_NODE_SELECTOR",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "Args.orchestrator_kubernetes_service_node_selector (src/environmentd/src/environmentd/main.rs:195)",
 		},
@@ -423,7 +446,7 @@ var Environmentd = &Command{
 			Env:       "MZ_ORCHESTRATOR_PROCESS_TCP_PROXY_LISTEN_ADDR",
 			Action:    Set,
 			ValueName: "ORCHESTRATOR_PROCESS_TCP_PROXY_LISTEN_ADDR",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for IpAddr"},
+			Parser:    Parser{Kind: IPAddr, Expr: "FromStr for IpAddr"},
 			RustType:  "Option<IpAddr>",
 			Origin:    "Args.orchestrator_process_tcp_proxy_listen_addr (src/environmentd/src/environmentd/main.rs:281)",
 		},
@@ -479,7 +502,7 @@ var Environmentd = &Command{
 			ValueName:    "AWS_SECRETS_CONTROLLER_TAGS",
 			Delimiter:    ';',
 			RequiredIfEq: []Cond{{Arg: "secrets_controller", Value: "aws-secrets-manager"}},
-			Parser:       Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:       Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:     "Vec<KeyValueArg<String, String>>",
 			Origin:       "Args.aws_secrets_controller_tags (src/environmentd/src/environmentd/main.rs:331)",
 		},
@@ -515,7 +538,7 @@ var Environmentd = &Command{
 			Action:        Set,
 			ValueName:     "METADATA_BACKEND_URL",
 			ConflictsWith: []string{"persist_consensus_url", "timestamp_oracle_url"},
-			Parser:        Parser{Kind: Unchecked, Expr: "ValueParserFactory for SensitiveUrl"},
+			Parser:        Parser{Kind: URL, Expr: "ValueParserFactory for SensitiveUrl"},
 			RustType:      "Option<SensitiveUrl>",
 			Origin:        "Args.metadata_backend_url (src/environmentd/src/environmentd/main.rs:357)",
 		},
@@ -536,7 +559,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "PERSIST_BLOB_URL",
 			Required:  true,
-			Parser:    Parser{Kind: Unchecked, Expr: "ValueParserFactory for SensitiveUrl"},
+			Parser:    Parser{Kind: URL, Expr: "ValueParserFactory for SensitiveUrl"},
 			RustType:  "SensitiveUrl",
 			Origin:    "Args.persist_blob_url (src/environmentd/src/environmentd/main.rs:369)",
 		},
@@ -546,7 +569,7 @@ var Environmentd = &Command{
 			Env:       "MZ_PERSIST_CONSENSUS_URL",
 			Action:    Set,
 			ValueName: "PERSIST_CONSENSUS_URL",
-			Parser:    Parser{Kind: Unchecked, Expr: "ValueParserFactory for SensitiveUrl"},
+			Parser:    Parser{Kind: URL, Expr: "ValueParserFactory for SensitiveUrl"},
 			RustType:  "Option<SensitiveUrl>",
 			Origin:    "Args.persist_consensus_url (src/environmentd/src/environmentd/main.rs:372)",
 		},
@@ -578,7 +601,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "STORAGE_USAGE_COLLECTION_INTERVAL_SEC",
 			Default:   []string{"3600s"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "Args.storage_usage_collection_interval_sec (src/environmentd/src/environmentd/main.rs:394)",
 		},
@@ -588,7 +611,7 @@ var Environmentd = &Command{
 			Env:       "MZ_STORAGE_USAGE_RETENTION_PERIOD",
 			Action:    Set,
 			ValueName: "STORAGE_USAGE_RETENTION_PERIOD",
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Option<Duration>",
 			Origin:    "Args.storage_usage_retention_period (src/environmentd/src/environmentd/main.rs:399)",
 		},
@@ -598,7 +621,7 @@ var Environmentd = &Command{
 			Env:       "MZ_TIMESTAMP_ORACLE_URL",
 			Action:    Set,
 			ValueName: "POSTGRES_URL",
-			Parser:    Parser{Kind: Unchecked, Expr: "ValueParserFactory for SensitiveUrl"},
+			Parser:    Parser{Kind: URL, Expr: "ValueParserFactory for SensitiveUrl"},
 			RustType:  "Option<SensitiveUrl>",
 			Origin:    "Args.timestamp_oracle_url (src/environmentd/src/environmentd/main.rs:404)",
 		},
@@ -680,7 +703,7 @@ var Environmentd = &Command{
 			Action:    Append,
 			ValueName: "LAUNCHDARKLY_KEY_MAP",
 			Delimiter: ';',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "Args.launchdarkly_key_map (src/environmentd/src/environmentd/main.rs:454)",
 		},
@@ -691,7 +714,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "CONFIG_SYNC_TIMEOUT",
 			Default:   []string{"30s"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "Args.config_sync_timeout (src/environmentd/src/environmentd/main.rs:462)",
 		},
@@ -701,7 +724,7 @@ var Environmentd = &Command{
 			Env:       "MZ_CONFIG_SYNC_LOOP_INTERVAL",
 			Action:    Set,
 			ValueName: "CONFIG_SYNC_LOOP_INTERVAL",
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Option<Duration>",
 			Origin:    "Args.config_sync_loop_interval (src/environmentd/src/environmentd/main.rs:473)",
 		},
@@ -722,7 +745,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "<CLOUD>-<REGION>-<ORG-ID>-<ORDINAL>",
 			Required:  true,
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for EnvironmentId"},
+			Parser:    Parser{Kind: EnvironmentID, Expr: "FromStr for EnvironmentId"},
 			RustType:  "EnvironmentId",
 			Origin:    "Args.environment_id (src/environmentd/src/environmentd/main.rs:485)",
 		},
@@ -875,7 +898,7 @@ var Environmentd = &Command{
 			Action:    Append,
 			ValueName: "SYSTEM_PARAMETER_DEFAULT",
 			Delimiter: ';',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "Args.system_parameter_default (src/environmentd/src/environmentd/main.rs:593)",
 		},
@@ -915,7 +938,7 @@ var Environmentd = &Command{
 			Env:       "MZ_AWS_EXTERNAL_ID_PREFIX",
 			Action:    Set,
 			ValueName: "ID",
-			Parser:    Parser{Kind: Unchecked, Expr: "AwsExternalIdPrefix::new_from_cli_argument_or_environment_variable"},
+			Parser:    Parser{Kind: Text, Expr: "AwsExternalIdPrefix::new_from_cli_argument_or_environment_variable"},
 			RustType:  "Option<AwsExternalIdPrefix>",
 			Origin:    "Args.aws_external_id_prefix (src/environmentd/src/environmentd/main.rs:611)",
 		},
@@ -937,7 +960,7 @@ var Environmentd = &Command{
 			Action:    Set,
 			ValueName: "FILTER",
 			Default:   []string{"info"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for CloneableEnvFilter"},
+			Parser:    Parser{Kind: EnvFilter, Expr: "FromStr for CloneableEnvFilter"},
 			RustType:  "CloneableEnvFilter",
 			Origin:    "TracingCliArgs.startup_log_filter (src/orchestrator-tracing/src/lib.rs:93)",
 		},
@@ -1006,7 +1029,7 @@ var Environmentd = &Command{
 			ValueName: "OPENTELEMETRY_SCHED_DELAY",
 			Default:   []string{"5000ms"},
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.opentelemetry_sched_delay (src/orchestrator-tracing/src/lib.rs:138)",
 		},
@@ -1018,7 +1041,7 @@ var Environmentd = &Command{
 			ValueName: "OPENTELEMETRY_MAX_EXPORT_TIMEOUT",
 			Default:   []string{"30s"},
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.opentelemetry_max_export_timeout (src/orchestrator-tracing/src/lib.rs:147)",
 		},
@@ -1040,7 +1063,7 @@ var Environmentd = &Command{
 			ValueName: "NAME=VALUE",
 			Delimiter: ',',
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<HeaderName, HeaderValue>"},
+			Parser:    Parser{Kind: HeaderKeyValueArg, Expr: "FromStr for KeyValueArg<HeaderName, HeaderValue>"},
 			RustType:  "Vec<KeyValueArg<HeaderName, HeaderValue>>",
 			Origin:    "TracingCliArgs.opentelemetry_header (src/orchestrator-tracing/src/lib.rs:168)",
 		},
@@ -1052,7 +1075,7 @@ var Environmentd = &Command{
 			ValueName: "STARTUP_OPENTELEMETRY_FILTER",
 			Default:   []string{"info"},
 			Requires:  []string{"opentelemetry_endpoint"},
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for CloneableEnvFilter"},
+			Parser:    Parser{Kind: EnvFilter, Expr: "FromStr for CloneableEnvFilter"},
 			RustType:  "CloneableEnvFilter",
 			Origin:    "TracingCliArgs.startup_opentelemetry_filter (src/orchestrator-tracing/src/lib.rs:182)",
 		},
@@ -1063,7 +1086,7 @@ var Environmentd = &Command{
 			Action:    Append,
 			ValueName: "NAME=VALUE",
 			Delimiter: ',',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "TracingCliArgs.opentelemetry_resource (src/orchestrator-tracing/src/lib.rs:194)",
 		},
@@ -1073,7 +1096,7 @@ var Environmentd = &Command{
 			Env:       "MZ_TOKIO_CONSOLE_LISTEN_ADDR",
 			Action:    Set,
 			ValueName: "TOKIO_CONSOLE_LISTEN_ADDR",
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for SocketAddr"},
+			Parser:    Parser{Kind: NetioSocketAddr, Expr: "FromStr for mz_ore::netio::SocketAddr"},
 			RustType:  "Option<SocketAddr>",
 			Origin:    "TracingCliArgs.tokio_console_listen_addr (src/orchestrator-tracing/src/lib.rs:202)",
 		},
@@ -1085,7 +1108,7 @@ var Environmentd = &Command{
 			ValueName: "TOKIO_CONSOLE_PUBLISH_INTERVAL",
 			Default:   []string{"1s"},
 			Requires:  []string{"tokio_console_listen_addr"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.tokio_console_publish_interval (src/orchestrator-tracing/src/lib.rs:214)",
 		},
@@ -1097,7 +1120,7 @@ var Environmentd = &Command{
 			ValueName: "TOKIO_CONSOLE_RETENTION",
 			Default:   []string{"1h"},
 			Requires:  []string{"tokio_console_listen_addr"},
-			Parser:    Parser{Kind: Unchecked, Expr: "humantime::parse_duration"},
+			Parser:    Parser{Kind: Duration, Expr: "humantime::parse_duration"},
 			RustType:  "Duration",
 			Origin:    "TracingCliArgs.tokio_console_retention (src/orchestrator-tracing/src/lib.rs:226)",
 		},
@@ -1128,7 +1151,7 @@ var Environmentd = &Command{
 			Action:    Append,
 			ValueName: "NAME=VALUE",
 			Delimiter: ',',
-			Parser:    Parser{Kind: Unchecked, Expr: "FromStr for KeyValueArg<String, String>"},
+			Parser:    Parser{Kind: KeyValueArg, Expr: "FromStr for KeyValueArg<String, String>"},
 			RustType:  "Vec<KeyValueArg<String, String>>",
 			Origin:    "TracingCliArgs.sentry_tag (src/orchestrator-tracing/src/lib.rs:247)",
 		},

@@ -58,13 +58,9 @@ type Plan struct {
 // Now is the clock license keys are checked against.
 var Now = time.Now
 
-// environmentIDPattern is EnvironmentId's FromStr (upstream
-// src/sql/src/catalog.rs) with CloudProvider's FromStr
-// (src/cloud-provider/src/lib.rs).
+// environmentIDPattern is EnvironmentId's regex (upstream
+// src/sql/src/catalog.rs), to read the parts of an id clap accepted.
 var environmentIDPattern = regexp.MustCompile(`^([[:alnum:]]+)-([[:alnum:]\-]+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-(\d{1,8})$`)
-
-var cloudProviders = map[string]bool{"local": true, "docker": true, "mzcompose": true, "cloudtest": true,
-	"aws": true, "gcp": true, "azure": true, "generic": true}
 
 // Check parses argv and the environment as environmentd of the given
 // version does at start-up, in its order, and reads the files it reads with
@@ -78,12 +74,8 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		}
 		return nil, &ExitError{Code: 2, Message: err.Error()}
 	}
-	// Value parsers clap runs for these types.
-	id, _ := m.Get("environment-id")
-	if g := environmentIDPattern.FindStringSubmatch(id); g == nil || !cloudProviders[strings.ToLower(g[1])] {
-		return nil, &ExitError{Code: 2, Message: fmt.Sprintf(
-			"error: invalid value '%s' for '--environment-id <<CLOUD>-<REGION>-<ORG-ID>-<ORDINAL>>': invalid environment ID", id)}
-	}
+	// clap has run the value parsers (--environment-id's EnvironmentId and
+	// the others, package clap's values.go) while parsing.
 	orchestrator, _ := m.Get("orchestrator")
 
 	// run(): the license key first.

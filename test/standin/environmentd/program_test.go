@@ -1,0 +1,69 @@
+package environmentd
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/materializeinc/orchestratord/pkg/imageref"
+)
+
+// A process-orchestrated environmentd that starts, for the value tests.
+func processArgs() ([]string, func(string) (string, bool), func(string) ([]byte, error)) {
+	args := []string{
+		"--environment-id=local-az1-9f00a1b2-0000-4000-8000-000000000001-0",
+		"--orchestrator=process",
+		"--orchestrator-process-secrets-directory=/secrets",
+		`--cluster-replica-sizes={"25cc":{"workers":1,"scale":1,"credits_per_hour":"0.25"}}`,
+		"--bootstrap-default-cluster-replica-size=25cc",
+		"--listeners-config-path=/listeners.json",
+		"--internal-persist-pubsub-listen-addr=0.0.0.0:6879",
+		"--config-sync-loop-interval=1s",
+	}
+	env := map[string]string{"MZ_PERSIST_BLOB_URL": "s3://bucket/blob", "MZ_METADATA_BACKEND_URL": "postgres://mz@db/mz"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	read := func(p string) ([]byte, error) {
+		if p == "/listeners.json" {
+			return []byte(`{"sql":{},"http":{}}`), nil
+		}
+		return nil, fs.ErrNotExist
+	}
+	return args, lookup, read
+}
+
+// environmentd refuses to start, in clap's words and with clap's exit
+// status, when a value does not parse as its Rust type.
+func TestCheckRefusesValuesEnvironmentdRefuses(t *testing.T) {
+	v := imageref.MustParseVersion("26.35.0")
+	args, lookup, read := processArgs()
+	if _, exit := Check(v, args, lookup, read); exit != nil {
+		t.Fatalf("the base command line is refused: %v", exit)
+	}
+	for _, c := range []struct{ arg, want string }{
+		// A host name where std's SocketAddr wants an IP address.
+		{"--internal-persist-pubsub-listen-addr=localhost:6879",
+			"error: invalid value 'localhost:6879' for '--internal-persist-pubsub-listen-addr <HOST:PORT>': invalid socket address syntax"},
+		{"--config-sync-loop-interval=1 second later",
+			"error: invalid value '1 second later' for '--config-sync-loop-interval <CONFIG_SYNC_LOOP_INTERVAL>': expected number at 9"},
+		// SensitiveUrl redacts the value and gives no reason.
+		{"--persist-blob-url=bucket/blob", "error: invalid value '<redacted>' for '--persist-blob-url <PERSIST_BLOB_URL>'"},
+		{"--environment-id=local-az1-0", "error: invalid value 'local-az1-0' for '--environment-id <<CLOUD>-<REGION>-<ORG-ID>-<ORDINAL>>': invalid environment ID"},
+		{"--system-parameter-default=enable_rbac_checks", "error: invalid value 'enable_rbac_checks' for '--system-parameter-default <SYSTEM_PARAMETER_DEFAULT>': must have format KEY=VALUE"},
+		{"--startup-log-filter=debug,mz=loud", `error: invalid value 'debug,mz=loud' for '--startup-log-filter <FILTER>': error parsing level filter: expected one of "off", "error", "warn", "info", "debug", "trace", or a number 0-5`},
+	} {
+		_, exit := Check(v, append(append([]string(nil), args...), c.arg), lookup, read)
+		if exit == nil || exit.Code != 2 || exit.Message != c.want {
+			t.Errorf("%s: exit %+v, want code 2 %q", c.arg, exit, c.want)
+		}
+	}
+	// The environment goes through the same parsers.
+	bad := func(k string) (string, bool) {
+		if k == "MZ_METADATA_BACKEND_URL" {
+			return "postgres://db:port/mz", true
+		}
+		return lookup(k)
+	}
+	if _, exit := Check(v, args, bad, read); exit == nil || exit.Code != 2 ||
+		exit.Message != "error: invalid value '<redacted>' for '--metadata-backend-url <METADATA_BACKEND_URL>'" {
+		t.Errorf("a bad MZ_METADATA_BACKEND_URL: exit %+v", exit)
+	}
+}
