@@ -168,7 +168,9 @@ func TestStandInImageRefusesTheOldCommandLine(t *testing.T) {
 		t.Fatal("the old command line did not end the container")
 	}
 	log := containerLog(t, ns, pod.Name)
-	if term.ExitCode != 2 || !strings.Contains(log, "error: unexpected argument '--internal-http-listen-addr' found") {
+	// clap parses each value as it reads it: the bare UUID environment id,
+	// the old command line's first argument, is what environmentd refuses.
+	if term.ExitCode != 2 || !strings.Contains(log, "error: invalid value '0b0b0b0b-1111-4222-8333-444444444444' for '--environment-id") {
 		t.Errorf("exit %d, log:\n%s", term.ExitCode, log)
 	}
 }
