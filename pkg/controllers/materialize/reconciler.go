@@ -35,6 +35,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/humantime"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 	"k8s.io/apimachinery/pkg/labels"
@@ -440,8 +441,10 @@ func applyChild[T any, AC any](ctx context.Context, live T, getErr error, desire
 	return err
 }
 
+// rolloutTimeout is upstream's rollout_request_timeout: the spec's value as
+// humantime reads it, else (unset or unreadable) the default.
 func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
-	if d, err := rollout.ParseDuration(mz.Spec.RolloutRequestTimeout); err == nil && d > 0 {
+	if d, err := humantime.Parse(mz.Spec.RolloutRequestTimeout); err == nil {
 		return d
 	}
 	return defaultRolloutTimeout

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/materializeinc/orchestratord/pkg/humantime"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
@@ -68,7 +69,7 @@ func Resolvers(ctx context.Context, argv []string, lookup func(string) (string, 
 	}
 	// clap has parsed it with humantime::parse_duration.
 	raw, _ := svc.Get("static-resolver-addr-timeout")
-	timeout, err := clap.ParseDuration(raw)
+	timeout, err := humantime.Parse(raw)
 	if err != nil {
 		return &standin.ExitError{Code: 2, Message: fmt.Sprintf("error: invalid value '%s' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': %v", raw, err)}
 	}

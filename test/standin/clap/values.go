@@ -16,10 +16,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/materializeinc/orchestratord/pkg/humantime"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
@@ -41,7 +41,7 @@ func checkParsed(a *Arg, v string) error {
 	var err error
 	switch a.Parser.Kind {
 	case Duration:
-		_, _, err = parseHumantime(v)
+		_, _, err = humantime.ParseParts(v)
 	case SocketAddr:
 		err = parseSocketAddr(v)
 	case NetioSocketAddr:
@@ -79,24 +79,12 @@ func checkParsed(a *Arg, v string) error {
 	if errors.As(err, &p) {
 		return &Error{Kind: Panic, Message: p.msg}
 	}
+	var hp *humantime.PanicError
+	if errors.As(err, &hp) {
+		return &Error{Kind: Panic, Message: hp.Msg}
+	}
 	return errorf(ValueValidation, "invalid value '%s' for '%s': %s", v, a, err)
 }
-
-// ParseDuration parses s as humantime::parse_duration (humantime 2.3) and
-// returns the duration, saturated at the largest time.Duration (humantime
-// goes up to 2^64 seconds).
-func ParseDuration(s string) (time.Duration, error) {
-	secs, nanos, err := parseHumantime(s)
-	if err != nil {
-		return 0, err
-	}
-	if secs > uint64(math.MaxInt64/int64(time.Second))-1 {
-		return math.MaxInt64, nil
-	}
-	return time.Duration(secs)*time.Second + time.Duration(nanos), nil
-}
-
-// --- humantime 2.3.0, src/duration.rs: parse_duration -----------------------
 
 // isRustWhitespace is char::is_whitespace (the White_Space property).
 func isRustWhitespace(r rune) bool { return unicode.Is(unicode.White_Space, r) }
@@ -118,26 +106,6 @@ var htUnits = map[string]struct{ sec, nsec uint64 }{
 	"years": {31557600, 0}, "year": {31557600, 0}, "yr": {31557600, 0}, "yrs": {31557600, 0}, "y": {31557600, 0}, // 365.25 days
 }
 
-var errHTOverflow = errors.New("number is too large or cannot be represented without a lack of precision (values below 1ns are not supported)")
-
-type htParser struct {
-	src        string
-	pos        int // byte offset of the next character
-	secs       uint64
-	nanos      uint64
-	haveFrac   bool
-	num, denom uint64
-}
-
-func (p *htParser) next() (rune, bool) {
-	if p.pos >= len(p.src) {
-		return 0, false
-	}
-	r, n := utf8.DecodeRuneInString(p.src[p.pos:])
-	p.pos += n
-	return r, true
-}
-
 func mulOK(a, b uint64) (uint64, bool) {
 	hi, lo := bits.Mul64(a, b)
 	return lo, hi == 0
@@ -146,243 +114,6 @@ func mulOK(a, b uint64) (uint64, bool) {
 func addOK(a, b uint64) (uint64, bool) {
 	s, c := bits.Add64(a, b, 0)
 	return s, c == 0
-}
-
-// parseHumantime returns the duration as seconds and nanoseconds.
-func parseHumantime(s string) (uint64, uint32, error) {
-	if s == "0" {
-		return 0, 0, nil
-	}
-	p := &htParser{src: s}
-	n, ok, err := p.firstDigit()
-	if err != nil {
-		return 0, 0, err
-	}
-	if !ok {
-		return 0, 0, errors.New("value was empty")
-	}
-outer:
-	for {
-		p.haveFrac = false
-		off := p.pos
-		// The number; whitespace between digits is skipped.
-	number:
-		for {
-			c, more := p.next()
-			if !more {
-				break
-			}
-			switch {
-			case c >= '0' && c <= '9':
-				var ok1, ok2 bool
-				if n, ok1 = mulOK(n, 10); ok1 {
-					n, ok2 = addOK(n, uint64(c-'0'))
-				}
-				if !ok1 || !ok2 {
-					return 0, 0, errHTOverflow
-				}
-			case isRustWhitespace(c):
-			case htUnitChar(c):
-				break number
-			case c == '.':
-				if err := p.fraction(&off); err != nil {
-					return 0, 0, err
-				}
-				break number
-			default:
-				return 0, 0, fmt.Errorf("invalid character at %d", off)
-			}
-			off = p.pos
-		}
-		// The unit: letters up to whitespace, a digit or the end.
-		start := off
-		end := p.pos
-		for {
-			c, more := p.next()
-			if !more {
-				break
-			}
-			switch {
-			case c >= '0' && c <= '9':
-				if err := p.unit(n, start, end); err != nil {
-					return 0, 0, err
-				}
-				n = uint64(c - '0')
-				continue outer
-			case isRustWhitespace(c):
-			case htUnitChar(c):
-				end = p.pos
-				continue
-			default:
-				return 0, 0, fmt.Errorf("invalid character at %d", end)
-			}
-			break
-		}
-		if err := p.unit(n, start, end); err != nil {
-			return 0, 0, err
-		}
-		n, ok, err = p.firstDigit()
-		if err != nil {
-			return 0, 0, err
-		}
-		if !ok {
-			return p.secs, uint32(p.nanos), nil
-		}
-	}
-}
-
-// firstDigit skips whitespace and reads one digit; (0, false) at the end.
-func (p *htParser) firstDigit() (uint64, bool, error) {
-	off := p.pos
-	for {
-		c, more := p.next()
-		if !more {
-			return 0, false, nil
-		}
-		switch {
-		case c >= '0' && c <= '9':
-			return uint64(c - '0'), true, nil
-		case isRustWhitespace(c):
-		default:
-			return 0, false, fmt.Errorf("expected number at %d", off)
-		}
-	}
-}
-
-// fraction reads the digits after a decimal point.
-func (p *htParser) fraction(off *int) error {
-	num, denom, zeros := uint64(0), uint64(1), true
-loop:
-	for {
-		c, more := p.next()
-		if !more {
-			break
-		}
-		var ok bool
-		switch {
-		case c == '0':
-			if denom, ok = mulOK(denom, 10); !ok {
-				return errHTOverflow
-			}
-			if !zeros {
-				if num, ok = mulOK(num, 10); !ok {
-					return errHTOverflow
-				}
-			}
-		case c >= '1' && c <= '9':
-			zeros = false
-			if denom, ok = mulOK(denom, 10); !ok {
-				return errHTOverflow
-			}
-			ok2 := false
-			if num, ok = mulOK(num, 10); ok {
-				num, ok2 = addOK(num, uint64(c-'0'))
-			}
-			if !ok || !ok2 {
-				return errHTOverflow
-			}
-		case isRustWhitespace(c):
-		case htUnitChar(c):
-			break loop
-		default:
-			return fmt.Errorf("invalid character at %d", *off)
-		}
-		*off = p.pos
-	}
-	if denom == 1 {
-		// No digit after the separator, e.g. "1.".
-		return fmt.Errorf("invalid character at %d", *off)
-	}
-	p.haveFrac, p.num, p.denom = true, num, denom
-	return nil
-}
-
-func (p *htParser) unit(n uint64, start, end int) error {
-	name := p.src[start:end]
-	u, ok := htUnits[name]
-	if !ok {
-		if name == "" {
-			return fmt.Errorf("time unit needed, for example %dsec or %dms", n, n)
-		}
-		// {:?} of a string of letters: just quotes.
-		return fmt.Errorf("unknown time unit \"%s\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)", name)
-	}
-	var sec, nsec uint64
-	if u.sec > 0 {
-		if sec, ok = mulOK(n, u.sec); !ok {
-			return errHTOverflow
-		}
-	} else if nsec, ok = mulOK(n, u.nsec); !ok {
-		return errHTOverflow
-	}
-	if err := p.add(sec, nsec); err != nil {
-		return err
-	}
-	if !p.haveFrac {
-		return nil
-	}
-	// The fraction must divide exactly into the unit's resolution:
-	// nanoseconds up to minutes, seconds from hours.
-	num, d := p.num, p.denom
-	div := func(x uint64) (uint64, error) {
-		if x%d != 0 {
-			return 0, errHTOverflow
-		}
-		return x / d, nil
-	}
-	var perUnit uint64
-	inNanos := true
-	switch {
-	case u.sec == 0 && u.nsec == 1:
-		return errHTOverflow // no fractions of a nanosecond
-	case u.sec == 0:
-		perUnit = u.nsec
-	case u.sec == 1:
-		perUnit = 1e9
-	case u.sec == 60:
-		perUnit = 60e9
-	default:
-		perUnit, inNanos = u.sec, false
-	}
-	x, ok := mulOK(num, perUnit)
-	if !ok {
-		return errHTOverflow
-	}
-	q, err := div(x)
-	if err != nil {
-		return err
-	}
-	if inNanos {
-		return p.add(0, q)
-	}
-	return p.add(q, 0)
-}
-
-// add is humantime's add_current: it carries nanoseconds only above one
-// second, and std's Duration::new then carries an exact second (panicking
-// on overflow).
-func (p *htParser) add(sec, nsec uint64) error {
-	ns, ok := addOK(p.nanos, nsec)
-	if !ok {
-		return errHTOverflow
-	}
-	if ns > 1e9 {
-		if sec, ok = addOK(sec, ns/1e9); !ok {
-			return errHTOverflow
-		}
-		ns %= 1e9
-	}
-	if sec, ok = addOK(p.secs, sec); !ok {
-		return errHTOverflow
-	}
-	if ns == 1e9 {
-		if sec == math.MaxUint64 {
-			return &panicError{"overflow in Duration::new"}
-		}
-		sec, ns = sec+1, 0
-	}
-	p.secs, p.nanos = sec, ns
-	return nil
 }
 
 // --- Rust std (library/core/src/net/parser.rs): IpAddr, SocketAddr ---------

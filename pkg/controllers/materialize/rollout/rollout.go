@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/humantime"
 )
 
 // The UpToDate condition and its reasons, upstream's.
@@ -290,7 +291,7 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 	// before anything is deleted.
 	if !starting && !in.Forced && !in.Now.Before(deadline) {
 		setCondition(&st, in, metav1.ConditionFalse, ReasonRolloutTimeout,
-			fmt.Sprintf("Cancelled rollout to generation %d after it exceeded the rollout timeout of %s", desired, FormatDuration(in.Timeout)))
+			fmt.Sprintf("Cancelled rollout to generation %d after it exceeded the rollout timeout of %s", desired, humantime.Format(in.Timeout)))
 		// Completed, so it is not retried: a new request retries.
 		st.LastCompletedRolloutRequest = in.Request
 		st.Rollout = nil
