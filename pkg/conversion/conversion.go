@@ -11,6 +11,7 @@ package conversion
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize"
 	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
@@ -52,9 +53,11 @@ func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
 	if err := checkShape(obj); err != nil {
 		return nil, err
 	}
-	switch {
-	case from == apiVersion:
+	if from == apiVersion {
 		return obj, nil
+	}
+	obj = withoutNullSections(obj)
+	switch {
 	case apiVersion == V1:
 		return toV1(obj)
 	default:
@@ -67,6 +70,25 @@ func checkVersion(apiVersion string) error {
 		return fmt.Errorf("%q is not a %s version (want %s or %s)", apiVersion, materialize.GroupName, V1Alpha1, V1)
 	}
 	return nil
+}
+
+// withoutNullSections drops a null metadata, spec or status, as upstream's
+// conversion does (each is an Option it skips when None). The API server
+// never sends one; obj itself is left alone.
+func withoutNullSections(obj map[string]any) map[string]any {
+	var out map[string]any
+	for _, section := range []string{"metadata", "spec", "status"} {
+		if v, ok := obj[section]; ok && v == nil {
+			if out == nil {
+				out = maps.Clone(obj)
+			}
+			delete(out, section)
+		}
+	}
+	if out == nil {
+		return obj
+	}
+	return out
 }
 
 // checkShape rejects objects whose top-level sections are not objects; such
@@ -176,14 +198,24 @@ func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 		delete(status, "resourcesHash")
 		delete(status, "observedGeneration")
 		if hash, ok := hash.of(obj); ok && whole {
-			if !isPromoting(status) {
-				status["requestedRolloutHash"] = hash
+			// A field of the other version's name, unknown here, passes
+			// through as upstream's does and wins over the derived value.
+			if _, passed := status["requestedRolloutHash"]; !passed {
+				if !isPromoting(status) {
+					status["requestedRolloutHash"] = hash
+				}
 			}
 			// A whole object's UUIDs parse; they are compared as values.
 			last, request := mzuuid.Value(lastCompletedRequest), mzuuid.Value(requestRollout)
 			inProgress := last == nilUUID || last != request
-			if _, ok := status["lastCompletedRolloutHash"]; !ok && !inProgress {
-				status["lastCompletedRolloutHash"] = hash
+			// Upstream reads null as None: derived like an absent one, and
+			// dropped when there is nothing to derive.
+			if status["lastCompletedRolloutHash"] == nil {
+				if inProgress {
+					delete(status, "lastCompletedRolloutHash")
+				} else {
+					status["lastCompletedRolloutHash"] = hash
+				}
 			}
 		}
 	}
@@ -218,18 +250,22 @@ func plainToV1alpha1(obj map[string]any, hash *rolloutHash) map[string]any {
 	obj["apiVersion"] = V1Alpha1
 	spec, _ := obj["spec"].(map[string]any)
 	status, _ := obj["status"].(map[string]any)
-	if spec != nil && whole {
+	// A field of the other version's name, unknown here, passes through
+	// as upstream's does and wins over the derived value.
+	if _, passed := spec["requestRollout"]; spec != nil && whole && !passed {
 		spec["requestRollout"] = RolloutRequest(hashed)
 	}
 	if status != nil {
 		delete(status, "requestedRolloutHash")
 		// Upstream's v1alpha1 status requires both: a whole object gets
 		// them as upstream writes them, so upstream can read it back.
-		if whole {
+		if _, passed := status["lastCompletedRolloutRequest"]; whole && !passed {
 			status["lastCompletedRolloutRequest"] = nilUUID
 			if last, ok := status["lastCompletedRolloutHash"].(string); ok {
 				status["lastCompletedRolloutRequest"] = RolloutRequest(last)
 			}
+		}
+		if _, passed := status["resourcesHash"]; whole && !passed {
 			status["resourcesHash"] = ""
 		}
 	}

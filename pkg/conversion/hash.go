@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
 // ForceRolloutAnnotation's value goes into the rollout hash, so changing it
@@ -99,10 +101,10 @@ func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
 		w.option(spec, "podLabels", w.stringMap)
 		w.cleared(spec, "forcePromote", w.string)
 		w.defaulted(spec, "forceRollout", nilUUID, w.uuid)
-		w.defaulted(spec, "rolloutStrategy", "WaitUntilReady", w.string)
+		w.defaulted(spec, "rolloutStrategy", "WaitUntilReady", w.enum(rolloutStrategies...))
 		w.defaulted(spec, "rolloutRequestTimeout", "24h", w.string)
 		w.requiredString(spec, "backendSecretName")
-		w.defaulted(spec, "authenticatorKind", "None", w.string)
+		w.defaulted(spec, "authenticatorKind", "None", w.enum(authenticatorKinds...))
 		w.defaulted(spec, "enableRbac", false, w.bool)
 		w.defaulted(spec, "environmentId", nilUUID, w.uuid)
 		w.option(spec, "systemParameterConfigmapName", w.string)
@@ -284,11 +286,16 @@ func (w *serdeWriter) quantity(v any) {
 	case string:
 		w.string(n)
 	case json.Number:
-		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
+		// An integer, i64 or u64 as serde_json reads it, written as Rust
+		// formats it ("-0" is 0); a fraction or an exponent is a float,
+		// which Quantity refuses.
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+			w.string(strconv.FormatInt(i, 10))
+		} else if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
+			w.string(strconv.FormatUint(u, 10))
+		} else {
 			w.fail("a quantity number must be an integer")
-			return
 		}
-		w.string(string(n))
 	case int64:
 		w.string(strconv.FormatInt(n, 10))
 	case float64:
@@ -299,6 +306,31 @@ func (w *serdeWriter) quantity(v any) {
 		w.string(strconv.FormatInt(int64(n), 10))
 	default:
 		w.fail("must be a quantity")
+	}
+}
+
+// The unit variants of upstream's enums (serde names).
+var (
+	rolloutStrategies    = []string{"WaitUntilReady", "ManuallyPromote", "ImmediatelyPromoteCausingDowntime"}
+	authenticatorKinds   = []string{"Frontegg", "Password", "Sasl", "Oidc", "None"}
+	privateKeyAlgorithms = []string{"RSA", "ECDSA", "Ed25519"}
+)
+
+// enum reads a serde-derived enum of unit variants: the variant's name, or
+// serde's externally tagged form {"Name": null}; it writes the name.
+func (w *serdeWriter) enum(variants ...string) func(any) {
+	return func(v any) {
+		name, ok := v.(string)
+		if m, isMap := v.(map[string]any); isMap && len(m) == 1 {
+			for k, inner := range m {
+				name, ok = k, inner == nil
+			}
+		}
+		if !ok || !slices.Contains(variants, name) {
+			w.fail("must be one of %v", variants)
+			return
+		}
+		w.string(name)
 	}
 }
 
@@ -369,12 +401,12 @@ func (w *serdeWriter) uuid(v any) {
 		w.fail("must be a UUID string")
 		return
 	}
-	id, err := uuid.Parse(s)
+	id, err := mzuuid.Canonical(s)
 	if err != nil {
 		w.fail("must be a UUID: %v", err)
 		return
 	}
-	w.string(id.String())
+	w.string(id)
 }
 
 func (w *serdeWriter) list(write func(any)) func(any) {
@@ -501,7 +533,7 @@ func (w *serdeWriter) certSpec(v any) {
 		w.option(obj, "renewBefore", w.string)
 		w.option(obj, "issuerRef", w.issuerRef)
 		w.option(obj, "secretTemplate", w.secretTemplate)
-		for _, f := range []structField{{"privateKeyAlgorithm", false, w.string}, {"privateKeySize", false, w.int64}} {
+		for _, f := range []structField{{"privateKeyAlgorithm", false, w.enum(privateKeyAlgorithms...)}, {"privateKeySize", false, w.int64}} {
 			if obj[f.key] != nil {
 				w.field(f.key)
 				f.write(obj[f.key])

@@ -81,28 +81,58 @@ func UpstreamReads(obj map[string]any) error {
 	return err
 }
 
-// readMetadata: kube's derived resource types require metadata, an
-// ObjectMeta. Its maps are what a conversion request can get wrong; the
-// rest the API server has checked before it asks.
+// readMetadata: kube's derived resource types require metadata, a
+// k8s-openapi ObjectMeta, which reads each field it knows by its type.
 func readMetadata(obj map[string]any) error {
-	meta, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		return errors.New("metadata: required, an object")
+	meta, ok := obj["metadata"]
+	if !ok || meta == nil {
+		return errors.New("metadata: required")
 	}
-	for _, field := range []string{"labels", "annotations"} {
-		switch m := meta[field].(type) {
-		case nil:
-		case map[string]any:
-			for k, v := range m {
-				if _, ok := v.(string); !ok {
-					return fmt.Errorf("metadata.%s[%s]: must be a string", field, k)
-				}
-			}
-		default:
-			return fmt.Errorf("metadata.%s: must be an object", field)
-		}
-	}
-	return nil
+	r := &serdeWriter{root: "metadata.", path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
+	r.objectMeta(meta)
+	return r.err
+}
+
+// objectMeta is k8s-openapi's ObjectMeta: every field optional, null as
+// absent, unknown fields ignored.
+func (w *serdeWriter) objectMeta(v any) {
+	w.omitting(v,
+		structField{"annotations", false, w.stringMap},
+		structField{"creationTimestamp", false, w.time},
+		structField{"deletionGracePeriodSeconds", false, w.int64},
+		structField{"deletionTimestamp", false, w.time},
+		structField{"finalizers", false, w.strings},
+		structField{"generateName", false, w.string},
+		structField{"generation", false, w.int64},
+		structField{"labels", false, w.stringMap},
+		structField{"managedFields", false, w.list(w.managedFieldsEntry)},
+		structField{"name", false, w.string},
+		structField{"namespace", false, w.string},
+		structField{"ownerReferences", false, w.list(w.ownerReference)},
+		structField{"resourceVersion", false, w.string},
+		structField{"selfLink", false, w.string},
+		structField{"uid", false, w.string})
+}
+
+func (w *serdeWriter) managedFieldsEntry(v any) {
+	w.omitting(v,
+		structField{"apiVersion", false, w.string},
+		structField{"fieldsType", false, w.string},
+		structField{"fieldsV1", false, func(any) {}}, // any JSON value
+		structField{"manager", false, w.string},
+		structField{"operation", false, w.string},
+		structField{"subresource", false, w.string},
+		structField{"time", false, w.time})
+}
+
+func (w *serdeWriter) ownerReference(v any) {
+	w.omitting(v,
+		structField{"apiVersion", true, w.string},
+		structField{"blockOwnerDeletion", false, w.bool},
+		structField{"controller", false, w.bool},
+		structField{"kind", true, w.string},
+		structField{"name", true, w.string},
+		structField{"uid", true, w.string})
 }
 
 // statusV1alpha1 reads v1alpha1's MaterializeStatus: an Option, so null or
@@ -181,9 +211,13 @@ func (w *serdeWriter) uint64(v any) {
 }
 
 // condition is k8s-openapi's meta/v1 Condition: a missing required string is
-// read as "", lastTransitionTime is a Time (RFC 3339), observedGeneration
-// an Option<i64>.
+// read as "", but lastTransitionTime, a Time, has no default: it must be
+// there, an RFC 3339 timestamp. observedGeneration is an Option<i64>.
 func (w *serdeWriter) condition(v any) {
+	if c, ok := v.(map[string]any); ok && c["lastTransitionTime"] == nil {
+		w.fail("lastTransitionTime: required")
+		return
+	}
 	w.omitting(v,
 		structField{"lastTransitionTime", true, w.time},
 		structField{"message", true, w.string},
@@ -193,19 +227,16 @@ func (w *serdeWriter) condition(v any) {
 		structField{"type", true, w.string})
 }
 
-// time reads a k8s-openapi Time; "" stands for a missing one (omitting
-// writes missing required fields as "").
+// time reads a k8s-openapi Time: an RFC 3339 timestamp.
 func (w *serdeWriter) time(v any) {
 	s, ok := v.(string)
 	if !ok {
 		w.fail("must be a timestamp string")
 		return
 	}
-	if s != "" {
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			w.fail("must be an RFC 3339 timestamp")
-			return
-		}
+	if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		w.fail("must be an RFC 3339 timestamp")
+		return
 	}
 	w.string(s)
 }

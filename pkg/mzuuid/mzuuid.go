@@ -28,10 +28,14 @@ func Canonical(s string) (string, error) {
 }
 
 // wellFormed refuses what google/uuid accepts but the uuid crate does not:
-// a URN prefix in another case ("URN:UUID:").
+// a URN prefix in another case ("URN:UUID:"), and any pair of characters
+// around the 36-character form but braces.
 func wellFormed(s string) bool {
-	if len(s) == 45 {
+	switch len(s) {
+	case 45:
 		return strings.HasPrefix(s, "urn:uuid:")
+	case 38:
+		return s[0] == '{' && s[37] == '}'
 	}
 	return true
 }

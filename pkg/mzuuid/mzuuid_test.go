@@ -19,7 +19,8 @@ func TestCanonicalAcceptsTheUUIDCratesSpellings(t *testing.T) {
 	// The API server's uuid format admits hyphens in some places only;
 	// the uuid crate does not.
 	for _, in := range []string{"", "0b0b0b0b-11114222-8333-444444444444", "0b0b0b0b-1111-4222-8333-44444444444g",
-		"URN:UUID:0b0b0b0b-1111-4222-8333-444444444444", "0b0b0b0b-1111-4222-8333-4444444444444"} {
+		"URN:UUID:0b0b0b0b-1111-4222-8333-444444444444", "0b0b0b0b-1111-4222-8333-4444444444444",
+		"[0b0b0b0b-1111-4222-8333-444444444444]", "(0b0b0b0b-1111-4222-8333-444444444444)", "{0b0b0b0b-1111-4222-8333-444444444444)"} {
 		if got, err := Canonical(in); err == nil {
 			t.Errorf("Canonical(%q) = %q, want an error", in, got)
 		}

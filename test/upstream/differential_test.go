@@ -519,12 +519,9 @@ func stripCarry(input, out map[string]any) map[string]any {
 	default:
 		delete(meta, "annotations")
 	}
-	if len(meta) == 0 {
-		if !hadMeta {
-			delete(out, "metadata")
-		} else if inMeta == nil {
-			out["metadata"] = nil
-		}
+	// A null metadata is dropped, as upstream drops it.
+	if len(meta) == 0 && (!hadMeta || inMeta == nil) {
+		delete(out, "metadata")
 	}
 	return out
 }

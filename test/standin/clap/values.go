@@ -410,10 +410,7 @@ func parseIPNet(s string) error {
 // braced, URN; pkg/mzuuid, which upstream's operator shares) and words the
 // error as uuid's InvalidUuid::into_err (read at uuid 1.23.1).
 func parseUUID(s string) error {
-	_, err := mzuuid.Canonical(s)
-	// google/uuid, under mzuuid, takes any two characters around a 38-byte
-	// form; the uuid crate wants braces.
-	if err == nil && (len(s) != 38 || s[0] == '{' && s[37] == '}') {
+	if _, err := mzuuid.Canonical(s); err == nil {
 		return nil
 	}
 	body, offset, simple := s, 0, true
