@@ -1,14 +1,21 @@
 package materialize
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 )
 
@@ -48,25 +55,68 @@ func TestLicenseKeyChecks(t *testing.T) {
 		t.Errorf("problem %q for a good key", got)
 	}
 	if len(events.Events) != 0 {
-		t.Fatalf("events for problems or a good key: %v", <-events.Events)
+		t.Fatalf("events from the pre-flight check: %v", <-events.Events)
 	}
-	// Expiring within 30 days: a warning, once per generation.
-	soon := unsignedKey(anyEnv, now.Add(10*24*time.Hour), "Disable")
-	for range 3 {
-		if got := r.checkLicenseKey(e, "backend", soon); got != "" {
-			t.Errorf("problem %q for a key that still works", got)
+}
+
+// Between rollouts too, the LicenseKey condition says how the key stands,
+// with an Event as it changes: 30 days before expiry, at expiry, when it
+// is unreadable; and the reconcile comes back when the clock changes it.
+func TestLicenseKeyCondition(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	const anyEnv = "00000000-0000-0000-0000-000000000000"
+	mz := testMaterialize("materialize/environmentd:v26.35.0", "")
+	mz.Generation = 7
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: mz.Spec.BackendSecretName, Namespace: mz.Namespace}, Data: map[string][]byte{}}
+	kube := fake.NewClientset(secret)
+	events := record.NewFakeRecorder(10)
+	r := &reconciler{d: controller.Deps{Kube: kube, Recorder: events, Log: zap.NewNop()}, o: Options{Now: func() time.Time { return now }}}
+
+	var st v1alpha1.MaterializeStatus
+	step := func(key []byte) licenseState {
+		t.Helper()
+		secret.Data[LicenseKeyEntry] = key
+		if _, err := kube.CoreV1().Secrets(mz.Namespace).Update(context.Background(), secret, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		l := r.licenseKeyState(context.Background(), mz)
+		before := *st.DeepCopy()
+		setLicenseCondition(&st, l)
+		r.licenseEvent(mz, before, st)
+		return l
+	}
+	check := func(status metav1.ConditionStatus, reason string) {
+		t.Helper()
+		c := meta.FindStatusCondition(st.Conditions, ConditionLicenseKey)
+		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != 7 {
+			t.Fatalf("condition %+v, want %s/%s at generation 7", c, status, reason)
 		}
 	}
-	e.mz.Status.ActiveGeneration++
-	r.checkLicenseKey(e, "backend", soon)
-	r.checkLicenseKey(e, "backend", unsignedKey(anyEnv, now.Add(-time.Hour), "Warn")) // same generation: already warned
-	e.mz.Status.ActiveGeneration++
-	r.checkLicenseKey(e, "backend", unsignedKey(anyEnv, now.Add(-time.Hour), "Warn"))
+
+	far := now.Add(100 * 24 * time.Hour)
+	if l := step(unsignedKey(anyEnv, far, "Disable")); l.recheck != far.Add(time.Minute).Add(-licenseWarning).Sub(now) {
+		t.Errorf("recheck %v, want when the warning starts", l.recheck)
+	}
+	check(metav1.ConditionTrue, ReasonLicenseValid)
+	step(unsignedKey(anyEnv, far, "Disable")) // unchanged: no Event
+	soon := now.Add(10 * 24 * time.Hour)
+	step(unsignedKey(anyEnv, soon, "Disable"))
+	step(unsignedKey(anyEnv, soon, "Disable"))
+	check(metav1.ConditionTrue, ReasonLicenseExpiring)
+	now = soon.Add(2 * time.Minute)
+	step(unsignedKey(anyEnv, soon, "Disable"))
+	check(metav1.ConditionFalse, ReasonLicenseExpired)
+	if c := meta.FindStatusCondition(st.Conditions, ConditionLicenseKey); !strings.Contains(c.Message, "environmentd refuses to start") {
+		t.Errorf("message %q", c.Message)
+	}
+	step([]byte("not-a-jwt"))
+	check(metav1.ConditionFalse, ReasonLicenseInvalid)
+
 	var got []string
 	for len(events.Events) > 0 {
 		got = append(got, strings.SplitN(<-events.Events, " ", 3)[1])
 	}
-	if strings.Join(got, ",") != "LicenseKeyExpiring,LicenseKeyExpiring,LicenseKeyExpired" {
-		t.Errorf("events %v, want one warning per generation", got)
+	if strings.Join(got, ",") != "LicenseKeyExpiring,LicenseKeyExpired,LicenseKeyInvalid" {
+		t.Errorf("events %v, want one per change", got)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -176,15 +175,11 @@ func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) *v1alpha1.Ma
 	return nil
 }
 
-// licenseWarning is how long before its expiry a license key is warned of.
-const licenseWarning = 30 * 24 * time.Hour
-
 // checkLicenseKey reads the claims environmentd and upstream orchestratord
 // act on, without the signature (environmentd checks it): a key that is no
 // JWT, that is for another environment (upstream's check) or that expired
-// with the Disable behaviour is a problem; one expiring within 30 days is
-// an Event, once per generation this process starts (the check runs on
-// every pass until the generation is created).
+// with the Disable behaviour is a problem. Expiry warnings are the
+// LicenseKey condition's (license.go).
 func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) string {
 	claims, err := licensekey.Read(raw)
 	if err != nil {
@@ -209,24 +204,5 @@ func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) strin
 		return fmt.Sprintf("backend Secret %q: the license key expired at %s, and with expiration_behavior %s environmentd refuses to start",
 			secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
 	}
-	if now.Add(licenseWarning).Before(expires) || !r.licenseWarnedOnce(e.mz) {
-		return ""
-	}
-	switch {
-	case now.After(expires):
-		r.d.Recorder.Eventf(e.mz, corev1.EventTypeWarning, "LicenseKeyExpired",
-			"the license key in backend Secret %q expired at %s (expiration_behavior %s)", secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
-	default:
-		r.d.Recorder.Eventf(e.mz, corev1.EventTypeWarning, "LicenseKeyExpiring",
-			"the license key in backend Secret %q expires at %s (expiration_behavior %s)", secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
-	}
 	return ""
-}
-
-// licenseWarnedOnce reports whether this is the first license warning this
-// process gives for mz's next generation.
-func (r *reconciler) licenseWarnedOnce(mz *v1alpha1.Materialize) bool {
-	next := mz.Status.ActiveGeneration + 1
-	prev, loaded := r.licenseWarned.Swap(mz.UID, next)
-	return !loaded || prev.(uint64) != next
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,9 +102,6 @@ type reconciler struct {
 	roles        controller.Lister[*rbacv1.Role]
 	bindings     controller.Lister[*rbacv1.RoleBinding]
 	policies     controller.Lister[*networkingv1.NetworkPolicy]
-	// licenseWarned is, per Materialize UID, the generation whose license
-	// key expiry this process last warned of.
-	licenseWarned sync.Map
 }
 
 // newReconciler is the materialize reconciler over d's informers.
@@ -489,7 +485,9 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 			in.Desired = r.observeLeader(ctx, leader, r.o.EnvironmentdURL(mz, e.id, desired), pre.problem)
 		}
 	}
+	license := r.licenseKeyState(ctx, mz)
 	out := rollout.Step(in)
+	setLicenseCondition(&out.Status, license)
 	err = r.act(ctx, e, out, leader)
 	var failed *applyFailedError
 	switch {
@@ -502,6 +500,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		// timeout, a webhook down) is also retried with backoff.
 		in.ApplyFailed = failed.err.Error()
 		out = rollout.Step(in)
+		setLicenseCondition(&out.Status, license)
 		if err := r.act(ctx, e, out, leader); err != nil {
 			return controller.Result{}, false, err
 		}
@@ -515,8 +514,11 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 	switch {
 	case out.Poll:
 		return controller.Result{RequeueAfter: r.o.PollInterval}, false, nil
-	case out.RecheckAfter > 0:
+	case out.RecheckAfter > 0 && (license.recheck <= 0 || out.RecheckAfter < license.recheck):
 		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil
+	case license.recheck > 0:
+		// The LicenseKey condition changes by the clock alone.
+		return controller.Result{RequeueAfter: license.recheck}, true, nil
 	}
 	return controller.Result{}, true, nil
 }
@@ -714,15 +716,13 @@ func (r *reconciler) deleteGeneration(ctx context.Context, e env, gen uint64, co
 }
 
 func (r *reconciler) writeStatusWithEvent(ctx context.Context, mz *v1alpha1.Materialize, st v1alpha1.MaterializeStatus) (bool, error) {
-	before := meta.FindStatusCondition(mz.Status.Conditions, ConditionUpToDate)
-	if before != nil {
-		c := *before
-		before = &c
-	}
+	previous := v1alpha1.MaterializeStatus{Conditions: append([]metav1.Condition(nil), mz.Status.Conditions...)}
+	before := meta.FindStatusCondition(previous.Conditions, ConditionUpToDate)
 	wrote, err := r.writeStatus(ctx, mz, st)
 	if err != nil || !wrote {
 		return wrote, err
 	}
+	r.licenseEvent(mz, previous, st)
 	after := meta.FindStatusCondition(st.Conditions, ConditionUpToDate)
 	if after != nil && (before == nil || before.Reason != after.Reason || before.Status != after.Status) {
 		kind := corev1.EventTypeNormal

@@ -1,0 +1,122 @@
+package materialize
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/licensekey"
+)
+
+// ConditionLicenseKey is this operator's own condition (upstream has none):
+// the license key in the backend Secret as environmentd will judge it at its
+// next start, kept up to date between rollouts, so an expiry is read here
+// and not learnt from a crash loop. Upstream ignores condition types it
+// does not know; the condition carries the current metadata.generation, as
+// upstream's conditions_need_update expects of every condition.
+const ConditionLicenseKey = "LicenseKey"
+
+// LicenseKey condition reasons.
+const (
+	ReasonLicenseValid    = "Valid"
+	ReasonLicenseExpiring = "ExpiringSoon"
+	ReasonLicenseExpired  = "Expired"
+	ReasonLicenseInvalid  = "Invalid"
+)
+
+// licenseWarning is how long before its expiry a license key is warned of.
+const licenseWarning = 30 * 24 * time.Hour
+
+// licenseState is the LicenseKey condition a reconcile sets, and when the
+// condition changes next by the clock alone (zero: never).
+type licenseState struct {
+	cond    *metav1.Condition
+	recheck time.Duration
+}
+
+// licenseKeyState reads the backend Secret's license key. An error reading
+// the Secret other than its absence leaves the condition as it is: a
+// passing API problem is not a licence problem.
+func (r *reconciler) licenseKeyState(ctx context.Context, mz *v1alpha1.Materialize) licenseState {
+	now := r.o.Now()
+	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
+		return &metav1.Condition{Type: ConditionLicenseKey, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...),
+			ObservedGeneration: mz.Generation, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
+	}
+	name := mz.Spec.BackendSecretName
+	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid, "backend Secret %q does not exist", name)}
+	case err != nil:
+		r.d.Log.Info("license key not checked", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
+		return licenseState{}
+	}
+	raw := secret.Data[LicenseKeyEntry]
+	if len(raw) == 0 {
+		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid, "backend Secret %q has no %q entry", name, LicenseKeyEntry)}
+	}
+	claims, err := licensekey.Read(raw)
+	if err != nil {
+		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid,
+			"backend Secret %q: %q is not a license key environmentd accepts: %v", name, LicenseKeyEntry, err)}
+	}
+	expires := claims.ExpiresAt()
+	at := expires.UTC().Format(time.RFC3339)
+	switch {
+	case !now.Before(expires):
+		consequence := "environmentd keeps running with a warning"
+		if claims.ExpirationBehavior == licensekey.Disable {
+			consequence = "environmentd refuses to start"
+		}
+		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseExpired,
+			"the license key in backend Secret %q expired at %s; with expiration_behavior %s %s", name, at, claims.ExpirationBehavior, consequence)}
+	case !now.Add(licenseWarning).Before(expires):
+		return licenseState{
+			cond: cond(metav1.ConditionTrue, ReasonLicenseExpiring, "the license key in backend Secret %q expires at %s (expiration_behavior %s)",
+				name, at, claims.ExpirationBehavior),
+			recheck: expires.Sub(now),
+		}
+	default:
+		return licenseState{
+			cond:    cond(metav1.ConditionTrue, ReasonLicenseValid, "the license key in backend Secret %q expires at %s", name, at),
+			recheck: expires.Add(-licenseWarning).Sub(now),
+		}
+	}
+}
+
+// setLicenseCondition puts the LicenseKey condition in st; its
+// lastTransitionTime changes only with its status.
+func setLicenseCondition(st *v1alpha1.MaterializeStatus, l licenseState) {
+	if l.cond != nil {
+		meta.SetStatusCondition(&st.Conditions, *l.cond)
+	}
+}
+
+// licenseEvent records an Event when the LicenseKey condition written
+// changes its reason: once as a key comes within 30 days of its expiry,
+// once as it expires, once as it becomes unreadable or valid again.
+func (r *reconciler) licenseEvent(mz *v1alpha1.Materialize, before, after v1alpha1.MaterializeStatus) {
+	now := meta.FindStatusCondition(after.Conditions, ConditionLicenseKey)
+	if now == nil {
+		return
+	}
+	if was := meta.FindStatusCondition(before.Conditions, ConditionLicenseKey); was != nil && was.Reason == now.Reason {
+		return
+	}
+	switch now.Reason {
+	case ReasonLicenseExpiring:
+		r.d.Recorder.Event(mz, corev1.EventTypeWarning, "LicenseKeyExpiring", now.Message)
+	case ReasonLicenseExpired:
+		r.d.Recorder.Event(mz, corev1.EventTypeWarning, "LicenseKeyExpired", now.Message)
+	case ReasonLicenseInvalid:
+		r.d.Recorder.Event(mz, corev1.EventTypeWarning, "LicenseKeyInvalid", now.Message)
+	}
+}
