@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"unicode"
@@ -21,6 +22,10 @@ type gen struct {
 	toks     map[string][]token
 	enums    map[string][]*item // ValueEnum-deriving enums by name
 	manual   map[string]string  // types with a hand-written ValueEnum or ValueParserFactory impl -> which
+	// history reads an older release only for its argument names: the
+	// value parser models are not checked against it (the stand-in models
+	// the newest sources) and warnings are not repeated.
+	history bool
 }
 
 func (g *gen) tokens(file string) ([]token, error) {
@@ -49,8 +54,11 @@ func (g *gen) used(file, what string) {
 	g.sources = append(g.sources, s)
 }
 
+// warnOut receives warnings; the history's are discarded.
+var warnOut io.Writer = os.Stderr
+
 func warnf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "gen-standin-args: warning: "+format+"\n", a...)
+	fmt.Fprintf(warnOut, "gen-standin-args: warning: "+format+"\n", a...)
 }
 
 // indexValueEnums finds every enum deriving clap::ValueEnum and every type

@@ -3,13 +3,24 @@
 // (package test/standin/clap), following clap v4's derive rules and
 // mz_ore::cli::parse_args.
 //
-//	go run ./hack/gen-standin-args -upstream DIR [-commit SHA] [-upstream-name NAME]
+//	go run ./hack/gen-standin-args -upstream DIR [-commit SHA] [-upstream-name NAME] [-since 26.1]
 //
 // DIR is a Materialize checkout or bare repository (read with git at -commit,
 // default HEAD) or an extracted source tree (then -commit is required and
 // only labels the output). -upstream-name is what the generated header calls
-// the repository. Anything the generator does not understand fails the run
-// with the struct and field named; -feature CRATE_DIR:FEATURE=on|off decides
+// the repository.
+//
+// With git, the tables also hold the older release lines from -since (the
+// oldest environmentd the operator runs) up to the commit's own line: each
+// line is read at its first tag or, without one, where upstream's release
+// tooling cut it from main (history.go), and every argument says which lines
+// have it (merge.go). A line whose sources the generator cannot read is
+// reported and left out (its versions get the older line's command line).
+// Only the commit itself is checked against the value parser models. -since=
+// generates the commit's command line alone (required for a source tree).
+//
+// Anything the generator does not understand fails the run with the struct
+// and field named; -feature CRATE_DIR:FEATURE=on|off decides
 // a #[cfg(feature)] it cannot decide from the Cargo manifests. A value
 // parser package clap models gets its own parser kind (valueparsers.go),
 // after checking that upstream's parser code and the crate versions in
@@ -19,6 +30,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +75,7 @@ func main() {
 	commit := flag.String("commit", "", "commit to read (git) or to name in the header (source tree)")
 	name := flag.String("upstream-name", "github.com/MaterializeInc/materialize", "repository named in the generated header")
 	out := flag.String("out", "test/standin/clap", "output directory")
+	since := flag.String("since", "26.1", "oldest release line (MAJOR.MINOR) whose arguments the tables hold; empty for the commit's alone")
 	features := featureFlags{}
 	flag.Var(features, "feature", "CRATE_DIR:FEATURE=on|off, decides a #[cfg(feature)] (repeatable)")
 	flag.Parse()
@@ -70,13 +83,42 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*upstreamDir, *commit, *name, *out, features); err != nil {
+	if err := run(*upstreamDir, *commit, *name, *out, *since, features); err != nil {
 		fmt.Fprintln(os.Stderr, "gen-standin-args:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, commit, name, out string, features featureFlags) error {
+// generated is one program's table at one commit.
+type generated struct {
+	p       program
+	cmd     *Command
+	sources []string
+}
+
+// tables generates every program's table from up. history reads an older
+// release: see gen.history.
+func tables(up *upstream, features featureFlags, history bool) ([]generated, error) {
+	if err := checkParseArgs(up); err != nil {
+		return nil, err
+	}
+	g0 := &gen{up: up, features: features, toks: map[string][]token{}, history: history}
+	if err := g0.indexValueEnums(); err != nil {
+		return nil, err
+	}
+	var out []generated
+	for _, p := range programs {
+		g := &gen{up: up, features: features, toks: g0.toks, enums: g0.enums, manual: g0.manual, history: history}
+		cmd, err := g.program(&p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", p.name, err)
+		}
+		out = append(out, generated{p: p, cmd: cmd, sources: g.sources})
+	}
+	return out, nil
+}
+
+func run(dir, commit, name, out, since string, features featureFlags) error {
 	up, err := openUpstream(dir, commit)
 	if err != nil {
 		return err
@@ -84,28 +126,96 @@ func run(dir, commit, name, out string, features featureFlags) error {
 	if up.commit != "" {
 		commit = up.commit
 	}
-	if err := checkParseArgs(up); err != nil {
+	newest, err := tables(up, features, false)
+	if err != nil {
 		return err
 	}
-	g0 := &gen{up: up, features: features, toks: map[string][]token{}}
-	if err := g0.indexValueEnums(); err != nil {
-		return err
+	var lines []release
+	var notes []string
+	if since != "" {
+		if lines, notes, err = history(up, since, features); err != nil {
+			return err
+		}
 	}
-	for _, p := range programs {
-		g := &gen{up: up, features: features, toks: g0.toks, enums: g0.enums, manual: g0.manual}
-		cmd, err := g.program(&p)
-		if err != nil {
-			return fmt.Errorf("%s: %v", p.name, err)
+	var versions []string
+	for _, r := range lines {
+		versions = append(versions, r.version.String())
+	}
+	for i, gp := range newest {
+		var cmds []*Command
+		for _, r := range lines {
+			cmds = append(cmds, r.cmds[gp.p.name])
 		}
-		src, err := emit(p, cmd, name, commit, g.sources)
-		if err != nil {
-			return fmt.Errorf("%s: %v", p.name, err)
+		cmd := gp.cmd
+		if len(lines) > 0 {
+			cmds[len(cmds)-1] = gp.cmd // the checked table, not the history one
+			if cmd, err = merge(cmds, versions); err != nil {
+				return fmt.Errorf("%s: %v", gp.p.name, err)
+			}
 		}
-		if err := os.WriteFile(filepath.Join(out, p.out), src, 0o644); err != nil {
+		src, err := emit(gp.p, cmd, name, commit, gp.sources, lines, notes)
+		if err != nil {
+			return fmt.Errorf("%s: %v", gp.p.name, err)
+		}
+		if err := os.WriteFile(filepath.Join(out, newest[i].p.out), src, 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// history reads the release lines from since up to up's commit, which is
+// the last of them; notes say which lines have no table of their own.
+func history(up *upstream, since string, features featureFlags) ([]release, []string, error) {
+	if up.commit == "" {
+		return nil, nil, fmt.Errorf("-since needs a git repository to read older releases from; pass -since= for a source tree")
+	}
+	from, err := parseMinor(since)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-since: %v", err)
+	}
+	headVersion, err := packageVersion(up)
+	if err != nil {
+		return nil, nil, err
+	}
+	head, err := parseMinor(headVersion)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", versionFile, err)
+	}
+	if head.less(from) {
+		return nil, nil, fmt.Errorf("-since %s is newer than the commit's version %s", since, headVersion)
+	}
+	points, missing, err := releasePoints(up.dir, up.commit, from, head)
+	if err != nil {
+		return nil, nil, err
+	}
+	var notes []string
+	for _, v := range missing {
+		notes = append(notes, fmt.Sprintf("%s: neither a tag nor a cut found in the history", v))
+	}
+	var lines []release
+	for _, r := range points {
+		rup, err := openUpstream(up.dir, r.commit)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnOut = io.Discard
+		gs, err := tables(rup, features, true)
+		warnOut = os.Stderr
+		if err != nil {
+			warnf("release %s at %s: %v", r.version, r.from, err)
+			notes = append(notes, fmt.Sprintf("%s: %s does not generate (%v)", r.version, r.from, err))
+			continue
+		}
+		r.cmds = map[string]*Command{}
+		for _, g := range gs {
+			r.cmds[g.p.name] = g.cmd
+		}
+		lines = append(lines, r)
+	}
+	lines = append(lines, release{version: head, commit: up.commit,
+		from: fmt.Sprintf("%s (%s), the generated commit", up.commit[:10], headVersion)})
+	return lines, notes, nil
 }
 
 // checkParseArgs verifies that mz_ore::cli::parse_args still does what the

@@ -14,6 +14,8 @@ type Command struct {
 	Version             bool
 	ArgsOverrideSelf    bool
 	Origin              string
+	Versions            []string
+	Since, Until        string
 }
 
 type Action int
@@ -47,6 +49,7 @@ type Arg struct {
 	Parser                   Parser
 	RustType                 string
 	Origin                   string
+	Since, Until             string
 }
 
 type Cond struct {

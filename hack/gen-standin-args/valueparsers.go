@@ -103,6 +103,13 @@ func (g *gen) modelled(p Parser, key, where string) (Parser, error) {
 	if !ok {
 		return p, nil
 	}
+	if g.history {
+		p.Kind = vp.kind
+		if vp.expr != "" {
+			p.Expr = vp.expr
+		}
+		return p, nil
+	}
 	for _, it := range vp.items {
 		if err := g.checkItem(it); err != nil {
 			return p, fmt.Errorf("%s: %s (%v): the stand-in's model of %s may be stale: review the change in test/standin/clap and update hack/gen-standin-args/valueparsers.go", where, key, err, it.what)

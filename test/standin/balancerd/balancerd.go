@@ -16,13 +16,15 @@ import (
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/humantime"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
-// Check parses argv as balancerd does and returns the addresses to serve.
-func Check(argv []string, lookup func(string) (string, bool)) (pgwire, https, internal string, tlsConfig *tls.Config, err error) {
-	m, err := clap.Parse(clap.Balancerd, argv, lookup)
+// Check parses argv as balancerd of the given version does (its release
+// line's command line, clap.Command.At) and returns the addresses to serve.
+func Check(version imageref.Version, argv []string, lookup func(string) (string, bool)) (pgwire, https, internal string, tlsConfig *tls.Config, err error) {
+	m, err := clap.Parse(clap.Balancerd.At(version.Major, version.Minor), argv, lookup)
 	if err != nil {
 		var ce *clap.Error
 		if errors.As(err, &ce) {
@@ -52,9 +54,11 @@ func Check(argv []string, lookup func(string) (string, bool)) (pgwire, https, in
 // Resolvers is what balancerd's run checks of its resolvers before it
 // serves (upstream src/balancerd/src/bin/balancerd.rs): exactly one of the
 // static and Frontegg resolvers, and a static address that resolves within
-// --static-resolver-addr-timeout (retried, 250 ms doubling to 2 s).
-func Resolvers(ctx context.Context, argv []string, lookup func(string) (string, bool), resolve func(ctx context.Context, host string) error) error {
-	m, err := clap.Parse(clap.Balancerd, argv, lookup)
+// --static-resolver-addr-timeout (retried, 250 ms doubling to 2 s). A
+// release without that flag (before 26.37, upstream 67ff56078f) looks the
+// address up once and panics if it does not resolve.
+func Resolvers(ctx context.Context, version imageref.Version, argv []string, lookup func(string) (string, bool), resolve func(ctx context.Context, host string) error) error {
+	m, err := clap.Parse(clap.Balancerd.At(version.Major, version.Minor), argv, lookup)
 	if err != nil {
 		return err
 	}
@@ -68,7 +72,16 @@ func Resolvers(ctx context.Context, argv []string, lookup func(string) (string, 
 		return nil
 	}
 	// clap has parsed it with humantime::parse_duration.
-	raw, _ := svc.Get("static-resolver-addr-timeout")
+	raw, retries := svc.Get("static-resolver-addr-timeout")
+	if !retries {
+		if err := resolveAddr(ctx, static, resolve); err != nil {
+			if errors.Is(err, ErrNoAddresses) {
+				return panicked("%s did not resolve to any addresses", static)
+			}
+			return panicked("could not resolve %s", static)
+		}
+		return nil
+	}
 	timeout, err := humantime.Parse(raw)
 	if err != nil {
 		return &standin.ExitError{Code: 2, Message: fmt.Sprintf("error: invalid value '%s' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': %v", raw, err)}
@@ -96,17 +109,20 @@ func resolveAddr(ctx context.Context, addr string, resolve func(ctx context.Cont
 		return fmt.Errorf("could not resolve %s: invalid socket address", addr)
 	}
 	if err := resolve(ctx, host); err != nil {
-		return fmt.Errorf("could not resolve %s: %v", addr, err)
+		return fmt.Errorf("could not resolve %s: %w", addr, err)
 	}
 	return nil
 }
 
-// LookupHost resolves host with the system's resolver, failing when it has
-// no address.
+// ErrNoAddresses is what a resolver returns for a host without addresses.
+var ErrNoAddresses = errors.New("did not resolve to any addresses")
+
+// LookupHost resolves host with the system's resolver, failing (with
+// ErrNoAddresses) when it has no address.
 func LookupHost(ctx context.Context, host string) error {
 	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
 	if err == nil && len(addrs) == 0 {
-		err = fmt.Errorf("%s did not resolve to any addresses", host)
+		err = fmt.Errorf("%s %w", host, ErrNoAddresses)
 	}
 	return err
 }
@@ -115,17 +131,43 @@ func fatal(format string, a ...any) *standin.ExitError {
 	return &standin.ExitError{Code: 101, Message: "balancer: fatal: " + fmt.Sprintf(format, a...)}
 }
 
-// Run checks argv and serves until ctx ends.
+// panicked is a Rust panic of balancerd's main thread (the message only
+// approximates the panic report around it).
+func panicked(format string, a ...any) *standin.ExitError {
+	return &standin.ExitError{Code: 101, Message: "thread 'main' panicked: " + fmt.Sprintf(format, a...)}
+}
+
+// Version is the balancerd version the stand-in plays: STANDIN_VERSION from
+// its image's environment, else the newest release line of its table.
+func Version(lookup func(string) (string, bool)) (imageref.Version, error) {
+	if v, ok := lookup("STANDIN_VERSION"); ok && v != "" {
+		version, err := imageref.ParseVersion(v)
+		if err != nil {
+			return version, fmt.Errorf("STANDIN_VERSION: %w", err)
+		}
+		return version, nil
+	}
+	if vs := clap.Balancerd.Versions; len(vs) > 0 {
+		return imageref.ParseVersion(vs[len(vs)-1] + ".0")
+	}
+	return imageref.Version{}, errors.New("STANDIN_VERSION is not set")
+}
+
+// Run checks argv as balancerd of Version(lookup) and serves until ctx ends.
 func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(string) (string, bool)) error {
-	pgwire, https, internal, tlsConfig, err := Check(argv, lookup)
+	version, err := Version(lookup)
 	if err != nil {
 		return err
 	}
-	if err := Resolvers(ctx, argv, lookup, LookupHost); err != nil {
+	pgwire, https, internal, tlsConfig, err := Check(version, argv, lookup)
+	if err != nil {
+		return err
+	}
+	if err := Resolvers(ctx, version, argv, lookup, LookupHost); err != nil {
 		return err
 	}
 	log.Info("TEST STAND-IN balancerd (not Materialize) accepted its command line",
-		"pgwire", pgwire, "https", https, "internal-http", internal, "tls", tlsConfig != nil)
+		"version", version.String(), "pgwire", pgwire, "https", https, "internal-http", internal, "tls", tlsConfig != nil)
 	probes := http.NewServeMux()
 	for _, p := range []string{"/api/readyz", "/api/livez"} {
 		probes.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })

@@ -3,13 +3,25 @@ package balancerd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/balancer"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
+
+// newest is the newest release line of balancerd's table.
+var newest = func() imageref.Version {
+	v, err := Version(func(string) (string, bool) { return "", false })
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
 
 func TestAcceptsTheBalancersCommandLine(t *testing.T) {
 	args, err := balancer.DefaultConfig().Args(v1alpha1.BalancerSpec{StaticRouting: &v1alpha1.StaticRoutingConfig{
@@ -17,12 +29,16 @@ func TestAcceptsTheBalancersCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgwire, https, internal, tlsConfig, err := Check(args, nil)
-	if err != nil {
-		t.Fatalf("balancerd refuses %q: %v", args, err)
-	}
-	if pgwire != "0.0.0.0:6875" || https != "0.0.0.0:6876" || internal != "0.0.0.0:8080" || tlsConfig != nil {
-		t.Errorf("addresses %s %s %s, tls %v", pgwire, https, internal, tlsConfig != nil)
+	// Every release line the operator runs.
+	for _, line := range clap.Balancerd.Versions {
+		v := imageref.MustParseVersion(line + ".0")
+		pgwire, https, internal, tlsConfig, err := Check(v, args, nil)
+		if err != nil {
+			t.Fatalf("balancerd %s refuses %q: %v", v, args, err)
+		}
+		if pgwire != "0.0.0.0:6875" || https != "0.0.0.0:6876" || internal != "0.0.0.0:8080" || tlsConfig != nil {
+			t.Errorf("%s: addresses %s %s %s, tls %v", v, pgwire, https, internal, tlsConfig != nil)
+		}
 	}
 }
 
@@ -38,7 +54,7 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 			"--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876", "--internal-http-listen-addr=0.0.0.0:8080",
 			"--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, "balancer: fatal:"},
 	} {
-		_, _, _, _, err := Check(c.args, nil)
+		_, _, _, _, err := Check(newest, c.args, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("Check(%q) = %v, want %q", c.args, err, c.want)
 		}
@@ -50,7 +66,7 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 func TestRefusesValuesBalancerdRefuses(t *testing.T) {
 	base := []string{"service", "--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876",
 		"--internal-http-listen-addr=0.0.0.0:8080", "--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}
-	if _, _, _, _, err := Check(base, nil); err != nil {
+	if _, _, _, _, err := Check(newest, base, nil); err != nil {
 		t.Fatalf("the base command line is refused: %v", err)
 	}
 	for _, c := range []struct{ arg, want string }{
@@ -61,14 +77,14 @@ func TestRefusesValuesBalancerdRefuses(t *testing.T) {
 		{"--config-sync-timeout=1d2", "error: invalid value '1d2' for '--config-sync-timeout <CONFIG_SYNC_TIMEOUT>': time unit needed, for example 2sec or 2ms"},
 		{"--default-config=x", "error: invalid value 'x' for '--default-config <DEFAULT_CONFIG>': invalid KEY=value: no `=` found in `x`"},
 	} {
-		_, _, _, _, err := Check(append(append([]string(nil), base...), c.arg), nil)
+		_, _, _, _, err := Check(newest, append(append([]string(nil), base...), c.arg), nil)
 		var e *standin.ExitError
 		if !errors.As(err, &e) || e.Code != 2 || e.Message != c.want {
 			t.Errorf("%s: %v, want exit 2 %q", c.arg, err, c.want)
 		}
 	}
 	// Options of the top-level command, before the subcommand.
-	_, _, _, _, err := Check(append([]string{"--startup-log-filter=info,[x"}, base...), nil)
+	_, _, _, _, err := Check(newest, append([]string{"--startup-log-filter=info,[x"}, base...), nil)
 	if err == nil || err.Error() != "error: invalid value 'info,[x' for '--startup-log-filter <FILTER>': invalid filter directive" {
 		t.Errorf("a bad --startup-log-filter: %v", err)
 	}
@@ -96,9 +112,76 @@ func TestResolversAsBalancerdChecksThem(t *testing.T) {
 		{[]string{"--cancellation-resolver-dir=/tmp", "--frontegg-resolver-template=x", "--frontegg-api-token-url=u", "--frontegg-admin-role=r", "--frontegg-jwk=k"}, ""},
 		{[]string{"--cancellation-resolver-dir=/tmp"}, "balancer: fatal: exactly one of --static-resolver-addr or --frontegg-resolver-template must be present"},
 	} {
-		err := Resolvers(context.Background(), append(append([]string(nil), base...), c.args...), nil, known)
+		err := Resolvers(context.Background(), newest, append(append([]string(nil), base...), c.args...), nil, known)
 		if (c.want == "" && err != nil) || (c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want))) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
+	}
+}
+
+// --static-resolver-addr-timeout is new in 26.37 (upstream 67ff56078f): an
+// older balancerd refuses it as clap refuses any unknown flag and does not
+// read its environment variable; it looks the static address up once and
+// panics if that fails.
+func TestStaticResolverAddrTimeoutIsNewIn2637(t *testing.T) {
+	base := []string{"service", "--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876",
+		"--internal-http-listen-addr=0.0.0.0:8080", "--https-resolver-template=x:6876", "--static-resolver-addr=x:6875"}
+	withTimeout := append(append([]string(nil), base...), "--static-resolver-addr-timeout=1s")
+	badEnv := func(k string) (string, bool) { return "soon", k == "STATIC_RESOLVER_ADDR_TIMEOUT" }
+	for _, c := range []struct {
+		version string
+		args    []string
+		lookup  func(string) (string, bool)
+		want    string
+	}{
+		{"26.36.0", withTimeout, nil, "error: unexpected argument '--static-resolver-addr-timeout' found"},
+		{"26.1.0", withTimeout, nil, "error: unexpected argument '--static-resolver-addr-timeout' found"},
+		{"26.36.0", base, badEnv, ""},
+		{"26.37.0-rc.1", withTimeout, nil, ""},
+		{"26.37.0", base, badEnv, "error: invalid value 'soon' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': expected number at 0"},
+		{"27.0.0", withTimeout, nil, ""},
+	} {
+		_, _, _, _, err := Check(imageref.MustParseVersion(c.version), c.args, c.lookup)
+		var e *standin.ExitError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("balancerd %s refuses %q: %v", c.version, c.args, err)
+		case c.want != "" && (!errors.As(err, &e) || e.Code != 2 || e.Message != c.want):
+			t.Errorf("balancerd %s with %q: %v, want exit 2 %q", c.version, c.args, err, c.want)
+		}
+	}
+
+	nowhere := func(_ context.Context, host string) error { return errors.New("no such host") }
+	empty := func(_ context.Context, host string) error { return fmt.Errorf("%s %w", host, ErrNoAddresses) }
+	for _, c := range []struct {
+		resolve func(context.Context, string) error
+		want    string
+	}{
+		{nowhere, "thread 'main' panicked: could not resolve x:6875"},
+		{empty, "thread 'main' panicked: x:6875 did not resolve to any addresses"},
+	} {
+		err := Resolvers(context.Background(), imageref.MustParseVersion("26.36.0"), base, nil, c.resolve)
+		var e *standin.ExitError
+		if !errors.As(err, &e) || e.Code != 101 || e.Message != c.want {
+			t.Errorf("balancerd 26.36: %v, want exit 101 %q", err, c.want)
+		}
+	}
+	resolved := func(context.Context, string) error { return nil }
+	if err := Resolvers(context.Background(), imageref.MustParseVersion("26.36.0"), base, nil, resolved); err != nil {
+		t.Errorf("balancerd 26.36 with a resolving address: %v", err)
+	}
+}
+
+// The stand-in plays the version its image names, else the newest.
+func TestVersionFromTheImage(t *testing.T) {
+	v, err := Version(func(k string) (string, bool) { return "26.5.0", k == "STANDIN_VERSION" })
+	if err != nil || v.String() != "26.5.0" {
+		t.Errorf("STANDIN_VERSION=26.5.0: %v, %v", v, err)
+	}
+	if want := clap.Balancerd.Versions[len(clap.Balancerd.Versions)-1] + ".0"; newest.String() != want {
+		t.Errorf("without STANDIN_VERSION: %v, want %s", newest, want)
+	}
+	if _, err := Version(func(k string) (string, bool) { return "v26", k == "STANDIN_VERSION" }); err == nil {
+		t.Errorf("STANDIN_VERSION=v26 accepted")
 	}
 }

@@ -38,6 +38,12 @@
 // Materialize checkout or bare repository:
 //
 //	go run ./hack/gen-standin-args -upstream DIR -commit SHA -upstream-name REPO
+//
+// Each holds the command lines of every release line from 26.1 (the oldest
+// environmentd the operator runs) to that commit: Command.At picks the one of
+// a release, so a stand-in playing an older environmentd refuses a flag added
+// after it with clap's "unexpected argument" error. The value parsers are
+// the newest line's for every line.
 package clap
 
 import (
@@ -70,6 +76,16 @@ type Command struct {
 	ArgsOverrideSelf bool
 	// Origin names the Rust source the table was generated from.
 	Origin string
+	// Versions are the upstream release lines (MAJOR.MINOR, oldest first)
+	// whose command lines a generated table holds; nil for a table of one
+	// version. The Since and Until of its arguments and subcommands name
+	// them; At picks one line's command line.
+	Versions []string
+	// Since and Until are, for a subcommand, the first and the last of the
+	// program's Versions that have it ("" for the oldest and the newest).
+	Since, Until string
+	// line is the release line At resolved the command to.
+	line string
 }
 
 // Action is clap's ArgAction.
@@ -131,6 +147,11 @@ type Arg struct {
 	RustType string
 	// Origin names the struct and field the argument comes from.
 	Origin string
+	// Since and Until are the first and the last of the program's Versions
+	// that have the argument as defined here ("" for the oldest and the
+	// newest): a line outside them does not know it, or defines it
+	// differently in another entry with the same ID.
+	Since, Until string
 }
 
 // Cond holds when argument Arg was given explicitly (command line or
@@ -371,9 +392,90 @@ func (a *Arg) positional() bool {
 	return a.Long == "" && a.Short == 0 && a.Action.takesValue()
 }
 
-// Parse parses argv (without the program name) against cmd. lookup reads
-// the environment (os.LookupEnv; nil for an empty environment).
+// At returns the command line of upstream release major.minor (any patch or
+// pre-release of it): the arguments and subcommands of cmd whose Since and
+// Until hold the newest of cmd.Versions at or below major.minor. A release
+// line the table has no command line of gets the nearest older line's; one
+// older than the oldest, the oldest's. An argument the line lacks is refused
+// as clap refuses any unknown one, and its environment variable is not read.
+// A table without Versions is the same for every release.
+func (c *Command) At(major, minor uint64) *Command {
+	if len(c.Versions) == 0 {
+		return c
+	}
+	i := 0
+	for j, v := range c.Versions {
+		if vmaj, vmin := parseLine(v); vmaj < major || (vmaj == major && vmin <= minor) {
+			i = j
+		}
+	}
+	return c.at(c.Versions, i)
+}
+
+// Line is the release line (MAJOR.MINOR) At resolved the command to, "" for
+// a table of one version.
+func (c *Command) Line() string { return c.line }
+
+func (c *Command) at(versions []string, i int) *Command {
+	out := *c
+	out.Args, out.Subcommands, out.line = nil, nil, versions[i]
+	for _, a := range c.Args {
+		if within(versions, a.Since, a.Until, i) {
+			out.Args = append(out.Args, a)
+		}
+	}
+	for _, sc := range c.Subcommands {
+		if within(versions, sc.Since, sc.Until, i) {
+			out.Subcommands = append(out.Subcommands, sc.at(versions, i))
+		}
+	}
+	return &out
+}
+
+// within reports whether versions[i] is in since..until.
+func within(versions []string, since, until string, i int) bool {
+	lo, hi := 0, len(versions)-1
+	if since != "" {
+		lo = indexOf(versions, since)
+	}
+	if until != "" {
+		hi = indexOf(versions, until)
+	}
+	return lo <= i && i <= hi
+}
+
+func indexOf(versions []string, v string) int {
+	for i, x := range versions {
+		if x == v {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("clap: release line %q is not one of the table's %q", v, versions))
+}
+
+func parseLine(v string) (major, minor uint64) {
+	a, b, ok := strings.Cut(v, ".")
+	major, err1 := strconv.ParseUint(a, 10, 64)
+	minor, err2 := strconv.ParseUint(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		panic(fmt.Sprintf("clap: release line %q is not MAJOR.MINOR", v))
+	}
+	return major, minor
+}
+
+// resolved is cmd at its newest release line unless At chose one.
+func resolved(cmd *Command) *Command {
+	if len(cmd.Versions) == 0 || cmd.line != "" {
+		return cmd
+	}
+	return cmd.at(cmd.Versions, len(cmd.Versions)-1)
+}
+
+// Parse parses argv (without the program name) against cmd: the newest
+// release line's command line unless cmd comes from At. lookup reads the
+// environment (os.LookupEnv; nil for an empty environment).
 func Parse(cmd *Command, argv []string, lookup func(string) (string, bool)) (*Matches, error) {
+	cmd = resolved(cmd)
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
@@ -1081,9 +1183,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Required returns the IDs of cmd's unconditionally required arguments,
-// sorted, for tests and documentation.
+// Required returns the IDs of cmd's unconditionally required arguments
+// (at its newest release line unless cmd comes from At), sorted, for tests
+// and documentation.
 func Required(cmd *Command) []string {
+	cmd = resolved(cmd)
 	var out []string
 	for _, a := range cmd.Args {
 		if a.Required {
@@ -1094,8 +1198,10 @@ func Required(cmd *Command) []string {
 	return out
 }
 
-// Lookup returns the argument of cmd with the given long name or ID.
+// Lookup returns the argument of cmd with the given long name or ID (at its
+// newest release line unless cmd comes from At).
 func Lookup(cmd *Command, name string) *Arg {
+	cmd = resolved(cmd)
 	name = strings.TrimPrefix(name, "--")
 	for _, a := range cmd.Args {
 		if a.Long == name || a.ID == name {

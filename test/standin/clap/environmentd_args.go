@@ -48,11 +48,56 @@ package clap
 //
 // mz_ore::cli::parse_args prefixes "MZ_" to the environment variables of
 // the top-level command's arguments (not a subcommand's).
+//
+// It holds the command lines of release lines 26.1 to 26.40: each entry
+// names the first and last line that have it (Since, Until; "" for the
+// oldest and the newest), read (without the value parser checks) at:
+//   - 26.1: 913b7603df (26.1.0-dev.0), parent of c5c8523c1a "release: bump to version v26.2.0-dev.0"
+//   - 26.2: a574da6b0e (26.2.0-dev.0), parent of 09dbd52d32 "release: bump to version v26.3.0-dev.0"
+//   - 26.3: cb52c833ca (26.3.0-dev.0), parent of 468ec4fe4c "release: bump to version v26.4.0-dev.0"
+//   - 26.4: 3414c9d911 (26.4.0-dev.0), parent of 4aa672bc5f "release: bump to version v26.5.0-dev.0"
+//   - 26.5: 0fcdf10f9d (26.5.0-dev.0), parent of 5b1d149770 "release: bump to version v26.6.0-dev.0"
+//   - 26.6: 68876a735f (26.6.0-dev.0), parent of a3ea9e01b1 "release: bump to version v26.7.0-dev.0"
+//   - 26.7: 6b8cee1105 (26.7.0-dev.0), parent of 512b16ac9a "release: bump to version v26.8.0-dev.0"
+//   - 26.8: 7ffa564bc2 (26.8.0-dev.0), parent of cbcc38f505 "release: bump to version v26.9.0-dev.0"
+//   - 26.9: d6ca9c29ba (26.9.0-dev.0), parent of 1cfc63f31f "release: bump to version v26.10.0-dev.0"
+//   - 26.10: 2a6e1ac40a (26.10.0-dev.0), parent of 798040b86b "release: bump to version v26.11.0-dev.0"
+//   - 26.11: 2e943ebd68 (26.11.0-dev.0), parent of 2c684cb956 "release: bump to version v26.12.0-dev.0"
+//   - 26.12: e382276b5c (26.12.0-dev.0), parent of e858b57713 "release: bump to version v26.13.0-dev.0"
+//   - 26.13: a67e138b92 (26.13.0-dev.0), parent of efc3991a78 "release: bump to version v26.14.0-dev.0"
+//   - 26.14: 703a0c27c8 (26.14.0-dev.0), parent of c4bcebb7e8 "release: bump to version v26.15.0-dev.0"
+//   - 26.15: ba1b59a1b3 (26.15.0-dev.0), parent of 8e1f454795 "release: bump to version v26.16.0-dev.0"
+//   - 26.16: 43f50d1e1a (26.16.0-dev.0), parent of be1ad0f39f "release: bump to version v26.17.0-dev.0"
+//   - 26.17: d90a700ef1 (26.17.0-dev.0), parent of 1a6785b914 "release: bump to version v26.18.0-dev.0"
+//   - 26.18: fc0f7f64b0 (26.18.0-dev.0), parent of 29006ddcd1 "release: bump to version v26.19.0-dev.0"
+//   - 26.19: 2ac6802692 (26.19.0-dev.0), parent of b3e2936325 "release: bump to version v26.20.0-dev.0"
+//   - 26.20: 17b672f912 (26.20.0-dev.0), parent of 3940e29c94 "release: bump to version v26.21.0-dev.0"
+//   - 26.21: 90f95268c2 (26.21.0-dev.0), parent of 8aaac2e901 "release: bump to version v26.22.0-dev.0"
+//   - 26.22: 627776ad0b (26.22.0-dev.0), parent of cfe76603e7 "release: bump to version v26.23.0-dev.0"
+//   - 26.23: 0a7c37cd69 (26.23.0-dev.0), parent of 0a419ee102 "release: bump to version v26.24.0-dev.0"
+//   - 26.24: cdeb677f66 (26.24.0-dev.0), parent of 28a5620a64 "release: bump to version v26.25.0-dev.0"
+//   - 26.25: c10b903ffc (26.25.0-dev.0), parent of f78b582f97 "release: bump to version v26.26.0-dev.0"
+//   - 26.26: 243f35a0ac (26.26.0-dev.0), parent of 41f27e7975 "release: bump to version v26.27.0-dev.0"
+//   - 26.27: cda6e6e0af (26.27.0-dev.0), parent of 42bbc2d99f "release: bump to version v26.28.0-dev.0"
+//   - 26.28: 8373fdbcce (26.28.0-dev.0), parent of fd9dcf34b1 "release: bump to version v26.29.0-dev.0"
+//   - 26.29: 4e689a0f67 (26.29.0-dev.0), parent of 0da889f2d1 "release: bump to version v26.30.0-dev.0"
+//   - 26.30: a5b5dd0c7a (26.30.0-dev.0), parent of a1d9c55b7b "release: bump to version v26.31.0-dev.0"
+//   - 26.31: 6d0bcaf7f2 (26.31.0-dev.0), parent of d967c7496c "release: bump to version v26.32.0-dev.0"
+//   - 26.32: 1519d60155 (26.32.0-dev.0), parent of 7d7dace2be "release: bump to version v26.33.0-dev.0"
+//   - 26.33: e725791107 (26.33.0-dev.0), parent of 1b9c23652c "release: bump to version v26.34.0-dev.0"
+//   - 26.34: 000c242ce7 (26.34.0-dev.0), parent of 9ac4abbeed "release: bump to version v26.35.0-dev.0"
+//   - 26.35: bfcfa5a86d (26.35.0-dev.0), parent of ddb590b425 "release: bump to version v26.36.0-dev.0"
+//   - 26.36: becebae7ca (26.36.0-dev.0), parent of 2e82f0223d "release: bump to version v26.37.0-dev.0"
+//   - 26.37: a6510867e5 (26.37.0-dev.0), parent of fc4adf15aa "release: bump to version v26.38.0-dev.0"
+//   - 26.38: 3a70883666 (26.38.0-dev.0), parent of 8c3d47f71c "release: bump to version v26.39.0-dev.0"
+//   - 26.39: c3e4ddd43f (26.39.0-dev.0), parent of e60d5e153d "release: bump to version v26.40.0-dev.0"
+//   - 26.40: 2d0a559c0b (26.40.0-dev.0), the generated commit
 var Environmentd = &Command{
 	Name:             "environmentd",
 	Origin:           "src/environmentd/src/environmentd/main.rs: Args",
 	Version:          true,
 	ArgsOverrideSelf: true,
+	Versions:         []string{"26.1", "26.2", "26.3", "26.4", "26.5", "26.6", "26.7", "26.8", "26.9", "26.10", "26.11", "26.12", "26.13", "26.14", "26.15", "26.16", "26.17", "26.18", "26.19", "26.20", "26.21", "26.22", "26.23", "26.24", "26.25", "26.26", "26.27", "26.28", "26.29", "26.30", "26.31", "26.32", "26.33", "26.34", "26.35", "26.36", "26.37", "26.38", "26.39", "26.40"},
 	Args: []*Arg{
 		{
 			ID:       "unsafe_mode",
@@ -240,6 +285,30 @@ var Environmentd = &Command{
 			Origin:    "FronteggCliArgs.frontegg_admin_role (src/frontegg-auth/src/lib.rs:53)",
 		},
 		{
+			ID:        "oidc_issuer",
+			Long:      "oidc-issuer",
+			Env:       "MZ_MZ_OIDC_ISSUER",
+			Action:    Set,
+			ValueName: "OIDC_ISSUER",
+			Parser:    Parser{Kind: String},
+			RustType:  "Option<String>",
+			Origin:    "Args.oidc_issuer (src/environmentd/src/environmentd/main.rs:178)",
+			Since:     "26.12",
+			Until:     "26.13",
+		},
+		{
+			ID:        "oidc_audience",
+			Long:      "oidc-audience",
+			Env:       "MZ_MZ_OIDC_AUDIENCE",
+			Action:    Set,
+			ValueName: "OIDC_AUDIENCE",
+			Parser:    Parser{Kind: String},
+			RustType:  "Option<String>",
+			Origin:    "Args.oidc_audience (src/environmentd/src/environmentd/main.rs:182)",
+			Since:     "26.12",
+			Until:     "26.13",
+		},
+		{
 			ID:        "frontegg_oauth_issuer_url",
 			Long:      "frontegg-oauth-issuer-url",
 			Env:       "MZ_FRONTEGG_OAUTH_ISSUER_URL",
@@ -248,6 +317,7 @@ var Environmentd = &Command{
 			Parser:    Parser{Kind: String},
 			RustType:  "Option<String>",
 			Origin:    "FronteggCliArgs.frontegg_oauth_issuer_url (src/frontegg-auth/src/lib.rs:56)",
+			Since:     "26.30",
 		},
 		{
 			ID:        "orchestrator",
@@ -695,6 +765,7 @@ var Environmentd = &Command{
 			Parser:    Parser{Kind: String},
 			RustType:  "Option<String>",
 			Origin:    "Args.launchdarkly_base_uri (src/environmentd/src/environmentd/main.rs:441)",
+			Since:     "26.33",
 		},
 		{
 			ID:        "launchdarkly_key_map",

@@ -64,9 +64,11 @@ var environmentIDPattern = regexp.MustCompile(`^([[:alnum:]]+)-([[:alnum:]\-]+)-
 
 // Check parses argv and the environment as environmentd of the given
 // version does at start-up, in its order, and reads the files it reads with
-// readFile (os.ReadFile in a pod).
+// readFile (os.ReadFile in a pod). The command line is that version's
+// (clap.Command.At): a flag added in a later release is an unexpected
+// argument, and its environment variable is not read.
 func Check(version imageref.Version, argv []string, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (*Plan, *ExitError) {
-	m, err := clap.Parse(clap.Environmentd, argv, lookup)
+	m, err := clap.Parse(clap.Environmentd.At(version.Major, version.Minor), argv, lookup)
 	if err != nil {
 		var ce *clap.Error
 		if errors.As(err, &ce) {

@@ -1,10 +1,13 @@
 package environmentd
 
 import (
+	"fmt"
 	"io/fs"
 	"testing"
 
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
 
 // A process-orchestrated environmentd that starts, for the value tests.
@@ -65,5 +68,54 @@ func TestCheckRefusesValuesEnvironmentdRefuses(t *testing.T) {
 	if _, exit := Check(v, args, bad, read); exit == nil || exit.Code != 2 ||
 		exit.Message != "error: invalid value '<redacted>' for '--metadata-backend-url <METADATA_BACKEND_URL>'" {
 		t.Errorf("a bad MZ_METADATA_BACKEND_URL: exit %+v", exit)
+	}
+}
+
+// environmentd parses the command line of its own release: a flag upstream
+// added later (--launchdarkly-base-uri, 26.33) is an unexpected argument
+// (exit 2) for an older image and accepted by a newer one; its environment
+// variable is ignored where the flag does not exist.
+func TestCheckParsesTheCommandLineOfItsVersion(t *testing.T) {
+	args, lookup, read := processArgs()
+	flag := "--launchdarkly-base-uri=https://ld.example.com"
+	for _, c := range []struct{ version, want string }{
+		{"26.1.0", "error: unexpected argument '--launchdarkly-base-uri' found"},
+		{"26.32.0", "error: unexpected argument '--launchdarkly-base-uri' found"},
+		{"26.32.5", "error: unexpected argument '--launchdarkly-base-uri' found"},
+		{"26.33.0-rc.1", ""},
+		{"26.33.0", ""},
+		{"26.38.1", ""},
+	} {
+		_, exit := Check(imageref.MustParseVersion(c.version), append(append([]string(nil), args...), flag), lookup, read)
+		switch {
+		case c.want == "" && exit != nil:
+			t.Errorf("environmentd %s refuses %s: %v", c.version, flag, exit)
+		case c.want != "" && (exit == nil || exit.Code != 2 || exit.Message != c.want):
+			t.Errorf("environmentd %s with %s: exit %+v, want code 2 %q", c.version, flag, exit, c.want)
+		}
+	}
+	withEnv := func(k string) (string, bool) {
+		if k == "MZ_LAUNCHDARKLY_BASE_URI" {
+			return "https://ld.example.com", true
+		}
+		return lookup(k)
+	}
+	plan, exit := Check(imageref.MustParseVersion("26.32.0"), args, withEnv, read)
+	if exit != nil {
+		t.Fatalf("26.32 with MZ_LAUNCHDARKLY_BASE_URI: %v", exit)
+	}
+	if _, ok := plan.Args.Get("launchdarkly-base-uri"); ok {
+		t.Errorf("26.32 read MZ_LAUNCHDARKLY_BASE_URI")
+	}
+}
+
+// The tables begin at the oldest environmentd the operator runs.
+func TestTablesCoverTheOperatorsVersions(t *testing.T) {
+	min := materialize.MinimumEnvironmentdVersion
+	for _, cmd := range []*clap.Command{clap.Environmentd, clap.Balancerd} {
+		if want := fmt.Sprintf("%d.%d", min.Major, min.Minor); len(cmd.Versions) == 0 || cmd.Versions[0] != want {
+			t.Errorf("%s's table begins at %q, the operator's minimum environmentd is %s: regenerate with -since %s",
+				cmd.Name, cmd.Versions, min, want)
+		}
 	}
 }
