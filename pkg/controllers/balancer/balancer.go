@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -60,6 +61,7 @@ func kind(mz versioned.Interface) component.Kind[*v1alpha1.Balancer, *mzac.Balan
 		Status:             func(b *v1alpha1.Balancer) v1alpha1.ComponentStatus { return b.Status },
 		SpecResourceID:     func(b *v1alpha1.Balancer) string { return b.Spec.ResourceID },
 		ApplyConfiguration: mzac.Balancer,
+		TypeMeta:           metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Balancer"},
 		Client: func(ns string) component.StatusClient[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration] {
 			return mz.MaterializeV1alpha1().Balancers(ns)
 		},

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -451,4 +452,33 @@ func TestCertificateFollowsTheSpec(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The first status holds both fields upstream's status type requires,
+// conditions: [] included, so upstream can read every Balancer this
+// operator wrote, even one whose children were never created.
+func TestFirstStatusIsReadableByUpstream(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	admin := controllertest.Admin(t)
+	b := newBalancer(t, ns, "first", nil)
+	owner := component.NewOwner(kind(admin.MZ), component.NewRecentWrites(), nil)
+	if _, _, err := owner.ResourceID(context.Background(), ns+"/first", b); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := admin.MZ.MaterializeV1alpha1().RESTClient().Get().Namespace(ns).Resource("balancers").Name("first").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		Status map[string]any `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := stored.Status["resourceId"].(string); id == "" {
+		t.Errorf("status %v: no resourceId", stored.Status)
+	}
+	if conditions, ok := stored.Status["conditions"].([]any); !ok || len(conditions) != 0 {
+		t.Errorf("status %v: want conditions: []", stored.Status)
+	}
 }

@@ -39,6 +39,7 @@ type StatusApplyConfiguration[AC any] interface {
 type StatusClient[T Object, AC any] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	ApplyStatus(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+	apply.Patcher[T]
 }
 
 // Kind describes one kind of component custom resource. The kinds share the
@@ -54,6 +55,8 @@ type Kind[T Object, AC StatusApplyConfiguration[AC]] struct {
 	ApplyConfiguration func(name, namespace string) AC
 	// Client is the kind's typed client in a namespace.
 	Client func(namespace string) StatusClient[T, AC]
+	// TypeMeta is the kind's apiVersion and kind, for raw applies.
+	TypeMeta metav1.TypeMeta
 }
 
 // Owner is a reconciler's access to the component custom resource that owns
@@ -118,12 +121,13 @@ func (o Owner[T, AC]) ResourceID(ctx context.Context, key string, cr T) (T, stri
 	if id == "" {
 		id = children.NewResourceID()
 	}
-	st := mzac.ComponentStatus().WithResourceID(id)
+	// Both fields upstream's status type requires, conditions: [] included.
+	conditions := []metav1.Condition{}
 	if c := meta.FindStatusCondition(liveStatus.Conditions, ReadyCondition); c != nil {
-		st.WithConditions(ConditionApplyConfiguration(*c)) // keep the condition this manager owns
+		conditions = append(conditions, *c) // keep the condition this manager owns
 	}
-	desired := o.Kind.ApplyConfiguration(live.GetName(), live.GetNamespace()).WithResourceVersion(live.GetResourceVersion()).WithStatus(st)
-	out, _, err := o.apply(ctx, client, live, desired)
+	object := metav1.ObjectMeta{Name: live.GetName(), Namespace: live.GetNamespace(), ResourceVersion: live.GetResourceVersion()}
+	out, err := apply.InitialStatus(ctx, client, o.Kind.TypeMeta, object, map[string]any{"resourceId": id, "conditions": conditions})
 	if err != nil {
 		return zero, "", fmt.Errorf("writing status.resourceId: %w", err)
 	}

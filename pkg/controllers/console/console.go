@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -126,6 +127,7 @@ func kind(mz versioned.Interface) component.Kind[*v1alpha1.Console, *mzac.Consol
 		Status:             func(c *v1alpha1.Console) v1alpha1.ComponentStatus { return c.Status },
 		SpecResourceID:     func(c *v1alpha1.Console) string { return c.Spec.ResourceID },
 		ApplyConfiguration: mzac.Console,
+		TypeMeta:           metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Console"},
 		Client: func(ns string) component.StatusClient[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration] {
 			return mz.MaterializeV1alpha1().Consoles(ns)
 		},

@@ -6,7 +6,6 @@ package materialize
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -269,18 +267,8 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 			status["activeGeneration"] = gen
 		}
 	}
-	// A raw apply: the typed apply configuration cannot say "conditions: []".
-	patch, err := json.Marshal(map[string]any{
-		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "Materialize",
-		"metadata": map[string]any{"name": mz.Name, "namespace": mz.Namespace, "resourceVersion": mz.ResourceVersion},
-		"status":   status,
-	})
-	if err != nil {
-		return err
-	}
-	opts := apply.Options()
-	if _, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Patch(ctx, mz.Name, types.ApplyPatchType, patch,
-		metav1.PatchOptions{FieldManager: opts.FieldManager, Force: &opts.Force}, "status"); err != nil {
+	typeMeta := metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Materialize"}
+	if _, err := apply.InitialStatus(ctx, r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace), typeMeta, mz.ObjectMeta, status); err != nil {
 		return fmt.Errorf("writing status.resourceId: %w", err)
 	}
 	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", id)
