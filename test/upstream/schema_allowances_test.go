@@ -54,30 +54,6 @@ var schemaAllowances = []schemaAllowance{
 		},
 	},
 	{
-		name:   "missing-upstream-defaults",
-		status: "to remove",
-		reason: "Upstream's `#[serde(default)]` fields carry their default in the schema (nil UUIDs, `\"\"`, `false`), so its API server writes them into every Materialize it stores; ours leaves them out. Both operators read the absent field as that same default, so nothing behaves differently, but the stored objects (`kubectl get`, GitOps diffs) differ. To remove: `+kubebuilder:default` markers with upstream's values.",
-		match: []schemaMatch{
-			{where: "materializes/*", path: ".spec.enableRbac", aspect: "default", upstream: "false", ours: "none"},
-			{where: "materializes/*", path: ".spec.environmentId", aspect: "default", upstream: `"00000000-0000-0000-0000-000000000000"`, ours: "none"},
-			{where: "materializes/*", path: ".spec.forceRollout", aspect: "default", upstream: `"00000000-0000-0000-0000-000000000000"`, ours: "none"},
-			{where: "materializes/v1alpha1", path: ".spec.requestRollout", aspect: "default", upstream: `"00000000-0000-0000-0000-000000000000"`, ours: "none"},
-			{where: "materializes/v1alpha1", path: ".spec.forcePromote", aspect: "default", upstream: `""`, ours: "none"},
-			{where: "materializes/v1alpha1", path: ".spec.inPlaceRollout", aspect: "default", upstream: "false", ours: "none"},
-		},
-	},
-	{
-		name:   "replicas-default",
-		status: "to remove",
-		reason: "Ours defaults the replica counts to 2 in the schema; upstream leaves them unset and its operator uses 2 for an unset count (`unwrap_or(2)`), as this project's controllers also do. The pods are the same, but our stored objects carry the 2. To remove: drop the `+kubebuilder:default=2` markers.",
-		match: []schemaMatch{
-			{where: "materializes/*", path: ".spec.balancerdReplicas", aspect: "default", upstream: "none", ours: "2"},
-			{where: "materializes/*", path: ".spec.consoleReplicas", aspect: "default", upstream: "none", ours: "2"},
-			{where: "balancers/v1alpha1", path: ".spec.replicas", aspect: "default", upstream: "none", ours: "2"},
-			{where: "consoles/v1alpha1", path: ".spec.replicas", aspect: "default", upstream: "none", ours: "2"},
-		},
-	},
-	{
 		name:   "replicas-minimum",
 		status: "deliberate",
 		reason: "A negative replica count is refused when the object is written; upstream accepts it and then fails to apply the Deployment.",
@@ -146,8 +122,8 @@ var schemaAllowances = []schemaAllowance{
 	},
 	{
 		name:   "component-status-not-required",
-		status: "to remove",
-		reason: "Upstream's schema requires a Balancer's and a Console's `status.resourceId` and `status.conditions`, and its reader refuses a status without them. This operator's first status write of a Balancer or Console sets the resource id alone (`pkg/controllers/component/owner.go`), so until the Ready condition is written upstream could not read the object. To remove: write `conditions: []` with the resource id, then require both.",
+		status: "deliberate",
+		reason: "Upstream's schema requires a Balancer's and a Console's `status.resourceId` and `status.conditions`, and its reader refuses a status without them. This operator writes both in the first status (`conditions: []` with the resource id, by `apply.InitialStatus`; `TestFirstStatusIsReadableByUpstream`) and keeps them; the schema does not insist, so that a status written by an earlier version with the resource id alone stays writable.",
 		match: append(requiredIn("balancers/v1alpha1", ".status.resourceId", ".status.conditions"),
 			requiredIn("consoles/v1alpha1", ".status.resourceId", ".status.conditions")...),
 	},
@@ -158,23 +134,6 @@ var schemaAllowances = []schemaAllowance{
 		match: []schemaMatch{
 			{where: "consoles/v1alpha1", path: ".spec.balancerd.scheme", aspect: "required", upstream: "true", ours: "false"},
 			{where: "consoles/v1alpha1", path: ".spec.balancerd.scheme", aspect: "default", upstream: "none", ours: `"http"`},
-		},
-	},
-	{
-		name:   "active-generation-unsigned",
-		status: "to remove",
-		reason: "Upstream's `u64` gives `status.activeGeneration` format `uint64` and minimum 0; the Go field is a `uint64` too, but controller-gen writes format `int64` and no minimum, so the API server would store a negative generation. To remove: `+kubebuilder:validation:Minimum=0` and `+kubebuilder:validation:Format=uint64`.",
-		match: []schemaMatch{
-			{where: "materializes/*", path: ".status.activeGeneration", aspect: "format", upstream: "uint64", ours: "int64"},
-			{where: "materializes/*", path: ".status.activeGeneration", aspect: "validation:minimum", upstream: "0", ours: "none"},
-		},
-	},
-	{
-		name:   "last-completed-rollout-request-uuid",
-		status: "to remove",
-		reason: "Upstream's `Uuid` gives v1alpha1's `status.lastCompletedRolloutRequest` format `uuid`, which the API server checks; ours does not. This operator writes only UUIDs there. To remove: `+kubebuilder:validation:Format=uuid`.",
-		match: []schemaMatch{
-			{where: "materializes/v1alpha1", path: ".status.lastCompletedRolloutRequest", aspect: "format", upstream: "uuid", ours: "none"},
 		},
 	},
 }

@@ -65,12 +65,10 @@ type MaterializeSpec struct {
 	ConsoleResourceRequirements *corev1.ResourceRequirements `json:"consoleResourceRequirements,omitempty"`
 	// balancerdReplicas is the number of balancerd pods.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	BalancerdReplicas *int32 `json:"balancerdReplicas,omitempty"`
 	// consoleReplicas is the number of console pods.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	ConsoleReplicas *int32 `json:"consoleReplicas,omitempty"`
 	// serviceAccountName is an existing ServiceAccount for environmentd; when
@@ -93,6 +91,7 @@ type MaterializeSpec struct {
 	// else changed.
 	// +optional
 	// +kubebuilder:validation:Format=uuid
+	// +kubebuilder:default="00000000-0000-0000-0000-000000000000"
 	ForceRollout string `json:"forceRollout,omitempty"`
 	// forcePromote promotes a generation waiting for approval (rolloutStrategy
 	// ManuallyPromote) when it equals status.requestedRolloutHash.
@@ -121,10 +120,12 @@ type MaterializeSpec struct {
 	AuthenticatorKind AuthenticatorKind `json:"authenticatorKind,omitempty"`
 	// enableRbac turns on role-based access control in environmentd.
 	// +optional
+	// +kubebuilder:default=false
 	EnableRBAC bool `json:"enableRbac,omitempty"`
 	// environmentId is the UUID of the environment. The operator fills it when empty.
 	// +optional
 	// +kubebuilder:validation:Format=uuid
+	// +kubebuilder:default="00000000-0000-0000-0000-000000000000"
 	EnvironmentID string `json:"environmentId,omitempty"`
 	// systemParameterConfigmapName names a ConfigMap of system parameters for environmentd.
 	// +optional
@@ -165,6 +166,8 @@ type MaterializeStatus struct {
 	ResourceID string `json:"resourceId,omitempty"`
 	// activeGeneration is the environmentd generation serving traffic.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Format=uint64
 	ActiveGeneration uint64 `json:"activeGeneration,omitempty"`
 	// lastCompletedRolloutEnvironmentdImageRef is the image of the last completed rollout.
 	// +optional

@@ -16,7 +16,6 @@ type BalancerSpec struct {
 	ResourceRequirements *corev1.ResourceRequirements `json:"resourceRequirements,omitempty"`
 	// replicas is the number of balancerd pods.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
 	// externalCertificateSpec requests the certificate balancerd presents to clients.

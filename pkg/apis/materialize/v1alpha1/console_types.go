@@ -24,7 +24,6 @@ type ConsoleSpec struct {
 	ResourceRequirements *corev1.ResourceRequirements `json:"resourceRequirements,omitempty"`
 	// replicas is the number of console pods.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
 	// externalCertificateSpec requests the certificate the console presents to browsers.

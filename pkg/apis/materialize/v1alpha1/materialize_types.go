@@ -69,12 +69,10 @@ type MaterializeSpec struct {
 	ConsoleResourceRequirements *corev1.ResourceRequirements `json:"consoleResourceRequirements,omitempty"`
 	// balancerdReplicas is the number of balancerd pods.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	BalancerdReplicas *int32 `json:"balancerdReplicas,omitempty"`
 	// consoleReplicas is the number of console pods.
 	// +optional
-	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	ConsoleReplicas *int32 `json:"consoleReplicas,omitempty"`
 	// serviceAccountName is an existing ServiceAccount for environmentd; when
@@ -97,19 +95,23 @@ type MaterializeSpec struct {
 	// of a new environmentd generation. The operator fills it when empty.
 	// +optional
 	// +kubebuilder:validation:Format=uuid
+	// +kubebuilder:default="00000000-0000-0000-0000-000000000000"
 	RequestRollout string `json:"requestRollout,omitempty"`
 	// forceRollout is a UUID; changing it forces a rollout even when nothing
 	// else changed.
 	// +optional
 	// +kubebuilder:validation:Format=uuid
+	// +kubebuilder:default="00000000-0000-0000-0000-000000000000"
 	ForceRollout string `json:"forceRollout,omitempty"`
 	// forcePromote promotes a generation waiting for approval (rolloutStrategy
 	// ManuallyPromote) when it equals requestRollout.
 	// +optional
+	// +kubebuilder:default=""
 	ForcePromote string `json:"forcePromote,omitempty"`
 	// inPlaceRollout is ignored.
 	// Deprecated: rollouts always create a new generation.
 	// +optional
+	// +kubebuilder:default=false
 	InPlaceRollout bool `json:"inPlaceRollout,omitempty"`
 	// rolloutStrategy says how a new generation replaces the active one:
 	// WaitUntilReady promotes once the new generation has caught up;
@@ -134,10 +136,12 @@ type MaterializeSpec struct {
 	AuthenticatorKind AuthenticatorKind `json:"authenticatorKind,omitempty"`
 	// enableRbac turns on role-based access control in environmentd.
 	// +optional
+	// +kubebuilder:default=false
 	EnableRBAC bool `json:"enableRbac,omitempty"`
 	// environmentId is the UUID of the environment. The operator fills it when empty.
 	// +optional
 	// +kubebuilder:validation:Format=uuid
+	// +kubebuilder:default="00000000-0000-0000-0000-000000000000"
 	EnvironmentID string `json:"environmentId,omitempty"`
 	// systemParameterConfigmapName names a ConfigMap of system parameters for environmentd.
 	// +optional
@@ -178,9 +182,12 @@ type MaterializeStatus struct {
 	ResourceID string `json:"resourceId,omitempty"`
 	// activeGeneration is the environmentd generation serving traffic.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Format=uint64
 	ActiveGeneration uint64 `json:"activeGeneration,omitempty"`
 	// lastCompletedRolloutRequest is the requestRollout of the last completed rollout.
 	// +optional
+	// +kubebuilder:validation:Format=uuid
 	LastCompletedRolloutRequest string `json:"lastCompletedRolloutRequest,omitempty"`
 	// lastCompletedRolloutEnvironmentdImageRef is the image of the last completed rollout.
 	// +optional
