@@ -1,6 +1,7 @@
 package conversion
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/materializeinc/orchestratord/test/fixture"
@@ -28,5 +29,28 @@ func BenchmarkConvert(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The worst carry annotation a tenant can write: as large as is read
+// (16 KiB) and refused only once parsed. docs/benchmarks.md has the figures.
+func BenchmarkConvertTamperedCarry(b *testing.B) {
+	alpha, err := decodeValue(fixture.V1alpha1Materialize(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v1obj, err := Convert(alpha.(map[string]any), V1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	entry := `{"path":["spec","requestRollout"],"value":"6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"},`
+	carry := "[" + strings.Repeat(entry, (maxCarryBytes-2)/len(entry))
+	carry = carry[:len(carry)-1] + "]"
+	set(v1obj, []string{"metadata", "annotations", v1alpha1CarryAnnotation}, carry)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Convert(v1obj, V1Alpha1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -260,21 +260,115 @@ func dropCarry(obj map[string]any, key string) {
 	}
 }
 
-// readCarry returns the fields of the named carry annotation. An annotation
-// that does not parse counts as empty (dropCarry drops it): it can only
-// have been written by hand, and ignoring it loses nothing a conversion put
-// there.
-func readCarry(obj map[string]any, key string) []carried {
+// Carry annotations are untrusted: anyone who may write a Materialize may
+// write them. One can restore only what a conversion to the other version
+// drops or changes: the fields writtenByPlain names (apiVersion aside, and
+// never metadata), each with the type its version's schema gives it, at
+// most once. An annotation that does not fit is ignored as a whole, and
+// the object converts as if it had none.
+const (
+	// maxCarryBytes bounds an annotation's size: every value a conversion
+	// carries is a UUID, a hash, an ARN or a flag.
+	maxCarryBytes = 16 << 10
+)
+
+// carriedTypes are the fields a carry annotation may restore and the JSON
+// type of each (null allowed: a field a version holds as null).
+var carriedTypes = []struct {
+	path []string
+	typ  string
+}{
+	{[]string{"spec", "requestRollout"}, "string"},
+	{[]string{"spec", "inPlaceRollout"}, "bool"},
+	{[]string{"spec", "environmentdIamRoleArn"}, "string"},
+	// The role moved into annotations that did not exist: the whole map.
+	{[]string{"spec", "serviceAccountAnnotations"}, "string map"},
+	{[]string{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, "string"},
+	{[]string{"spec", "forcePromote"}, "string"},
+	{[]string{"status", "lastCompletedRolloutRequest"}, "string"},
+	{[]string{"status", "resourcesHash"}, "string"},
+	{[]string{"status", "observedGeneration"}, "integer"},
+	{[]string{"status", "requestedRolloutHash"}, "string"},
+	{[]string{"status", "lastCompletedRolloutHash"}, "string"},
+}
+
+// carriedType is the type of the field at path, or "" if no conversion
+// carries it.
+func carriedType(path []string) (index int, typ string) {
+	for i, c := range carriedTypes {
+		if slices.Equal(c.path, path) {
+			return i, c.typ
+		}
+	}
+	return -1, ""
+}
+
+// readCarry returns the fields of the named carry annotation, or, when it
+// does not fit (see carriedTypes), none and why.
+func readCarry(obj map[string]any, key string) (fields []carried, ignored string) {
 	annotations, _ := lookupMap(obj, "metadata", "annotations")
 	raw, ok := annotations[key].(string)
 	if !ok {
-		return nil
+		return nil, ""
 	}
-	var fields []carried
+	if len(raw) > maxCarryBytes {
+		return nil, fmt.Sprintf("larger than %d bytes", maxCarryBytes)
+	}
 	if err := json.Unmarshal([]byte(raw), &fields); err != nil {
-		return nil
+		return nil, "not a list of carried fields"
 	}
-	return fields
+	if len(fields) > len(carriedTypes) {
+		return nil, fmt.Sprintf("%d entries, more than the %d fields a conversion carries", len(fields), len(carriedTypes))
+	}
+	seen := make([]bool, len(carriedTypes))
+	for _, f := range fields {
+		i, want := carriedType(f.Path)
+		path := strings.Join(f.Path, ".")
+		switch {
+		case want == "":
+			return nil, fmt.Sprintf("%q is not a field a conversion carries", path)
+		case seen[i]:
+			return nil, fmt.Sprintf("%q carried twice", path)
+		case !rawHasType(f.Value, want) || !rawHasType(f.Derived, want):
+			return nil, fmt.Sprintf("%q is not a %s", path, want)
+		}
+		seen[i] = true
+	}
+	return fields, ""
+}
+
+// rawHasType reports whether raw (absent allowed) is JSON null or a value
+// of the type.
+func rawHasType(raw json.RawMessage, want string) bool {
+	if raw == nil {
+		return true
+	}
+	v, err := decodeValue(raw)
+	if err != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return want == "string"
+	case bool:
+		return want == "bool"
+	case json.Number:
+		// Any integer: the range is the schema's to check, not the carry's.
+		return want == "integer" && !strings.ContainsAny(string(v), ".eE")
+	case map[string]any:
+		if want != "string map" {
+			return false
+		}
+		for _, e := range v {
+			if _, ok := e.(string); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // putCarry records fields in the named annotation; nothing is written when

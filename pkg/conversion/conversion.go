@@ -39,6 +39,12 @@ const (
 // neither may be modified afterwards (the webhook encodes the result and
 // drops both). Objects already at apiVersion come back as they are.
 func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
+	return ConvertObserved(obj, apiVersion, nil)
+}
+
+// ConvertObserved is Convert, calling ignored (when not nil) with the name
+// of a carry annotation it did not trust and why (docs/conversion.md).
+func ConvertObserved(obj map[string]any, apiVersion string, ignored func(annotation, reason string)) (map[string]any, error) {
 	kind, _ := obj["kind"].(string)
 	if kind != Kind {
 		return nil, fmt.Errorf("kind %q cannot be converted: only %s has more than one version", kind, Kind)
@@ -57,11 +63,14 @@ func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
 		return obj, nil
 	}
 	obj = withoutNullSections(obj)
+	if ignored == nil {
+		ignored = func(string, string) {}
+	}
 	switch {
 	case apiVersion == V1:
-		return toV1(obj)
+		return toV1(obj, ignored)
 	default:
-		return toV1alpha1(obj)
+		return toV1alpha1(obj, ignored)
 	}
 }
 
@@ -122,8 +131,11 @@ func checkShape(obj map[string]any) error {
 // (reference_test.go) holds this to the whole-object copy and diff, byte
 // for byte.
 
-func toV1(obj map[string]any) (map[string]any, error) {
-	v1Carry := readCarry(obj, v1CarryAnnotation)
+func toV1(obj map[string]any, ignored func(annotation, reason string)) (map[string]any, error) {
+	v1Carry, why := readCarry(obj, v1CarryAnnotation)
+	if why != "" {
+		ignored(v1CarryAnnotation, why)
+	}
 	changed := touched(v1Carry)
 	original := withoutCarry(obj, changed, v1CarryAnnotation)
 	hash := &rolloutHash{}
@@ -142,8 +154,11 @@ func toV1(obj map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-func toV1alpha1(obj map[string]any) (map[string]any, error) {
-	alphaCarry := readCarry(obj, v1alpha1CarryAnnotation)
+func toV1alpha1(obj map[string]any, ignored func(annotation, reason string)) (map[string]any, error) {
+	alphaCarry, why := readCarry(obj, v1alpha1CarryAnnotation)
+	if why != "" {
+		ignored(v1alpha1CarryAnnotation, why)
+	}
 	changed := touched(alphaCarry)
 	original := withoutCarry(obj, changed, v1alpha1CarryAnnotation)
 	out := plainToV1alpha1(copyPaths(original, changed), &rolloutHash{})

@@ -59,7 +59,7 @@ func referenceConvert(obj map[string]any, apiVersion string) (map[string]any, er
 
 // takeCarry removes the named carry annotation and returns its fields.
 func takeCarry(obj map[string]any, key string) []carried {
-	fields := readCarry(obj, key)
+	fields, _ := readCarry(obj, key)
 	dropCarry(obj, key)
 	return fields
 }

@@ -4,6 +4,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -151,7 +152,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out = jsonvalue.AppendString(out, review.uid)
 	out = append(out, `,"convertedObjects":`...)
 	result := "success"
-	if converted, failure := h.convert(review, append(out, '[')); failure == "" {
+	if converted, failure := h.convert(r.Context(), review, append(out, '[')); failure == "" {
 		out = append(converted, `],"result":{"metadata":{},"status":"Success"}}}`...)
 	} else {
 		result = "failure"
@@ -303,7 +304,7 @@ func parseReview(body string) (*review, string) {
 // convert appends every object converted, comma-separated, to out, or
 // returns why one could not be: one failure fails the review, as the API
 // server requires.
-func (h *ConvertHandler) convert(rv *review, out []byte) (_ []byte, failure string) {
+func (h *ConvertHandler) convert(ctx context.Context, rv *review, out []byte) (_ []byte, failure string) {
 	to := versionLabel(rv.desiredAPIVersion)
 	defer func() {
 		// A bug must cost one request, never the process or a hung connection.
@@ -325,8 +326,16 @@ func (h *ConvertHandler) convert(rv *review, out []byte) (_ []byte, failure stri
 			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
 			return nil, fmt.Sprintf("objects[%d]: not a JSON object", i)
 		}
+		// A client that gave up gets no more work done for it.
+		if err := ctx.Err(); err != nil {
+			return nil, "request ended: " + err.Error()
+		}
 		from, _ := obj["apiVersion"].(string)
-		result, err := conversion.Convert(obj, rv.desiredAPIVersion)
+		result, err := conversion.ConvertObserved(obj, rv.desiredAPIVersion, func(annotation, reason string) {
+			// A tenant's hand-written annotation: logged and counted, never trusted.
+			h.Log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", reason))
+			h.Metrics.carry.WithLabelValues(carryLabel(annotation)).Inc()
+		})
 		if err != nil {
 			h.Metrics.conversions.WithLabelValues("failure", versionLabel(from), to).Inc()
 			return nil, fmt.Sprintf("objects[%d] (%s): %v", i, objectName(obj), err)
@@ -345,6 +354,14 @@ func (h *ConvertHandler) convert(rv *review, out []byte) (_ []byte, failure stri
 		h.Metrics.conversions.WithLabelValues("success", from, to).Add(n)
 	}
 	return out, ""
+}
+
+// carryLabel keeps the carry metric's label to the two annotation names.
+func carryLabel(annotation string) string {
+	if annotation == conversion.AnnotationPrefix+"v1" {
+		return conversion.AnnotationPrefix + "v1"
+	}
+	return conversion.AnnotationPrefix + "v1alpha1"
 }
 
 // versionLabel keeps metric labels to a closed set: the request is not

@@ -9,6 +9,7 @@ type Metrics struct {
 	inFlight    prometheus.Gauge
 	objects     prometheus.Histogram
 	bytes       prometheus.Histogram
+	carry       *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -39,7 +40,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Body size of each ConversionReview admitted and read.",
 			Buckets: prometheus.ExponentialBuckets(1024, 4, 10), // 1 KiB .. 256 MiB
 		}),
+		carry: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "carry_annotations_ignored_total",
+			Help: "Carry annotations not trusted (tampered or malformed), by annotation.",
+		}, []string{"annotation"}),
 	}
-	reg.MustRegister(m.conversions, m.latency, m.inFlight, m.objects, m.bytes)
+	reg.MustRegister(m.conversions, m.latency, m.inFlight, m.objects, m.bytes, m.carry)
 	return m
 }
