@@ -174,6 +174,43 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		keptUnmentioned(got.Spec)
 	})
 
+	t.Run("a tenant's tampered carry annotation cannot fail a cluster-wide v1 LIST", func(t *testing.T) {
+		// Written at v1alpha1 in the tenant's own namespace, with a v1 carry
+		// annotation that would rename the object, move it to another
+		// namespace and change its kind if it were trusted.
+		tampered := alphaMaterialize(ns, "tampered")
+		// "derived" holds what each field holds after a plain conversion, so
+		// an annotation that were trusted would be applied.
+		tampered.Annotations = map[string]string{conversion.AnnotationPrefix + "v1": `[` +
+			`{"path":["metadata","name"],"value":"other","derived":"tampered"},` +
+			fmt.Sprintf(`{"path":["metadata","namespace"],"value":"kube-system","derived":%q},`, ns) +
+			`{"path":["kind"],"value":"Secret","derived":"Materialize"},` +
+			`{"path":["apiVersion"],"value":"v1","derived":"materialize.cloud/v1"},` +
+			`{"path":["spec","environmentdImageRef"],"value":{"not":"a string"},"derived":"materialize/environmentd:v26.1.0"}]`}
+		if _, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, tampered, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := mz.MaterializeV1().Materializes(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("cluster-wide v1 LIST failed after a tenant's tampered object: %v", err)
+		}
+		found := false
+		for _, item := range list.Items {
+			if item.Name == "tampered" && item.Namespace == ns {
+				found = true
+				if _, ok := item.Annotations[conversion.AnnotationPrefix+"v1"]; ok {
+					t.Error("the ignored annotation is still on the converted object")
+				}
+				if item.Spec.EnvironmentdImageRef != tampered.Spec.EnvironmentdImageRef {
+					t.Errorf("environmentdImageRef %q", item.Spec.EnvironmentdImageRef)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the tampered object is missing from the LIST")
+		}
+	})
+
 	t.Run("profiles are served with --profiling", func(t *testing.T) {
 		resp, err := http.Get("http://" + hook.health + "/debug/pprof/")
 		if err != nil {
