@@ -605,7 +605,7 @@ cmd_up() {
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority "$pki/ca.crt" \
     --kubelet-preferred-address-types InternalIP,Hostname \
-    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction,OwnerReferencesPermissionEnforcement \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --requestheader-client-ca-file "$pki/ca.crt" --requestheader-allowed-names front-proxy-client \

@@ -241,7 +241,11 @@ func TestCertManagerMode(t *testing.T) {
 	if find(objs, "ClusterRole", "orchestratord-webhook") != nil {
 		t.Errorf("in cert-manager mode the webhook must not be allowed to patch the CRD")
 	}
-	args := fmt.Sprint(find(objs, "Deployment", "orchestratord-webhook").Object)
+	dep := find(objs, "Deployment", "orchestratord-webhook")
+	if mount, found, _ := unstructured.NestedBool(dep.Object, "spec", "template", "spec", "automountServiceAccountToken"); !found || mount {
+		t.Errorf("in cert-manager mode the webhook calls no API and must mount no ServiceAccount token")
+	}
+	args := fmt.Sprint(dep.Object)
 	if !strings.Contains(args, "--tls-mode=cert-manager") || !strings.Contains(args, "--tls-cert-file=/tls/tls.crt") {
 		t.Errorf("webhook not configured for cert-manager: %s", args)
 	}

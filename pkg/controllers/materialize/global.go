@@ -109,6 +109,12 @@ func (e env) role() *rbacv1ac.RoleApplyConfiguration {
 	return rbacv1ac.Role(e.roleName(), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
 		WithRules(
 			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("statefulsets").WithVerbs(allVerbs...),
+			// Beyond upstream's rules: environmentd gives the clusterd
+			// StatefulSets its own pod's owner references, blockOwnerDeletion
+			// included, which the OwnerReferencesPermissionEnforcement
+			// admission plugin (OpenShift's default) allows only to who may
+			// update the owner's finalizers.
+			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("statefulsets/finalizers").WithVerbs("update"),
 			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("persistentvolumeclaims", "pods", "secrets", "services").WithVerbs(allVerbs...),
 			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").WithVerbs("get"),
 			rbacv1ac.PolicyRule().WithAPIGroups("materialize.cloud").WithResources("vpcendpoints").WithVerbs(allVerbs...),
