@@ -82,15 +82,41 @@ func newFieldPaths(paths ...[]string) *fieldPaths {
 	return p
 }
 
-// writtenByPlain are the fields plainToV1 and plainToV1alpha1 set or
-// delete: all a plain conversion's copy needs of its own (copyPaths).
-var writtenByPlain = [][]string{
-	{"apiVersion"},
-	{"spec", "requestRollout"}, {"spec", "inPlaceRollout"}, {"spec", "environmentdIamRoleArn"},
-	{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, {"spec", "forcePromote"},
-	{"status", "lastCompletedRolloutRequest"}, {"status", "resourcesHash"}, {"status", "observedGeneration"},
-	{"status", "requestedRolloutHash"}, {"status", "lastCompletedRolloutHash"},
+// convertedFields are the fields plainToV1 and plainToV1alpha1 set or
+// delete (written), and the JSON type a carry annotation may restore in
+// each (carried; "" for apiVersion, which is never carried). A carry may
+// also restore serviceAccountAnnotations whole: the role moves into a map
+// that did not exist.
+var convertedFields = []struct {
+	path    []string
+	written bool
+	carried string
+}{
+	{[]string{"apiVersion"}, true, ""},
+	{[]string{"spec", "requestRollout"}, true, "string"},
+	{[]string{"spec", "inPlaceRollout"}, true, "bool"},
+	{[]string{"spec", "environmentdIamRoleArn"}, true, "string"},
+	{[]string{"spec", "serviceAccountAnnotations"}, false, "string map"},
+	{[]string{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, true, "string"},
+	{[]string{"spec", "forcePromote"}, true, "string"},
+	{[]string{"status", "lastCompletedRolloutRequest"}, true, "string"},
+	{[]string{"status", "resourcesHash"}, true, "string"},
+	{[]string{"status", "observedGeneration"}, true, "integer"},
+	{[]string{"status", "requestedRolloutHash"}, true, "string"},
+	{[]string{"status", "lastCompletedRolloutHash"}, true, "string"},
 }
+
+// writtenByPlain are the written convertedFields: all a plain conversion's
+// copy needs of its own (copyPaths).
+var writtenByPlain = func() [][]string {
+	var out [][]string
+	for _, f := range convertedFields {
+		if f.written {
+			out = append(out, f.path)
+		}
+	}
+	return out
+}()
 
 var (
 	// plainWrites is writtenByPlain as a trie.
@@ -262,8 +288,8 @@ func dropCarry(obj map[string]any, key string) {
 
 // Carry annotations are untrusted: anyone who may write a Materialize may
 // write them. One can restore only what a conversion to the other version
-// drops or changes: the fields writtenByPlain names (apiVersion aside, and
-// never metadata), each with the type its version's schema gives it, at
+// drops or changes: the carried convertedFields (never apiVersion, kind or
+// metadata), each with the type its version's schema gives it, at
 // most once. An annotation that does not fit is ignored as a whole, and
 // the object converts as if it had none.
 const (
@@ -272,39 +298,19 @@ const (
 	maxCarryBytes = 16 << 10
 )
 
-// carriedTypes are the fields a carry annotation may restore and the JSON
-// type of each (null allowed: a field a version holds as null).
-var carriedTypes = []struct {
-	path []string
-	typ  string
-}{
-	{[]string{"spec", "requestRollout"}, "string"},
-	{[]string{"spec", "inPlaceRollout"}, "bool"},
-	{[]string{"spec", "environmentdIamRoleArn"}, "string"},
-	// The role moved into annotations that did not exist: the whole map.
-	{[]string{"spec", "serviceAccountAnnotations"}, "string map"},
-	{[]string{"spec", "serviceAccountAnnotations", IAMRoleAnnotation}, "string"},
-	{[]string{"spec", "forcePromote"}, "string"},
-	{[]string{"status", "lastCompletedRolloutRequest"}, "string"},
-	{[]string{"status", "resourcesHash"}, "string"},
-	{[]string{"status", "observedGeneration"}, "integer"},
-	{[]string{"status", "requestedRolloutHash"}, "string"},
-	{[]string{"status", "lastCompletedRolloutHash"}, "string"},
-}
-
-// carriedType is the type of the field at path, or "" if no conversion
-// carries it.
+// carriedType is the index in convertedFields and the type of the field
+// at path, or "" if no conversion carries it.
 func carriedType(path []string) (index int, typ string) {
-	for i, c := range carriedTypes {
-		if slices.Equal(c.path, path) {
-			return i, c.typ
+	for i, c := range convertedFields {
+		if c.carried != "" && slices.Equal(c.path, path) {
+			return i, c.carried
 		}
 	}
 	return -1, ""
 }
 
 // readCarry returns the fields of the named carry annotation, or, when it
-// does not fit (see carriedTypes), none and why.
+// does not fit (see convertedFields), none and why.
 func readCarry(obj map[string]any, key string) (fields []carried, ignored string) {
 	annotations, _ := lookupMap(obj, "metadata", "annotations")
 	raw, ok := annotations[key].(string)
@@ -317,10 +323,10 @@ func readCarry(obj map[string]any, key string) (fields []carried, ignored string
 	if err := json.Unmarshal([]byte(raw), &fields); err != nil {
 		return nil, "not a list of carried fields"
 	}
-	if len(fields) > len(carriedTypes) {
-		return nil, fmt.Sprintf("%d entries, more than the %d fields a conversion carries", len(fields), len(carriedTypes))
+	if len(fields) > len(convertedFields) {
+		return nil, fmt.Sprintf("%d entries, more than the %d fields a conversion carries", len(fields), len(convertedFields))
 	}
-	seen := make([]bool, len(carriedTypes))
+	seen := make([]bool, len(convertedFields))
 	for _, f := range fields {
 		i, want := carriedType(f.Path)
 		path := strings.Join(f.Path, ".")

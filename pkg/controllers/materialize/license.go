@@ -41,17 +41,28 @@ type licenseState struct {
 	recheck time.Duration
 }
 
+// backendSecret is one reconcile's read of the backend Secret.
+type backendSecret struct {
+	secret *corev1.Secret
+	err    error
+}
+
+func (r *reconciler) readBackendSecret(ctx context.Context, mz *v1alpha1.Materialize) backendSecret {
+	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, mz.Spec.BackendSecretName, metav1.GetOptions{})
+	return backendSecret{secret, err}
+}
+
 // licenseKeyState reads the backend Secret's license key. An error reading
 // the Secret other than its absence leaves the condition as it is: a
 // passing API problem is not a licence problem.
-func (r *reconciler) licenseKeyState(ctx context.Context, mz *v1alpha1.Materialize) licenseState {
+func (r *reconciler) licenseKeyState(mz *v1alpha1.Materialize, backend backendSecret) licenseState {
 	now := r.o.Now()
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
 		return &metav1.Condition{Type: ConditionLicenseKey, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...),
 			ObservedGeneration: mz.Generation, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
 	}
 	name := mz.Spec.BackendSecretName
-	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, name, metav1.GetOptions{})
+	secret, err := backend.secret, backend.err
 	switch {
 	case apierrors.IsNotFound(err):
 		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid, "backend Secret %q does not exist", name)}

@@ -32,7 +32,7 @@ type preflightResult struct {
 // the generation is created the Secret and ConfigMap checks are behind it:
 // a rollout polling environmentd reads only mz_system's password, when it
 // needs one, instead of them on every poll.
-func (r *reconciler) preflight(ctx context.Context, e env, created bool) (preflightResult, error) {
+func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend backendSecret) (preflightResult, error) {
 	var res preflightResult
 	if _, err := mzuuid.Canonical(e.mz.Spec.EnvironmentID); err != nil && isSet(e.mz.Spec.EnvironmentID) && !created {
 		res.problem = fmt.Sprintf("spec.environmentId: %v; environmentd needs the organization's UUID", err)
@@ -78,7 +78,7 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool) (prefli
 		return res, nil
 	}
 	name := e.mz.Spec.BackendSecretName
-	secret, err := r.d.Kube.CoreV1().Secrets(e.ns()).Get(ctx, name, metav1.GetOptions{})
+	secret, err := backend.secret, backend.err
 	switch {
 	case apierrors.IsNotFound(err):
 		res.problem = fmt.Sprintf("backend Secret %q (spec.backendSecretName) does not exist", name)

@@ -455,13 +455,16 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
 	}
 	leader := r.o.Leader
+	// One read of the backend Secret serves the LicenseKey condition and
+	// the pre-flight check.
+	backend := r.readBackendSecret(ctx, mz)
 	desired, pending := rollout.Pending(in)
 	if pending {
 		if in.Forced, err = r.forcePromote(ctx, mz); err != nil {
 			return controller.Result{}, false, err
 		}
 		sts, getErr := r.statefulSets.In(e.ns()).Get(e.generationName(desired))
-		pre, err := r.preflight(ctx, e, getErr == nil)
+		pre, err := r.preflight(ctx, e, getErr == nil, backend)
 		if err != nil {
 			return controller.Result{}, false, err
 		}
@@ -473,7 +476,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 			in.Desired = r.observeLeader(ctx, leader, r.o.EnvironmentdURL(mz, e.id, desired), pre.problem)
 		}
 	}
-	license := r.licenseKeyState(ctx, mz)
+	license := r.licenseKeyState(mz, backend)
 	out := rollout.Step(in)
 	setLicenseCondition(&out.Status, license)
 	err = r.act(ctx, e, out, leader)

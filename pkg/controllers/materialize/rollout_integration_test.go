@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,12 @@ func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
 	}
 	if env.Promotions(prefix(id, 1)) != 1 {
 		t.Errorf("generation 1 promoted %d times, want 1", env.Promotions(prefix(id, 1)))
+	}
+	// The license key, as stored through the API server: the fixture's is
+	// valid to 2100.
+	if c := meta.FindStatusCondition(mz.Status.Conditions, materialize.ConditionLicenseKey); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != materialize.ReasonLicenseValid || c.ObservedGeneration != mz.Generation {
+		t.Errorf("LicenseKey condition %+v, want True/Valid for generation %d", c, mz.Generation)
 	}
 
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
