@@ -3,7 +3,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -23,25 +21,19 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 )
 
-// Sizing, measured by BenchmarkReview and docs/benchmarks.md: a review's
-// live heap peaks at about 7.5 times its body (the decoded objects, their
-// conversions and the encoded response). The API server sends one review
-// per get and one per LIST page (500 objects from client-go, about 0.6 MiB
-// of Materializes; 2-3 MiB with long managedFields); only an unpaginated
-// LIST of thousands of objects comes near the request limit.
 const (
-	// DefaultMaxRequestBytes bounds a ConversionReview body.
+	// DefaultMaxRequestBytes bounds a ConversionReview body. The API
+	// server sends one review per get and one per LIST page (500 objects
+	// from client-go, about 0.6 MiB of Materializes; 2-3 MiB with long
+	// managedFields); only an unpaginated LIST of thousands of objects
+	// comes near it.
 	DefaultMaxRequestBytes = 16 << 20
-	// DefaultMaxInFlightBytes bounds the bodies of the reviews answered at
-	// once: about 180 MiB of live heap, within the chart's 256 MiB limit.
-	DefaultMaxInFlightBytes = 24 << 20
 	// DefaultMaxInFlightReviews bounds how many reviews are answered at once.
 	DefaultMaxInFlightReviews = 64
-	// DefaultBodyReadTimeout bounds reading an admitted review's body: the
-	// API server sends it at once (16 MiB is well under a second on any
-	// cluster network), so a client that trickles its body holds a share
-	// of the in-flight budget for this long, not for the server's 30 s
-	// read timeout.
+	// DefaultBodyReadTimeout bounds reading a body: the API server sends it
+	// at once (16 MiB is well under a second on any cluster network), so a
+	// client that trickles its body holds its connection and the memory
+	// its bytes take for this long, not for the server's read timeout.
 	DefaultBodyReadTimeout = 5 * time.Second
 )
 
@@ -50,46 +42,21 @@ type ConvertHandler struct {
 	Log             *zap.Logger
 	Metrics         *Metrics
 	MaxRequestBytes int64
-	// MaxInFlightBytes and MaxInFlightReviews bound the reviews answered at
-	// once, by body size and by count (zero means the defaults). A review
-	// beyond them is answered 429 with Retry-After, which the API server's
-	// webhook client retries, instead of costing the replica its memory.
-	// One review is always admitted when none is in flight.
-	MaxInFlightBytes   int64
+	// MaxInFlightMemory bounds the heap the reviews being read and
+	// answered may cost together (admission.go; zero means
+	// DefaultMaxInFlightMemory; InFlightMemoryFor sizes it by the memory
+	// limit). A review beyond it, or beyond
+	// MaxInFlightReviews at once, is answered 429 with Retry-After, which
+	// the API server's webhook client retries, instead of costing the
+	// replica its memory; a review that would cost more than all of it is
+	// refused with 413.
+	MaxInFlightMemory  int64
 	MaxInFlightReviews int
-	// BodyReadTimeout bounds reading a body once admitted (zero means
+	// BodyReadTimeout bounds reading a body (zero means
 	// DefaultBodyReadTimeout).
 	BodyReadTimeout time.Duration
 
-	mu              sync.Mutex
-	inFlightBytes   int64
-	inFlightReviews int
-}
-
-// admit reserves room for a review of up to size bytes.
-func (h *ConvertHandler) admit(size int64) bool {
-	maxBytes, maxReviews := h.MaxInFlightBytes, h.MaxInFlightReviews
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxInFlightBytes
-	}
-	if maxReviews <= 0 {
-		maxReviews = DefaultMaxInFlightReviews
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.inFlightReviews > 0 && (h.inFlightReviews >= maxReviews || h.inFlightBytes+size > maxBytes) {
-		return false
-	}
-	h.inFlightReviews++
-	h.inFlightBytes += size
-	return true
-}
-
-func (h *ConvertHandler) release(size int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.inFlightReviews--
-	h.inFlightBytes -= size
+	budget budget
 }
 
 func (h *ConvertHandler) requestLimit() int64 {
@@ -99,6 +66,20 @@ func (h *ConvertHandler) requestLimit() int64 {
 	return DefaultMaxRequestBytes
 }
 
+func (h *ConvertHandler) memoryLimit() int64 {
+	if h.MaxInFlightMemory > 0 {
+		return h.MaxInFlightMemory
+	}
+	return DefaultMaxInFlightMemory
+}
+
+func (h *ConvertHandler) reviewLimit() int64 {
+	if h.MaxInFlightReviews > 0 {
+		return int64(h.MaxInFlightReviews)
+	}
+	return DefaultMaxInFlightReviews
+}
+
 type reviewError struct {
 	status int
 	msg    string
@@ -106,79 +87,96 @@ type reviewError struct {
 
 func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	refuse := func(result string, rerr *reviewError) {
+		h.Log.Info("rejected conversion request", zap.Int("status", rerr.status), zap.String("reason", rerr.msg))
+		h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
+		if rerr.status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		if r.ProtoMajor == 1 && (r.ContentLength != 0 || r.TransferEncoding != nil) {
+			// The body may be unread: without this Go's HTTP/1 server reads
+			// what is left of it, however slowly it comes, before it answers.
+			w.Header().Set("Connection", "close")
+		}
+		http.Error(w, rerr.msg, rerr.status)
+	}
 	if limit := h.requestLimit(); r.ContentLength > limit {
-		// Refused before it takes any of the in-flight budget.
-		h.Log.Info("rejected conversion request", zap.Int("status", http.StatusRequestEntityTooLarge), zap.Int64("bytes", r.ContentLength))
-		h.Metrics.latency.WithLabelValues("bad_request").Observe(time.Since(start).Seconds())
-		http.Error(w, fmt.Sprintf("body larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
+		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)})
 		return
 	}
-	// A body of unknown length may be as large as the limit.
-	size := h.requestLimit()
-	if r.ContentLength >= 0 {
-		size = r.ContentLength
-	}
-	if !h.admit(size) {
-		h.Log.Debug("conversion request throttled", zap.Int64("bytes", size))
-		h.Metrics.latency.WithLabelValues("throttled").Observe(time.Since(start).Seconds())
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "too many conversions in flight; retry", http.StatusTooManyRequests)
+	memory := h.memoryLimit()
+	body, charged, rerr := h.readBody(w, r, memory)
+	defer h.refund(charged)
+	if rerr != nil {
+		result := "bad_request"
+		if rerr.status == http.StatusTooManyRequests {
+			result = "throttled"
+		}
+		refuse(result, rerr)
 		return
 	}
-	defer h.release(size)
+	cost := reviewCost(body)
+	if charged+cost > memory {
+		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"converting this review would take about %d MiB, more than the webhook's in-flight memory (%d MiB); page the request", (charged+cost)>>20, memory>>20)})
+		return
+	}
+	if !h.budget.admitReview(cost, memory, h.reviewLimit()) {
+		refuse("throttled", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"})
+		return
+	}
+	h.Metrics.inFlightMemory.Add(float64(cost))
+	defer func() {
+		h.budget.releaseReview(cost)
+		h.Metrics.inFlightMemory.Sub(float64(cost))
+	}()
 	h.Metrics.inFlight.Inc()
 	defer h.Metrics.inFlight.Dec()
 
-	review, rerr := h.readReview(w, r)
-	if rerr != nil {
-		h.Log.Info("rejected conversion request", zap.Int("status", rerr.status), zap.String("reason", rerr.msg))
-		h.Metrics.latency.WithLabelValues("bad_request").Observe(time.Since(start).Seconds())
-		http.Error(w, rerr.msg, rerr.status)
+	review, msg := parseReview(body)
+	if msg != "" {
+		refuse("bad_request", &reviewError{http.StatusBadRequest, msg})
 		return
 	}
 	h.Metrics.objects.Observe(float64(len(review.objects)))
-	// Converted objects grow by their carry annotation and hashes.
-	buf := responses.Get().(*[]byte)
-	out := slices.Grow((*buf)[:0], len(review.body)*3/2+512)
-	defer func() {
-		// Write keeps nothing of out (io.Writer's contract); a buffer grown
-		// by a large review is left to the collector.
-		if cap(out) <= maxPooledResponse {
-			*buf = out[:0]
-			responses.Put(buf)
-		}
-	}()
-	out = append(out, `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","response":{"uid":`...)
-	out = jsonvalue.AppendString(out, review.uid)
-	out = append(out, `,"convertedObjects":`...)
+	resp := newResponse()
+	defer resp.recycle()
+	header := func() {
+		resp.out = append(resp.out, `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","response":{"uid":`...)
+		resp.out = jsonvalue.AppendString(resp.out, review.uid)
+		resp.out = append(resp.out, `,"convertedObjects":`...)
+	}
+	header()
+	resp.out = append(resp.out, '[')
 	result := "success"
-	if converted, failure := h.convert(r.Context(), review, append(out, '[')); failure == "" {
-		out = append(converted, `],"result":{"metadata":{},"status":"Success"}}}`...)
+	if failure := h.convert(r.Context(), review, resp); failure == "" {
+		resp.out = append(resp.out, `],"result":{"metadata":{},"status":"Success"}}}`...)
 	} else {
 		result = "failure"
 		h.Log.Info("conversion failed", zap.String("uid", review.uid),
 			zap.String("desiredAPIVersion", review.desiredAPIVersion), zap.String("reason", failure))
-		out = append(out, `null,"result":{"metadata":{},"status":"Failure","message":`...)
-		out = append(jsonvalue.AppendString(out, failure), "}}}"...)
+		resp.reset()
+		header()
+		resp.out = append(resp.out, `null,"result":{"metadata":{},"status":"Failure","message":`...)
+		resp.out = append(jsonvalue.AppendString(resp.out, failure), "}}}"...)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	resp.writeTo(w)
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
-// responses are the buffers responses are written into, reused: a
-// review's response is its largest single allocation.
-var responses = sync.Pool{New: func() any { return new([]byte) }}
+// refund returns what a body buffer was charged.
+func (h *ConvertHandler) refund(charged int64) {
+	h.budget.refund(charged)
+	h.Metrics.inFlightMemory.Sub(float64(charged))
+}
 
-// maxPooledResponse bounds the buffers kept between reviews (a 500-object
-// LIST page needs about 1 MiB): an idle webhook does not hold large ones.
-const maxPooledResponse = 256 << 10
-
-// readBodyWithin is readBody bounded by timeout. The read deadline is set
-// only once the timeout has passed: over HTTP/2 (the API server's) setting
-// one is a round trip through the connection's serving goroutine, which
-// would cost every review two of them.
-func readBodyWithin(w http.ResponseWriter, body io.Reader, contentLength int64, timeout time.Duration) (string, error) {
+// readBodyWithin is readCharged bounded by timeout. The read deadline is
+// set only once the timeout has passed: over HTTP/2 (the API server's)
+// setting one is a round trip through the connection's serving goroutine,
+// which would cost every review two of them.
+func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, timeout time.Duration,
+	charge func(int64) bool, refund func(int64)) ([]byte, int64, error) {
 	rc := http.NewResponseController(w)
 	var mu sync.Mutex
 	done, expired := false, false
@@ -191,34 +189,67 @@ func readBodyWithin(w http.ResponseWriter, body io.Reader, contentLength int64, 
 			_ = rc.SetReadDeadline(time.Now())
 		}
 	})
-	out, err := readBody(body, contentLength)
+	out, charged, err := readCharged(body, r.ContentLength, charge, refund)
 	timer.Stop()
 	mu.Lock()
 	done = true
 	mu.Unlock()
-	if expired {
-		// Answering takes what it takes (the write timeout bounds it); over
-		// HTTP/1 a read deadline still set would close the connection.
+	if expired && r.ProtoMajor > 1 {
+		// Over HTTP/2 the deadline is the stream's, which the answer does
+		// not need; over HTTP/1 it stays, and the connection is closed
+		// after the answer (ServeHTTP's refuse).
 		_ = rc.SetReadDeadline(time.Time{})
 	}
-	return out, err
+	return out, charged, err
 }
 
-// readBody reads all of body, in a buffer sized by the request's
-// Content-Length (which the caller has checked against the limit), into a
-// string that the decoded objects' strings then share.
-func readBody(body io.Reader, contentLength int64) (string, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, max(contentLength, 0)+bytes.MinRead))
-	if _, err := buf.ReadFrom(body); err != nil {
-		return "", err
+// readBody checks a request's method and content type and reads its body,
+// charging the memory it holds to the in-flight budget; charged is what
+// the caller refunds once done with the body. The string shares the
+// buffer, as the decoded objects' strings then do.
+func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory int64) (_ string, charged int64, _ *reviewError) {
+	if r.Method != http.MethodPost {
+		return "", 0, &reviewError{http.StatusMethodNotAllowed, "only POST is allowed"}
 	}
-	b := buf.Bytes()
+	// The API server sends exactly application/json; parameters are parsed
+	// only when there are any.
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return "", 0, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", ct)}
+		}
+	}
+	limit := h.requestLimit()
+	timeout := h.BodyReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultBodyReadTimeout
+	}
+	charge := func(n int64) bool {
+		if !h.budget.charge(n, memory) {
+			return false
+		}
+		h.Metrics.inFlightMemory.Add(float64(n))
+		return true
+	}
+	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), timeout, charge, h.refund)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return "", charged, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("body not received within %v", timeout)}
+		case errors.Is(err, errNoMemory):
+			return "", charged, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
+		}
+		return "", charged, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
+	}
+	h.Metrics.bytes.Observe(float64(len(b)))
 	if len(b) == 0 {
-		return "", nil
+		return "", charged, nil
 	}
 	// Nothing writes to b after this: the string is its only reference,
 	// which spares a copy of every body (up to 16 MiB).
-	return unsafe.String(&b[0], len(b)), nil
+	return unsafe.String(&b[0], len(b)), charged, nil
 }
 
 // review is the request of a ConversionReview, decoded in one pass; the
@@ -228,41 +259,6 @@ type review struct {
 	body                   string
 	uid, desiredAPIVersion string
 	objects                []any
-}
-
-func (h *ConvertHandler) readReview(w http.ResponseWriter, r *http.Request) (*review, *reviewError) {
-	if r.Method != http.MethodPost {
-		return nil, &reviewError{http.StatusMethodNotAllowed, "only POST is allowed"}
-	}
-	// The API server sends exactly application/json; parameters are parsed
-	// only when there are any.
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return nil, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", ct)}
-		}
-	}
-	limit := h.requestLimit()
-	timeout := h.BodyReadTimeout
-	if timeout <= 0 {
-		timeout = DefaultBodyReadTimeout
-	}
-	body, err := readBodyWithin(w, http.MaxBytesReader(w, r.Body, limit), r.ContentLength, timeout)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("body not received within %v", timeout)}
-		}
-		return nil, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
-	}
-	h.Metrics.bytes.Observe(float64(len(body)))
-	rv, msg := parseReview(body)
-	if msg != "" {
-		return nil, &reviewError{http.StatusBadRequest, msg}
-	}
-	return rv, nil
 }
 
 // parseReview reads the fields of a ConversionReview the webhook uses;
@@ -301,10 +297,10 @@ func parseReview(body string) (*review, string) {
 	return rv, ""
 }
 
-// convert appends every object converted, comma-separated, to out, or
+// convert appends every object converted, comma-separated, to resp, or
 // returns why one could not be: one failure fails the review, as the API
 // server requires.
-func (h *ConvertHandler) convert(ctx context.Context, rv *review, out []byte) (_ []byte, failure string) {
+func (h *ConvertHandler) convert(ctx context.Context, rv *review, resp *response) (failure string) {
 	to := versionLabel(rv.desiredAPIVersion)
 	defer func() {
 		// A bug must cost one request, never the process or a hung connection.
@@ -315,7 +311,7 @@ func (h *ConvertHandler) convert(ctx context.Context, rv *review, out []byte) (_
 		}
 	}()
 	if rv.uid == "" {
-		return nil, "request.uid is empty"
+		return "request.uid is empty"
 	}
 	// Counted once the review succeeds: a LIST page is 500 objects, nearly
 	// always of one version.
@@ -324,11 +320,11 @@ func (h *ConvertHandler) convert(ctx context.Context, rv *review, out []byte) (_
 		obj, ok := v.(map[string]any)
 		if !ok {
 			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
-			return nil, fmt.Sprintf("objects[%d]: not a JSON object", i)
+			return fmt.Sprintf("objects[%d]: not a JSON object", i)
 		}
 		// A client that gave up gets no more work done for it.
 		if err := ctx.Err(); err != nil {
-			return nil, "request ended: " + err.Error()
+			return "request ended: " + err.Error()
 		}
 		from, _ := obj["apiVersion"].(string)
 		result, err := conversion.ConvertObserved(obj, rv.desiredAPIVersion, func(annotation, reason string) {
@@ -338,22 +334,23 @@ func (h *ConvertHandler) convert(ctx context.Context, rv *review, out []byte) (_
 		})
 		if err != nil {
 			h.Metrics.conversions.WithLabelValues("failure", versionLabel(from), to).Inc()
-			return nil, fmt.Sprintf("objects[%d] (%s): %v", i, objectName(obj), err)
+			return fmt.Sprintf("objects[%d] (%s): %v", i, objectName(obj), err)
 		}
 		if i > 0 {
-			out = append(out, ',')
+			resp.out = append(resp.out, ',')
 		}
-		if out, err = jsonvalue.Append(out, result); err != nil {
-			return nil, fmt.Sprintf("objects[%d] (%s): encoding: %v", i, objectName(obj), err)
+		if resp.out, err = jsonvalue.Append(resp.out, result); err != nil {
+			return fmt.Sprintf("objects[%d] (%s): encoding: %v", i, objectName(obj), err)
 		}
 		// The decoded object is garbage once written.
 		rv.objects[i] = nil
+		resp.next()
 		converted[versionLabel(from)]++
 	}
 	for from, n := range converted {
 		h.Metrics.conversions.WithLabelValues("success", from, to).Add(n)
 	}
-	return out, ""
+	return ""
 }
 
 // carryLabel keeps the carry metric's label to the two annotation names.

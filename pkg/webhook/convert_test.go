@@ -1,6 +1,9 @@
 package webhook
 
 import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -165,87 +168,113 @@ func TestMetricLabelsAreAClosedSet(t *testing.T) {
 	}
 }
 
-// Reviews beyond the in-flight budget are answered 429 with Retry-After,
-// which the API server's webhook client retries; one review is admitted
-// whatever its size when none is in flight.
+// Reviews beyond the in-flight budget (memory or count) are answered 429
+// with Retry-After, which the API server's webhook client retries; one that
+// would cost more than the whole budget is refused with 413 and says why.
 func TestInFlightBudget(t *testing.T) {
 	h := newHandler(t)
-	h.MaxInFlightReviews = 2
-	h.MaxInFlightBytes = 64
 	body := reviewBody("materialize.cloud/v1", alphaObject)
-	decodeResponse(t, post(t, h, body)) // larger than the byte budget, alone: admitted
+	cost := reviewCost(body)
+	// Room for the body buffer (its declared length and one byte) and one
+	// review, no more.
+	h.MaxInFlightMemory = cost + int64(len(body)) + 1
+	h.MaxInFlightReviews = 2
+	decodeResponse(t, post(t, h, body))
 
-	if !h.admit(1) {
-		t.Fatal("the first reservation was refused")
+	if !h.budget.charge(1, h.MaxInFlightMemory) {
+		t.Fatal("an idle budget refused a byte")
 	}
 	rec := post(t, h, body)
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
-		t.Fatalf("beyond the byte budget: %d, Retry-After %q; want 429 and 1", rec.Code, rec.Header().Get("Retry-After"))
+		t.Fatalf("beyond the memory budget: %d, Retry-After %q; want 429 and 1", rec.Code, rec.Header().Get("Retry-After"))
 	}
-	if !h.admit(1) {
-		t.Fatal("a review within both budgets was refused")
+	h.budget.refund(1)
+
+	h.MaxInFlightMemory = 1 << 30
+	for range 2 {
+		if !h.budget.admitReview(1, h.MaxInFlightMemory, 2) {
+			t.Fatal("a review within both budgets was refused")
+		}
 	}
-	if h.admit(1) {
-		t.Fatal("a third review was admitted beyond MaxInFlightReviews=2")
+	if rec := post(t, h, body); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("a third review beyond MaxInFlightReviews=2: %d, want 429", rec.Code)
 	}
-	h.release(1)
-	h.release(1)
+	h.budget.releaseReview(1)
+	h.budget.releaseReview(1)
 	decodeResponse(t, post(t, h, body))
-	if got := testutil.CollectAndCount(h.Metrics.latency); got != 2 { // success, throttled
-		t.Errorf("latency series = %d, want success and throttled", got)
+
+	h.MaxInFlightMemory = cost // the body buffer does not fit besides
+	rec = post(t, h, body)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than the webhook's in-flight memory") {
+		t.Fatalf("a review costing more than the budget: %d %q, want 413 saying why", rec.Code, rec.Body)
+	}
+	if h.budget.memory != 0 || h.budget.reviews != 0 {
+		t.Errorf("after every review: %d bytes and %d reviews still charged", h.budget.memory, h.budget.reviews)
+	}
+	if got := testutil.CollectAndCount(h.Metrics.latency); got != 3 { // success, throttled, bad_request
+		t.Errorf("latency series = %d, want success, throttled and bad_request", got)
 	}
 }
 
-// A body declared larger than the limit is refused before it takes any of
-// the in-flight budget.
-func TestOversizedBodyIsRefusedBeforeAdmission(t *testing.T) {
+// A body is charged as its bytes arrive: a client that declares a large
+// Content-Length and sends nothing holds no memory, and a body is refused
+// once what it has sent outgrows the budget.
+func TestBodiesAreChargedAsTheyArrive(t *testing.T) {
 	h := newHandler(t)
-	h.MaxInFlightReviews = 1
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(reviewBody("materialize.cloud/v1", alphaObject)))
-	req.ContentLength = h.MaxRequestBytes + 1
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusRequestEntityTooLarge {
-		t.Fatalf("status %d, want 413", rec.Code)
+	h.MaxRequestBytes = 16 << 20
+	h.MaxInFlightMemory = 4 << 20
+	body, stalled := io.Pipe()
+	defer stalled.Close()
+	req := httptest.NewRequest(http.MethodPost, "/convert", body)
+	req.ContentLength = 12 << 20
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		done <- rec.Code
+	}()
+	if _, err := stalled.Write([]byte(`{"apiVersion":`)); err != nil {
+		t.Fatal(err)
 	}
-	if !h.admit(1) {
-		t.Error("the refused request kept its in-flight reservation")
+	h.budget.mu.Lock()
+	held := h.budget.memory
+	h.budget.mu.Unlock()
+	if held > bodyChunk {
+		t.Errorf("a body that declared 12 MiB and sent 14 bytes holds %d bytes of the budget", held)
+	}
+	decodeResponse(t, post(t, h, reviewBody("materialize.cloud/v1", alphaObject)))
+
+	// 5 MiB more than the budget allows: refused while it arrives.
+	go func() {
+		chunk := strings.Repeat(" ", 1<<20)
+		for range 5 {
+			if _, err := io.WriteString(stalled, chunk); err != nil {
+				return
+			}
+		}
+	}()
+	if code := <-done; code != http.StatusTooManyRequests {
+		t.Errorf("a body outgrowing the budget: %d, want 429", code)
+	}
+	if h.budget.memory != 0 {
+		t.Errorf("%d bytes still charged after the refusal", h.budget.memory)
 	}
 }
 
-// A client that sends headers and then trickles its body (or stops) holds
-// its share of the in-flight budget only until BodyReadTimeout, over
-// HTTP/2 as the API server speaks it: then it is answered 408 and the next
-// review is admitted.
-func TestTricklingBodyReleasesItsBudgetAtTheReadDeadline(t *testing.T) {
+// A client that sends headers and then trickles its body (or stops) is
+// answered 408 at BodyReadTimeout while the rest of its body never comes,
+// over HTTP/2 as the API server speaks it and over HTTP/1.1, where the
+// connection is then closed (Go's server would otherwise read the rest of
+// the body, however slowly it came, before answering). Reviews are answered
+// meanwhile.
+func TestTricklingBodyIsAnswered408AtTheReadDeadline(t *testing.T) {
 	h := newHandler(t)
-	h.MaxInFlightReviews = 1
-	h.BodyReadTimeout = time.Second
+	h.BodyReadTimeout = 500 * time.Millisecond
 	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
 	client := srv.Client()
-
-	body, stalled := io.Pipe()
-	defer stalled.Close()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/convert", body)
-	req.Header.Set("Content-Type", "application/json")
-	req.ContentLength = 1000
-	slow := make(chan *http.Response, 1)
-	go func() {
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Error(err)
-			close(slow)
-			return
-		}
-		slow <- resp
-	}()
-	if _, err := stalled.Write([]byte(`{"apiVersion":`)); err != nil { // then nothing more
-		t.Fatal(err)
-	}
-
 	send := func() int {
 		resp, err := client.Post(srv.URL+"/convert", "application/json", strings.NewReader(reviewBody("materialize.cloud/v1", alphaObject)))
 		if err != nil {
@@ -254,34 +283,67 @@ func TestTricklingBodyReleasesItsBudgetAtTheReadDeadline(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	// The trickling request's headers may still be on their way.
-	throttled := false
-	for range 50 {
-		if throttled = send() == http.StatusTooManyRequests; throttled {
-			break
+
+	t.Run("HTTP/2", func(t *testing.T) {
+		body, stalled := io.Pipe()
+		defer stalled.Close()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/convert", body)
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = 1000
+		slow := make(chan *http.Response, 1)
+		go func() {
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				close(slow)
+				return
+			}
+			slow <- resp
+		}()
+		if _, err := stalled.Write([]byte(`{"apiVersion":`)); err != nil { // then nothing more
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !throttled {
-		t.Fatal("the trickling request never held the only slot")
-	}
-	var resp *http.Response
-	select {
-	case r, ok := <-slow:
+		if code := send(); code != http.StatusOK {
+			t.Errorf("beside a trickling body: %d, want 200", code)
+		}
+		resp, ok := <-slow
 		if !ok {
 			return
 		}
-		resp = r
-	case <-time.After(30 * time.Second): // not a performance bound: without a body deadline it never ends
-		t.Fatal("the trickling request still holds its slot after 30 s")
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout {
-		t.Errorf("the trickling request was answered %d, want 408", resp.StatusCode)
-	}
-	if code := send(); code != http.StatusOK {
-		t.Errorf("after the trickling request timed out: %d, want 200", code)
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || resp.ProtoMajor != 2 {
+			t.Errorf("the trickling request was answered %d over HTTP/%d, want 408 over HTTP/2", resp.StatusCode, resp.ProtoMajor)
+		}
+	})
+
+	t.Run("HTTP/1.1", func(t *testing.T) {
+		conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{RootCAs: rootCAs(srv), NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60\r\n\r\n{")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer while the body is incomplete: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+			t.Errorf("answered %d, close %v; want 408 and the connection closed", resp.StatusCode, resp.Close)
+		}
+		if n, err := conn.Read(make([]byte, 1)); err == nil {
+			t.Errorf("the connection is still open after the 408 (read %d bytes)", n)
+		}
+		if code := send(); code != http.StatusOK {
+			t.Errorf("after the trickling request: %d, want 200", code)
+		}
+	})
+}
+
+func rootCAs(srv *httptest.Server) *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	return pool
 }
 
 // A label value that shared the request's memory would keep the whole body

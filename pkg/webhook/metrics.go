@@ -4,12 +4,14 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the conversion webhook's Prometheus metrics.
 type Metrics struct {
-	conversions *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	inFlight    prometheus.Gauge
-	objects     prometheus.Histogram
-	bytes       prometheus.Histogram
-	carry       *prometheus.CounterVec
+	conversions       *prometheus.CounterVec
+	latency           *prometheus.HistogramVec
+	inFlight          prometheus.Gauge
+	inFlightMemory    prometheus.Gauge
+	objects           prometheus.Histogram
+	bytes             prometheus.Histogram
+	carry             *prometheus.CounterVec
+	connectionsClosed *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -28,13 +30,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_reviews_in_flight",
 			Help: "ConversionReviews being answered now.",
 		}),
+		inFlightMemory: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "in_flight_memory_bytes",
+			Help: "Heap charged to the reviews being read and answered now (bodies as they arrive, then their estimated decoded cost), against --max-in-flight-memory.",
+		}),
 		objects: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_review_objects",
 			Help:    "Objects per ConversionReview (1 for a get, up to a page for a list).",
 			Buckets: []float64{1, 2, 5, 10, 50, 100, 250, 500, 1000},
 		}),
-		// Sizes the request limit and the in-flight byte budget from what
-		// the API server really sends.
+		// Sizes the request limit from what the API server really sends.
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "orchestratord", Subsystem: "webhook", Name: "conversion_review_bytes",
 			Help:    "Body size of each ConversionReview admitted and read.",
@@ -44,7 +49,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "orchestratord", Subsystem: "webhook", Name: "carry_annotations_ignored_total",
 			Help: "Carry annotations not trusted (tampered or malformed), by annotation.",
 		}, []string{"annotation"}),
+		connectionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "orchestratord", Subsystem: "webhook", Name: "connections_closed_total",
+			Help: "HTTPS connections closed at --max-connections: evicted (the oldest without a request, for a new one) or refused (every one busy).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.conversions, m.latency, m.inFlight, m.objects, m.bytes, m.carry)
+	reg.MustRegister(m.connectionsClosed, m.conversions, m.latency, m.inFlight, m.inFlightMemory, m.objects, m.bytes, m.carry)
 	return m
 }

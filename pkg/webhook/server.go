@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,8 +35,12 @@ type Server struct {
 	ShutdownDrain time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests after the drain.
 	ShutdownTimeout time.Duration
-	Convert         http.Handler
-	Gatherer        prometheus.Gatherer
+	// MaxConnections caps the open HTTPS connections (zero means
+	// DefaultMaxConnections; connlimit.go).
+	MaxConnections int
+	Convert        http.Handler
+	Gatherer       prometheus.Gatherer
+	Metrics        *Metrics
 
 	draining atomic.Bool
 }
@@ -60,8 +63,10 @@ func TLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, erro
 }
 
 // Run serves until ctx ends, then fails /readyz, keeps serving for
-// ShutdownDrain, waits for in-flight requests and returns nil. It returns an
-// error at once if a listener cannot be opened or a server fails.
+// ShutdownDrain, waits up to ShutdownTimeout for in-flight requests, closes
+// what is left (logged) and returns nil: the shutdown asked for is done. It
+// returns an error at once if a listener cannot be opened or a server
+// fails.
 func (s *Server) Run(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("/convert", s.closeWhileDraining(s.Convert))
@@ -71,10 +76,11 @@ func (s *Server) Run(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		// Longer than the clients' idle timeout (Go's default is 90s), so the
-		// client, not the server, closes an idle connection: a POST sent on
-		// a connection the server is closing fails and is not retried.
-		IdleTimeout:    5 * time.Minute,
+		// Just longer than the API server's idle timeout (client-go's
+		// transport keeps Go's 90 s), so the client, not the server, closes
+		// an idle connection: a POST sent on a connection the server is
+		// closing fails and is not retried.
+		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       zap.NewStdLog(s.Log.Named("https")),
 	}
@@ -99,9 +105,19 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--listen-address: %w", err)
 	}
+	maxConns := s.MaxConnections
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConnections
+	}
+	limited := newConnLimiter(secureLn, maxConns, func(reason string) {
+		if s.Metrics != nil {
+			s.Metrics.connectionsClosed.WithLabelValues(reason).Inc()
+		}
+	})
+	secure.ConnState = limited.ConnState
 	errs := make(chan error, 1+len(plain))
 	servers := []*http.Server{secure}
-	go func() { errs <- secure.ServeTLS(secureLn, "", "") }()
+	go func() { errs <- secure.ServeTLS(limited, "", "") }()
 	for addr, handler := range plain {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -133,14 +149,16 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var shutdownErrs []error
 	for _, srv := range servers {
 		if err := srv.Shutdown(shutdownCtx); err != nil {
-			shutdownErrs = append(shutdownErrs, err)
+			// Their clients see the connection close and retry elsewhere.
+			s.Log.Warn("requests still in flight at the shutdown timeout: connections closed",
+				zap.Duration("timeout", timeout), zap.Int("connections", limited.open()), zap.Error(err))
+			_ = srv.Close()
 		}
 	}
 	s.Log.Info("webhook stopped")
-	return errors.Join(shutdownErrs...)
+	return nil
 }
 
 // closeWhileDraining closes each connection after its response once the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -52,8 +53,9 @@ type Options struct {
 	ShutdownDrain      time.Duration
 	ShutdownTimeout    time.Duration
 	MaxRequestBytes    int64
-	MaxInFlightBytes   int64
+	MaxInFlightMemory  int64
 	MaxInFlightReviews int
+	MaxConnections     int
 	CertResync         time.Duration
 	CAPropagation      time.Duration
 	CAValidity         time.Duration
@@ -84,9 +86,12 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", 10*time.Second, "after SIGTERM, how long to keep serving with /readyz failing")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "after the drain, how long in-flight requests may take to finish")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest ConversionReview body accepted")
-	fs.Int64Var(&o.MaxInFlightBytes, "max-in-flight-bytes", webhook.DefaultMaxInFlightBytes,
-		"bodies of the ConversionReviews answered at once (a review's heap peaks near 7.5x its body); beyond it, 429 with Retry-After")
+	fs.Int64Var(&o.MaxInFlightMemory, "max-in-flight-memory", 0,
+		"heap the ConversionReviews being read and answered may cost together (bodies as they arrive, then an estimate of their decoded cost); "+
+			"beyond it, 429 with Retry-After; 0 means the Go memory limit less 64 MiB (192 MiB without a limit)")
 	fs.IntVar(&o.MaxInFlightReviews, "max-in-flight-reviews", webhook.DefaultMaxInFlightReviews, "ConversionReviews answered at once; beyond it, 429 with Retry-After")
+	fs.IntVar(&o.MaxConnections, "max-connections", webhook.DefaultMaxConnections,
+		"open HTTPS connections; at the cap a new one replaces the oldest without a request in flight")
 	fs.DurationVar(&o.CertResync, "cert-resync-period", servingcert.DefaultResync, "self-signed mode: how often the CA Secret and caBundle are re-read")
 	fs.DurationVar(&o.CAPropagation, "ca-propagation-delay", servingcert.DefaultPropagationDelay, "self-signed mode: how long a new CA must be in the caBundle before leaves it signs are served")
 	fs.DurationVar(&o.CAValidity, "ca-validity", servingcert.DefaultCAValidity, "self-signed mode: lifetime of a CA; it rotates after two thirds")
@@ -118,6 +123,11 @@ func Run(ctx context.Context, o *Options) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	metrics := webhook.NewMetrics(registry)
+	memory := o.MaxInFlightMemory
+	if memory <= 0 {
+		memory = webhook.InFlightMemoryFor(debug.SetMemoryLimit(-1))
+	}
 	server := &webhook.Server{
 		Log:             logger,
 		ListenAddress:   o.ListenAddress,
@@ -126,9 +136,11 @@ func Run(ctx context.Context, o *Options) error {
 		Profiling:       o.Profiling,
 		ShutdownDrain:   o.ShutdownDrain,
 		ShutdownTimeout: o.ShutdownTimeout,
-		Convert: &webhook.ConvertHandler{Log: logger, Metrics: webhook.NewMetrics(registry), MaxRequestBytes: o.MaxRequestBytes,
-			MaxInFlightBytes: o.MaxInFlightBytes, MaxInFlightReviews: o.MaxInFlightReviews},
+		MaxConnections:  o.MaxConnections,
+		Convert: &webhook.ConvertHandler{Log: logger, Metrics: metrics, MaxRequestBytes: o.MaxRequestBytes,
+			MaxInFlightMemory: memory, MaxInFlightReviews: o.MaxInFlightReviews},
 		Gatherer: registry,
+		Metrics:  metrics,
 	}
 	source, err := o.certSource(logger.Named("tls"))
 	if err != nil {
@@ -136,7 +148,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	server.GetCertificate, server.Ready = source.GetCertificate, source.Ready
 	logger.Info("starting webhook", zap.String("tlsMode", o.TLSMode), zap.String("namespace", o.Namespace),
-		zap.String("service", o.ServiceName))
+		zap.String("service", o.ServiceName), zap.Int64("maxInFlightMemory", memory))
 
 	// Certificates keep being maintained while the server drains.
 	sourceCtx, stopSource := context.WithCancel(context.WithoutCancel(ctx))

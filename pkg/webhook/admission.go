@@ -1,0 +1,138 @@
+package webhook
+
+import (
+	"errors"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
+)
+
+// Memory admission. A review is charged for what it holds, when it holds
+// it: its body buffer as the bytes arrive (a client that only declares a
+// Content-Length holds nothing), then, before it is decoded, the heap that
+// decoding, converting and answering it will cost, estimated from the body
+// by jsonvalue.Estimate (an upper bound: TestChargeBoundsThePeakHeap and
+// BenchmarkReviewPeakHeap). Per byte of body that ranges from about 8 for
+// realistic objects to about 40 for the shapes a tenant can write that cost
+// the most (many one-member maps), so bodies alone cannot size admission.
+const (
+	// DefaultMaxInFlightMemory is the budget without a memory limit.
+	DefaultMaxInFlightMemory = 192 << 20
+	// memoryReserve is what the process needs besides the reviews in
+	// flight: the runtime, idle connections up to the cap, TLS, metrics.
+	memoryReserve = 64 << 20
+	// minInFlightMemory keeps a tiny limit from refusing every review.
+	minInFlightMemory = 16 << 20
+	// objectsDepth is where a ConversionReview's objects nest:
+	// {"request":{"objects":[{...}]}}.
+	objectsDepth = 4
+	// bodyChunk is the least a body buffer grows by.
+	bodyChunk = 64 << 10
+)
+
+// InFlightMemoryFor is the in-flight budget for a Go memory limit
+// (debug.SetMemoryLimit(-1): GOMEMLIMIT, or --memory-limit's 90% of the
+// container's): all of it but memoryReserve.
+func InFlightMemoryFor(goMemoryLimit int64) int64 {
+	if goMemoryLimit <= 0 || goMemoryLimit == math.MaxInt64 {
+		return DefaultMaxInFlightMemory
+	}
+	return max(goMemoryLimit-memoryReserve, minInFlightMemory)
+}
+
+// reviewCost is the heap a review of body costs beyond its body buffer:
+// the decoded objects, the conversion of the largest one (a copy, and
+// its carry annotation) and the response, which append may leave at up to
+// twice the size it grows to.
+func reviewCost(body string) int64 {
+	decoded, largest := jsonvalue.Estimate(body, objectsDepth)
+	return decoded + 2*largest + 3*int64(len(body)) + 4096
+}
+
+// errNoMemory is a body that outgrew the in-flight budget while it arrived.
+var errNoMemory = errors.New("in-flight memory exhausted")
+
+// budget is the memory and the number of reviews in flight.
+type budget struct {
+	mu              sync.Mutex
+	memory, reviews int64
+}
+
+func (b *budget) charge(n, limit int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.memory+n > limit {
+		return false
+	}
+	b.memory += n
+	return true
+}
+
+func (b *budget) refund(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.memory -= n
+}
+
+// admitReview charges a review's cost and takes one of maxReviews slots.
+func (b *budget) admitReview(cost, limit, maxReviews int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reviews >= maxReviews || b.memory+cost > limit {
+		return false
+	}
+	b.reviews++
+	b.memory += cost
+	return true
+}
+
+func (b *budget) releaseReview(cost int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reviews--
+	b.memory -= cost
+}
+
+// readCharged reads all of body into a buffer that grows as bytes arrive,
+// charging each growth to charge before it is allocated; charged is what
+// the returned buffer holds, which the caller refunds. The buffer grows to
+// the declared length at most (a body that says it is short cannot make
+// the server allocate for a long one).
+func readCharged(body io.Reader, declared int64, charge func(int64) bool, refund func(int64)) (b []byte, charged int64, err error) {
+	grow := func(to int64) error {
+		if !charge(to) {
+			return errNoMemory
+		}
+		next := make([]byte, len(b), to)
+		copy(next, b)
+		refund(charged)
+		b, charged = next, to
+		return nil
+	}
+	for {
+		if len(b) == cap(b) {
+			// One byte past the declared length sees the end of the body
+			// without growing again.
+			next := max(2*int64(cap(b)), bodyChunk)
+			if declared >= 0 {
+				next = min(next, declared+1)
+			}
+			if next <= int64(cap(b)) {
+				next = int64(cap(b)) + bodyChunk
+			}
+			if err := grow(next); err != nil {
+				return b, charged, err
+			}
+		}
+		n, rerr := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if rerr == io.EOF {
+			return b, charged, nil
+		}
+		if rerr != nil {
+			return b, charged, rerr
+		}
+	}
+}

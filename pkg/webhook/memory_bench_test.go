@@ -1,0 +1,186 @@
+package webhook
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/materializeinc/orchestratord/pkg/conversion"
+	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
+	"github.com/materializeinc/orchestratord/test/fixture"
+)
+
+// reviewShapes are ConversionReviews of about size bytes: realistic
+// objects, the smallest objects the API server stores, and the shapes a
+// tenant can write whose decoded form costs the most per byte (an array
+// of empty strings, a map of one-letter labels), as a LIST of many
+// tenants' objects would bring them.
+func reviewShapes(size int) map[string]string {
+	reviewTo := func(desired string, object func(i int) string) string {
+		var b bytes.Buffer
+		b.WriteString(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"` + desired + `","objects":[`)
+		for i := 0; b.Len() < size; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(object(i))
+		}
+		b.WriteString("]}}")
+		return b.String()
+	}
+	review := func(object func(i int) string) string { return reviewTo("materialize.cloud/v1", object) }
+	small := func(i int, spec string) string {
+		return fmt.Sprintf(`{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"name":"m%d","namespace":"n","uid":"0b0b0b0b-1111-4222-8333-%012d","resourceVersion":"%d","generation":1},"spec":{"environmentdImageRef":"e:v26.1.0","backendSecretName":"b"%s}}`, i, i, i, spec)
+	}
+	// Objects of about 64 KiB, as a tenant may write many.
+	const elements = 64 << 10 / 3
+	emptyStrings := `,"environmentdExtraArgs":[""` + strings.Repeat(`,""`, elements) + `]`
+	var labels strings.Builder
+	for i := range 64 << 10 / 12 {
+		if i > 0 {
+			labels.WriteByte(',')
+		}
+		fmt.Fprintf(&labels, `"%x":""`, i)
+	}
+	envEntries := `,"environmentdExtraEnv":[{"name":"a"}` + strings.Repeat(`,{"name":"a"}`, 64<<10/13) + `]`
+	return map[string]string{
+		"realistic": review(func(i int) string { return string(fixture.V1alpha1Materialize(i)) }),
+		"realistic-to-v1alpha1": reviewTo("materialize.cloud/v1alpha1", func(i int) string {
+			obj, err := jsonvalue.Decode(fixture.V1alpha1Materialize(i))
+			if err != nil {
+				panic(err)
+			}
+			v1, err := conversion.Convert(obj.(map[string]any), conversion.V1)
+			if err != nil {
+				panic(err)
+			}
+			out, err := jsonvalue.Append(nil, v1)
+			if err != nil {
+				panic(err)
+			}
+			return string(out)
+		}),
+		"one-member-maps": review(func(i int) string { return small(i, envEntries) }),
+		"small-objects":   review(func(i int) string { return small(i, "") }),
+		"empty-strings":   review(func(i int) string { return small(i, emptyStrings) }),
+		"labels": review(func(i int) string {
+			return strings.Replace(small(i, ""), `"generation":1`, `"generation":1,"labels":{`+labels.String()+`}`, 1)
+		}),
+	}
+}
+
+// go test -run '^$' -bench ReviewPeakHeap -benchtime 3x ./pkg/webhook
+//
+// The live heap a review costs at its peak over its body's size, for each
+// shape: the collector runs back to back while one review is answered and
+// the largest live heap it marks is kept. The worst shape's figure is
+// decodedCostFactor, by which admission charges a review.
+func BenchmarkReviewPeakHeap(b *testing.B) {
+	for name, body := range reviewShapes(4 << 20) {
+		b.Run(name, func(b *testing.B) {
+			h := &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry()), MaxInFlightMemory: 1 << 40}
+			var worst float64
+			for b.Loop() {
+				peak := peakLiveHeap(func() {
+					if err := serveTo(h, body); err != nil {
+						b.Fatal(err)
+					}
+				})
+				worst = max(worst, float64(peak)/float64(len(body)))
+			}
+			b.ReportMetric(worst, "peak-heap/body")
+			b.ReportMetric(float64(reviewCost(body)+int64(len(body))+1)/float64(len(body)), "charged/body")
+			b.ReportMetric(float64(len(body)), "body-bytes")
+		})
+	}
+}
+
+// peakLiveHeap runs f while collecting back to back, and returns the
+// largest live heap a collection found above what was live before f.
+func peakLiveHeap(f func()) uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	live := func() uint64 {
+		runtime.GC()
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	base := live()
+	var done atomic.Bool
+	peaks := make(chan uint64)
+	go func() {
+		var peak uint64
+		for !done.Load() {
+			peak = max(peak, live())
+		}
+		peaks <- peak
+	}()
+	f()
+	done.Store(true)
+	peak := <-peaks
+	if peak < base {
+		return 0
+	}
+	return peak - base
+}
+
+// What admission charges a review (its body buffer and reviewCost) is at
+// least the live heap it peaks at, for every shape: the budget holds.
+func TestChargeBoundsThePeakHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("collects back to back for a few seconds")
+	}
+	for name, body := range reviewShapes(1 << 20) {
+		h := &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry()), MaxInFlightMemory: 1 << 40}
+		peak := peakLiveHeap(func() {
+			if err := serveTo(h, body); err != nil {
+				t.Fatal(name, err)
+			}
+		})
+		charged := reviewCost(body) + int64(len(body)) + 1
+		t.Logf("%-22s body %8d  peak %9d  charged %9d (%.2f)", name, len(body), peak, charged, float64(charged)/float64(peak))
+		if uint64(charged) < peak {
+			t.Errorf("%s: charged %d, below the peak heap %d", name, charged, peak)
+		}
+	}
+}
+
+// tailWriter is a ResponseWriter that keeps only the end of the answer, as
+// a connection does: a recorder would add a copy of the answer to the heap
+// being measured.
+type tailWriter struct {
+	header http.Header
+	code   int
+	tail   []byte
+}
+
+func (w *tailWriter) Header() http.Header { return w.header }
+func (w *tailWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.tail = append(w.tail, p[max(0, len(p)-256):]...)
+	w.tail = w.tail[max(0, len(w.tail)-256):]
+	return len(p), nil
+}
+
+// serveTo answers one review of body and says why it was not a success.
+func serveTo(h http.Handler, body string) error {
+	w := &tailWriter{header: http.Header{}}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(body)))
+	if w.code != http.StatusOK || !strings.HasSuffix(string(w.tail), `"status":"Success"}}}`) {
+		return fmt.Errorf("answered %d: ...%s", w.code, w.tail)
+	}
+	return nil
+}
