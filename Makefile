@@ -68,6 +68,8 @@ bench: kube-binaries ## Run the benchmarks of docs/benchmarks.md.
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/conversion
 	$(GO) -C hack/bench/webhook run . -duration 5s -repeats 3
 	$(GO) test -run '^$$' -bench ListThroughTheAPIServer -benchtime 20x ./pkg/webhook/app
+	$(GO) test -run '^$$' -bench ReviewPeakHeap -benchtime 3x ./pkg/webhook
+	$(GO) test -run '^$$' -bench HostileLoad -benchtime 3x ./pkg/webhook/app
 	$(GO) run ./hack/bench/controllers -n 1000 -workers 8 -qps 500
 
 .PHONY: bench-cluster

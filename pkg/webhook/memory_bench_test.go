@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,69 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/materializeinc/orchestratord/pkg/conversion"
-	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
-	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/hostile"
 )
-
-// reviewShapes are ConversionReviews of about size bytes: realistic
-// objects, the smallest objects the API server stores, and the shapes a
-// tenant can write whose decoded form costs the most per byte (an array
-// of empty strings, a map of one-letter labels), as a LIST of many
-// tenants' objects would bring them.
-func reviewShapes(size int) map[string]string {
-	reviewTo := func(desired string, object func(i int) string) string {
-		var b bytes.Buffer
-		b.WriteString(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"` + desired + `","objects":[`)
-		for i := 0; b.Len() < size; i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(object(i))
-		}
-		b.WriteString("]}}")
-		return b.String()
-	}
-	review := func(object func(i int) string) string { return reviewTo("materialize.cloud/v1", object) }
-	small := func(i int, spec string) string {
-		return fmt.Sprintf(`{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"name":"m%d","namespace":"n","uid":"0b0b0b0b-1111-4222-8333-%012d","resourceVersion":"%d","generation":1},"spec":{"environmentdImageRef":"e:v26.1.0","backendSecretName":"b"%s}}`, i, i, i, spec)
-	}
-	// Objects of about 64 KiB, as a tenant may write many.
-	const elements = 64 << 10 / 3
-	emptyStrings := `,"environmentdExtraArgs":[""` + strings.Repeat(`,""`, elements) + `]`
-	var labels strings.Builder
-	for i := range 64 << 10 / 12 {
-		if i > 0 {
-			labels.WriteByte(',')
-		}
-		fmt.Fprintf(&labels, `"%x":""`, i)
-	}
-	envEntries := `,"environmentdExtraEnv":[{"name":"a"}` + strings.Repeat(`,{"name":"a"}`, 64<<10/13) + `]`
-	return map[string]string{
-		"realistic": review(func(i int) string { return string(fixture.V1alpha1Materialize(i)) }),
-		"realistic-to-v1alpha1": reviewTo("materialize.cloud/v1alpha1", func(i int) string {
-			obj, err := jsonvalue.Decode(fixture.V1alpha1Materialize(i))
-			if err != nil {
-				panic(err)
-			}
-			v1, err := conversion.Convert(obj.(map[string]any), conversion.V1)
-			if err != nil {
-				panic(err)
-			}
-			out, err := jsonvalue.Append(nil, v1)
-			if err != nil {
-				panic(err)
-			}
-			return string(out)
-		}),
-		"one-member-maps": review(func(i int) string { return small(i, envEntries) }),
-		"small-objects":   review(func(i int) string { return small(i, "") }),
-		"empty-strings":   review(func(i int) string { return small(i, emptyStrings) }),
-		"labels": review(func(i int) string {
-			return strings.Replace(small(i, ""), `"generation":1`, `"generation":1,"labels":{`+labels.String()+`}`, 1)
-		}),
-	}
-}
 
 // go test -run '^$' -bench ReviewPeakHeap -benchtime 3x ./pkg/webhook
 //
@@ -85,7 +23,7 @@ func reviewShapes(size int) map[string]string {
 // the largest live heap it marks is kept. The worst shape's figure is
 // decodedCostFactor, by which admission charges a review.
 func BenchmarkReviewPeakHeap(b *testing.B) {
-	for name, body := range reviewShapes(4 << 20) {
+	for name, body := range hostile.Reviews(4 << 20) {
 		b.Run(name, func(b *testing.B) {
 			h := &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry()), MaxInFlightMemory: 1 << 40}
 			var worst float64
@@ -138,7 +76,7 @@ func TestChargeBoundsThePeakHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("collects back to back for a few seconds")
 	}
-	for name, body := range reviewShapes(1 << 20) {
+	for name, body := range hostile.Reviews(1 << 20) {
 		h := &ConvertHandler{Log: zap.NewNop(), Metrics: NewMetrics(prometheus.NewRegistry()), MaxInFlightMemory: 1 << 40}
 		peak := peakLiveHeap(func() {
 			if err := serveTo(h, body); err != nil {

@@ -1,0 +1,180 @@
+package app_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/hostile"
+)
+
+// chartMemoryLimit is the chart's webhook limits.memory, which it passes
+// as --memory-limit.
+const chartMemoryLimit = 256 << 20
+
+// hostileLoad is what the webhook process at the chart's memory limit is
+// sent at once: concurrent large reviews (the 11.8 MiB of 34 000 small
+// objects that once took it past its limit, realistic objects, the
+// costliest shape per byte), clients that send only headers declaring
+// 12 MiB, and many idle connections.
+type hostileLoad struct {
+	answered map[string]map[int]int // shape -> status -> count
+	peakRSS  int64
+}
+
+func runHostileLoad(t testing.TB, rounds int) hostileLoad {
+	ns := newNamespace(t)
+	hook := startWebhook(t, ns, "--memory-limit="+strconv.Itoa(chartMemoryLimit), "--max-connections=64")
+	shapes := hostile.Reviews(12 << 20)
+	load := map[string]string{
+		"small-objects 12 MiB":     shapes["small-objects"],
+		"realistic 12 MiB":         shapes["realistic"],
+		"one-member-maps 12 MiB":   shapes["one-member-maps"],
+		"one-member-maps 3 MiB":    hostile.Reviews(3 << 20)["one-member-maps"],
+		"realistic page of 500":    string(fixture.ConversionReview("materialize.cloud/v1", 500)),
+		"small-objects 12 MiB (2)": shapes["small-objects"],
+	}
+	stop := make(chan struct{})
+	var squatters sync.WaitGroup
+	// Headers only, declaring 12 MiB, on fresh connections while the load
+	// runs, and idle TLS connections beyond the connection cap.
+	for range 4 {
+		squatters.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := tls.Dial("tcp", hook.https, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // an attacker
+				if err != nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				fmt.Fprintf(c, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 12<<20)
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_, _ = c.Read(make([]byte, 1))
+				c.Close()
+			}
+		})
+	}
+	var idle []net.Conn
+	for range 100 {
+		if c, err := net.Dial("tcp", hook.https); err == nil {
+			idle = append(idle, c)
+		}
+	}
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // measuring, not trusting
+		ForceAttemptHTTP2: true,
+	}}
+	result := hostileLoad{answered: map[string]map[int]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, body := range load {
+		result.answered[name] = map[int]int{}
+		wg.Go(func() {
+			for done := 0; done < rounds; {
+				code, err := post(client, hook.https, body)
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					return
+				}
+				mu.Lock()
+				result.answered[name][code]++
+				mu.Unlock()
+				if code == http.StatusTooManyRequests {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				done++
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	squatters.Wait()
+	result.peakRSS = peakRSS(t, hook.cmd.Process.Pid)
+	return result
+}
+
+func post(client *http.Client, addr, body string) (int, error) {
+	resp, err := client.Post("https://"+addr+"/convert", "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode == http.StatusOK && !bytes.HasSuffix(out, []byte(`"status":"Success"}}}`)) {
+		return 0, fmt.Errorf("200 without success: ...%s", out[max(0, len(out)-300):])
+	}
+	return resp.StatusCode, nil
+}
+
+// peakRSS is the process's high-water mark of resident memory.
+func peakRSS(t testing.TB, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kib << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+// Under the hostile load the process stays under the chart's memory limit,
+// answers every admissible review (after 429s), and refuses with 413 only
+// the review that would cost more than its whole budget.
+func TestHostileLoadStaysUnderTheChartsMemoryLimit(t *testing.T) {
+	got := runHostileLoad(t, 1)
+	t.Logf("peak RSS %d MiB; answers %v", got.peakRSS>>20, got.answered)
+	if got.peakRSS >= chartMemoryLimit {
+		t.Errorf("peak RSS %d MiB, at or over the chart's limit of %d MiB", got.peakRSS>>20, chartMemoryLimit>>20)
+	}
+	for name, codes := range got.answered {
+		want := http.StatusOK
+		if name == "one-member-maps 12 MiB" {
+			want = http.StatusRequestEntityTooLarge
+		}
+		if codes[want] != 1 {
+			t.Errorf("%s: answered %v, want one %d", name, codes, want)
+		}
+	}
+}
+
+// go test -run '^$' -bench HostileLoad -benchtime 3x ./pkg/webhook/app
+func BenchmarkHostileLoad(b *testing.B) {
+	var peak int64
+	for b.Loop() {
+		peak = max(peak, runHostileLoad(b, 2).peakRSS)
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(float64(chartMemoryLimit)/(1<<20), "limit-MiB")
+}
