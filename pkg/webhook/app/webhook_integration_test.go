@@ -2,9 +2,11 @@ package app_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/servingcert"
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 // The tests share one API server and one CRD, so they run one after another.
@@ -402,5 +405,38 @@ func TestSIGTERMDrainsThenExitsZero(t *testing.T) {
 	<-hook.exited
 	if hook.exitErr != nil {
 		t.Errorf("want exit 0 after the drain, got %v", hook.exitErr)
+	}
+}
+
+// A request still in flight at --shutdown-timeout (here a body that never
+// finishes arriving) has its connection closed, and the process exits 0:
+// the shutdown asked for is done.
+func TestShutdownTimeoutClosesWhatIsLeftAndExitsZero(t *testing.T) {
+	ns := newNamespace(t)
+	hook := startWebhook(t, ns, "--shutdown-timeout=1s")
+	c, err := tls.Dial("tcp", hook.https, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	// The request is in flight once its headers are read.
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		v, err := program.Metric(hook.metrics, "orchestratord_webhook_in_flight_memory_bytes")
+		return err == nil && v > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the trickled request never started being read")
+	}
+	if err := hook.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-hook.exited
+	if hook.exitErr != nil {
+		t.Errorf("want exit 0 after the shutdown timeout, got %v", hook.exitErr)
+	}
+	raw, _ := os.ReadFile(hook.log)
+	if !strings.Contains(string(raw), "requests still in flight at the shutdown timeout") {
+		t.Errorf("the connections closed at the timeout are not logged:\n%s", raw)
 	}
 }
