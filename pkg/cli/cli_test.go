@@ -49,18 +49,32 @@ func TestApplyEnvReportsBadValueWithVariableName(t *testing.T) {
 	}
 }
 
-func TestMemoryLimitKeepsTheHeapUnder90Percent(t *testing.T) {
+func TestMemoryLimitLeavesRoomForTheExecutable(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	os.Unsetenv("GOMEMLIMIT")
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-	applyMemoryLimit(1000 << 20)
-	if got := debug.SetMemoryLimit(-1); got != 900<<20 {
-		t.Errorf("memory limit = %d, want %d", got, 900<<20)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyMemoryLimit(4000 << 20)
+	if got, want := debug.SetMemoryLimit(-1), int64(3600<<20)-info.Size(); got != want {
+		t.Errorf("memory limit = %d, want 90%% less the executable's %d bytes: %d", got, info.Size(), want)
+	}
+	if got := goMemoryLimit(256<<20, 30<<20); got != 256<<20/10*9-30<<20 {
+		t.Errorf("goMemoryLimit(256 MiB, 30 MiB) = %d", got)
+	}
+	if got := goMemoryLimit(64<<20, 60<<20); got != 16<<20 {
+		t.Errorf("goMemoryLimit(64 MiB, 60 MiB) = %d, want a quarter of the limit", got)
 	}
 	t.Setenv("GOMEMLIMIT", "500MiB") // the user's choice wins
 	applyMemoryLimit(2000 << 20)
-	if got := debug.SetMemoryLimit(-1); got != 900<<20 {
+	if got := debug.SetMemoryLimit(-1); got != int64(3600<<20)-info.Size() {
 		t.Errorf("memory limit = %d with GOMEMLIMIT set, want it untouched", got)
 	}
 }
