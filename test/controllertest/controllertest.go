@@ -19,9 +19,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -344,31 +341,7 @@ func Int32Ptr(v int32) *int32 { return &v }
 // Certificates; nothing issues them.
 func InstallCertificateCRD(t *testing.T) {
 	t.Helper()
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "certificates.cert-manager.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "cert-manager.io", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "certificates", Singular: "certificate", Kind: "Certificate", ListKind: "CertificateList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve}}}},
-		},
-	}
-	crds := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := cp.InstallCertificateCRD(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	Eventually(t, "the Certificate CRD established", func() error {
-		got, err := crds.Get(context.Background(), crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("not established")
-	})
 }

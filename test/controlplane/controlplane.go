@@ -5,8 +5,10 @@
 //
 // Each control plane listens on free loopback ports in its own temporary
 // directory with its own certificates, an admin kubeconfig and, on request,
-// an audit log. The materialize.cloud CRDs are installed and Established
-// before Start returns.
+// an audit log. Authorization is RBAC, with the
+// OwnerReferencesPermissionEnforcement admission plugin on (as on
+// OpenShift and the local cluster). The materialize.cloud CRDs are
+// installed and Established before Start returns.
 package controlplane
 
 import (
@@ -160,6 +162,10 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=RBAC",
+		// As the local cluster's API server (hack/cluster) and OpenShift's:
+		// an owner reference with blockOwnerDeletion needs update on the
+		// owner's finalizers, which the chart's RBAC tests rely on.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--allow-privileged=true",
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 	}
@@ -259,6 +265,27 @@ func (cp *ControlPlane) applyCRD(ctx context.Context, client apiextensionsclient
 			}
 		}
 		return false, nil
+	})
+}
+
+// InstallCertificateCRD serves cert-manager's Certificate kind
+// (cert-manager.io/v1) with an open schema, so reconcilers can write
+// Certificates; nothing issues them.
+func (cp *ControlPlane) InstallCertificateCRD(ctx context.Context) error {
+	client, err := apiextensionsclient.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	preserve := true
+	return cp.applyCRD(ctx, client, &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "certificates.cert-manager.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "cert-manager.io", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "certificates", Singular: "certificate", Kind: "Certificate", ListKind: "CertificateList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve}}}},
+		},
 	})
 }
 

@@ -63,6 +63,7 @@ type Options struct {
 	CreateConsoles          bool
 	BalancerdImage          string
 	ConsoleImage            string
+	EnvironmentdClusterRole string
 	EnvironmentdURLTemplate string
 	EnvironmentdPoll        time.Duration
 	KubeAPIQPS              float32
@@ -101,6 +102,8 @@ func NewCommand() *cobra.Command {
 	fs.BoolVar(&o.CreateConsoles, "create-consoles", true, "apply a Console for every Materialize (delete them when false)")
 	fs.StringVar(&o.BalancerdImage, "balancerd-image", "", "balancerd image; empty means the environmentd image's registry and tag")
 	fs.StringVar(&o.ConsoleImage, "console-image", "", "console image; empty means the environmentd image's registry and tag")
+	fs.StringVar(&o.EnvironmentdClusterRole, "environmentd-cluster-role", materialize.DefaultEnvironmentdClusterRole,
+		"ClusterRole granting environmentd its permissions, bound to its ServiceAccount in each Materialize's namespace by a RoleBinding; the controllers need bind on it (the chart's <release>-controllers-environmentd)")
 	fs.StringVar(&o.EnvironmentdURLTemplate, "environmentd-url-template", "",
 		"Go template of environmentd's internal HTTP base URL, with .Namespace .Name .ResourceID .Generation; empty means the generation Service's cluster DNS name")
 	fs.DurationVar(&o.EnvironmentdPoll, "environmentd-poll-interval", 2*time.Second, "how often a rollout in progress asks environmentd for its leader status")
@@ -125,6 +128,9 @@ func (o *Options) complete() error {
 	}
 	if len(o.Controllers) == 0 {
 		return errors.New("--controllers: at least one controller is needed")
+	}
+	if o.EnvironmentdClusterRole == "" {
+		return errors.New("--environmentd-cluster-role is required: environmentd's permissions")
 	}
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = cli.PodNamespace()
@@ -260,6 +266,7 @@ func Run(ctx context.Context, o *Options) error {
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
 				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
+				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
 		case "balancer":
 			env := &o.Environment

@@ -57,7 +57,7 @@ func unindexedInformer(f informers.SharedInformerFactory, obj runtime.Object, ne
 }
 
 // TrimForCache is the informers' transform. The operator's children
-// (ServiceAccount, Role, RoleBinding, NetworkPolicy, ConfigMap, Service,
+// (ServiceAccount, RoleBinding, NetworkPolicy, ConfigMap, Service,
 // StatefulSet, Deployment) are cached as Stubs, which their Listers read:
 // the metadata and the few spec and status fields the reconcilers read, and
 // the digest of the fields this operator owns, which is all the no-op
@@ -79,8 +79,6 @@ func TrimForCache(obj any) (any, error) {
 		return o, nil
 	case *corev1.ServiceAccount:
 		out, err = stub(o, corev1ac.ExtractServiceAccount, nil)
-	case *rbacv1.Role:
-		out, err = stub(o, rbacv1ac.ExtractRole, nil)
 	case *rbacv1.RoleBinding:
 		out, err = stub(o, rbacv1ac.ExtractRoleBinding, nil)
 	case *networkingv1.NetworkPolicy:

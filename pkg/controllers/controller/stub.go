@@ -376,12 +376,6 @@ func ServiceAccountLister(f informers.SharedInformerFactory) Lister[*corev1.Serv
 	})
 }
 
-func RoleLister(f informers.SharedInformerFactory) Lister[*rbacv1.Role] {
-	return newLister(unindexedInformer(f, &rbacv1.Role{}, rbacinformers.NewFilteredRoleInformer), rbacv1.Resource("roles"), func(s *Stub) *rbacv1.Role {
-		return &rbacv1.Role{ObjectMeta: s.meta()}
-	})
-}
-
 func RoleBindingLister(f informers.SharedInformerFactory) Lister[*rbacv1.RoleBinding] {
 	return newLister(unindexedInformer(f, &rbacv1.RoleBinding{}, rbacinformers.NewFilteredRoleBindingInformer), rbacv1.Resource("rolebindings"), func(s *Stub) *rbacv1.RoleBinding {
 		return &rbacv1.RoleBinding{ObjectMeta: s.meta()}

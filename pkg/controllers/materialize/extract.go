@@ -14,7 +14,6 @@ var (
 	corev1acExtractService           = corev1ac.ExtractService
 	corev1acExtractConfigMap         = corev1ac.ExtractConfigMap
 	appsacExtractStatefulSet         = appsv1ac.ExtractStatefulSet
-	rbacacExtractRole                = rbacv1ac.ExtractRole
 	rbacacExtractRoleBinding         = rbacv1ac.ExtractRoleBinding
 	networkingacExtractNetworkPolicy = networkingv1ac.ExtractNetworkPolicy
 )

@@ -70,8 +70,12 @@ func (e env) serviceAccountName() string {
 	return e.mz.Name
 }
 
-// Role and RoleBinding are named after the Materialize, as upstream names them.
-func (e env) roleName() string { return e.mz.Name }
+// roleBindingName is the RoleBinding that grants environmentd's
+// ServiceAccount the ClusterRole named by --environmentd-cluster-role. It
+// is not upstream's name (the Materialize's, for its Role and RoleBinding):
+// a RoleBinding's roleRef is immutable, so two operators applying
+// different roleRefs under one name would each fail forever after a switch.
+func (e env) roleBindingName() string { return e.name("environmentd") }
 
 func (e env) environmentdName() string { return e.name("environmentd") }
 
@@ -103,31 +107,43 @@ func (e env) serviceAccount() *corev1ac.ServiceAccountApplyConfiguration {
 
 var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
-// role lets environmentd orchestrate its clusters in its namespace
-// (upstream's create_role_object, rule for rule).
-func (e env) role() *rbacv1ac.RoleApplyConfiguration {
-	return rbacv1ac.Role(e.roleName(), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
-		WithRules(
-			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("statefulsets").WithVerbs(allVerbs...),
-			// Beyond upstream's rules: environmentd gives the clusterd
-			// StatefulSets its own pod's owner references, blockOwnerDeletion
-			// included, which the OwnerReferencesPermissionEnforcement
-			// admission plugin (OpenShift's default) allows only to who may
-			// update the owner's finalizers.
-			rbacv1ac.PolicyRule().WithAPIGroups("apps").WithResources("statefulsets/finalizers").WithVerbs("update"),
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("persistentvolumeclaims", "pods", "secrets", "services").WithVerbs(allVerbs...),
-			rbacv1ac.PolicyRule().WithAPIGroups("").WithResources("configmaps").WithVerbs("get"),
-			rbacv1ac.PolicyRule().WithAPIGroups("materialize.cloud").WithResources("vpcendpoints").WithVerbs(allVerbs...),
-			rbacv1ac.PolicyRule().WithAPIGroups("metrics.k8s.io").WithResources("pods").WithVerbs("get", "list"),
-			rbacv1ac.PolicyRule().WithAPIGroups("custom.metrics.k8s.io").WithResources(
-				"persistentvolumeclaims/kubelet_volume_stats_used_bytes",
-				"persistentvolumeclaims/kubelet_volume_stats_capacity_bytes").WithVerbs("get"),
-		)
+// DefaultEnvironmentdClusterRole is --environmentd-cluster-role's default:
+// the ClusterRole the chart renders for a release named orchestratord.
+const DefaultEnvironmentdClusterRole = "orchestratord-controllers-environmentd"
+
+// EnvironmentdRules are what environmentd may do in its namespace to
+// orchestrate its clusters: upstream's create_role_object, rule for rule,
+// plus the update of StatefulSets' finalizers. The chart ships them as the
+// ClusterRole the controllers bind to each environment's ServiceAccount
+// (test/chart checks the two are equal); the controllers hold none of
+// them, only bind on that ClusterRole.
+func EnvironmentdRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: allVerbs},
+		// Beyond upstream's rules: environmentd gives the clusterd
+		// StatefulSets its own pod's owner references, blockOwnerDeletion
+		// included, which the OwnerReferencesPermissionEnforcement
+		// admission plugin (OpenShift's default) allows only to who may
+		// update the owner's finalizers.
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets/finalizers"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims", "pods", "secrets", "services"}, Verbs: allVerbs},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"materialize.cloud"}, Resources: []string{"vpcendpoints"}, Verbs: allVerbs},
+		{APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"custom.metrics.k8s.io"}, Resources: []string{
+			"persistentvolumeclaims/kubelet_volume_stats_used_bytes",
+			"persistentvolumeclaims/kubelet_volume_stats_capacity_bytes"}, Verbs: []string{"get"}},
+	}
 }
 
-func (e env) roleBinding() *rbacv1ac.RoleBindingApplyConfiguration {
-	return rbacv1ac.RoleBinding(e.roleName(), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(e.roleName())).
+// roleBinding grants environmentd's ServiceAccount the ClusterRole
+// clusterRole (EnvironmentdRules) in the Materialize's namespace. A Role
+// and RoleBinding named after the Materialize, made by upstream or by an
+// earlier version of this operator, grant the same rules; they are left as
+// they are, and garbage collection removes them with the Materialize.
+func (e env) roleBinding(clusterRole string) *rbacv1ac.RoleBindingApplyConfiguration {
+	return rbacv1ac.RoleBinding(e.roleBindingName(), e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("ClusterRole").WithName(clusterRole)).
 		WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithName(e.serviceAccountName()).WithNamespace(e.ns()))
 }
 

@@ -80,8 +80,12 @@ type Options struct {
 	// BalancerdImage and ConsoleImage override the images derived from the
 	// environmentd image (same registry and tag).
 	BalancerdImage, ConsoleImage string
-	Leader                       *environmentd.Client
-	Now                          func() time.Time
+	// EnvironmentdClusterRole is the ClusterRole granting EnvironmentdRules
+	// that each environment's RoleBinding refers to; empty means
+	// DefaultEnvironmentdClusterRole.
+	EnvironmentdClusterRole string
+	Leader                  *environmentd.Client
+	Now                     func() time.Time
 }
 
 type reconciler struct {
@@ -97,7 +101,6 @@ type reconciler struct {
 	services     controller.Lister[*corev1.Service]
 	configMaps   controller.Lister[*corev1.ConfigMap]
 	accounts     controller.Lister[*corev1.ServiceAccount]
-	roles        controller.Lister[*rbacv1.Role]
 	bindings     controller.Lister[*rbacv1.RoleBinding]
 	policies     controller.Lister[*networkingv1.NetworkPolicy]
 }
@@ -115,6 +118,9 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.EnvironmentdClusterRole == "" {
+		o.EnvironmentdClusterRole = DefaultEnvironmentdClusterRole
 	}
 	if o.Config.CloudProvider == "" {
 		o.Config = DefaultConfig()
@@ -137,7 +143,6 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 		services:     controller.ServiceLister(k),
 		configMaps:   controller.ConfigMapLister(k),
 		accounts:     controller.ServiceAccountLister(k),
-		roles:        controller.RoleLister(k),
 		bindings:     controller.RoleBindingLister(k),
 		policies:     controller.NetworkPolicyLister(k),
 	}
@@ -158,7 +163,7 @@ func New(d controller.Deps, o Options) *controller.Controller {
 	}
 	informers := []cache.SharedIndexInformer{
 		r.statefulSets.Informer(), r.services.Informer(), r.configMaps.Informer(), r.accounts.Informer(),
-		r.roles.Informer(), r.bindings.Informer(), r.policies.Informer(),
+		r.bindings.Informer(), r.policies.Informer(),
 		mzInf.Balancers().Informer(), mzInf.Consoles().Informer(),
 	}
 	synced := []cache.InformerSynced{mzInf.Materializes().Informer().HasSynced}
@@ -364,12 +369,10 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 			return fmt.Errorf("service account: %w", err)
 		}
 	}
-	role := e.role()
-	liveRole, err := r.roles.In(e.ns()).Get(*role.Name)
-	if err := applyChild(ctx, liveRole, err, role, rbacacExtractRole, kube.RbacV1().Roles(e.ns()).Apply); err != nil {
-		return fmt.Errorf("role: %w", err)
-	}
-	binding := e.roleBinding()
+	// environmentd's permissions: the chart's ClusterRole, bound in this
+	// namespace (RBAC lets the controllers create the binding with bind on
+	// that one ClusterRole, holding none of its permissions).
+	binding := e.roleBinding(r.o.EnvironmentdClusterRole)
 	liveBinding, err := r.bindings.In(e.ns()).Get(*binding.Name)
 	if err := applyChild(ctx, liveBinding, err, binding, rbacacExtractRoleBinding, kube.RbacV1().RoleBindings(e.ns()).Apply); err != nil {
 		return fmt.Errorf("role binding: %w", err)

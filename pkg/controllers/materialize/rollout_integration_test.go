@@ -84,11 +84,14 @@ func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
 		"ServiceAccount": func() (metav1.Object, error) {
 			return kube.CoreV1().ServiceAccounts(ns).Get(ctx, "prod", metav1.GetOptions{})
 		},
-		"Role": func() (metav1.Object, error) {
-			return kube.RbacV1().Roles(ns).Get(ctx, "prod", metav1.GetOptions{})
-		},
 		"RoleBinding": func() (metav1.Object, error) {
-			return kube.RbacV1().RoleBindings(ns).Get(ctx, "prod", metav1.GetOptions{})
+			rb, err := kube.RbacV1().RoleBindings(ns).Get(ctx, "mz"+id+"-environmentd", metav1.GetOptions{})
+			if err == nil && (rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != materialize.DefaultEnvironmentdClusterRole ||
+				len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != "prod" || rb.Subjects[0].Namespace != ns) {
+				t.Errorf("RoleBinding grants %+v to %+v, want the ClusterRole %s to ServiceAccount %s/prod",
+					rb.RoleRef, rb.Subjects, materialize.DefaultEnvironmentdClusterRole, ns)
+			}
+			return rb, err
 		},
 		"persist pub-sub Service": func() (metav1.Object, error) {
 			return kube.CoreV1().Services(ns).Get(ctx, "mz"+id+"-persist-pubsub-1", metav1.GetOptions{})

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -26,11 +28,12 @@ import (
 
 // kubeStandIn boots the environmentd stand-in on the generation this
 // operator renders, in namespace "envs" of cp, as environmentd's
-// ServiceAccount with the Role and RoleBinding this operator makes (role
-// may change the Role first): what real environmentd does with its pod's
-// token. It returns the process's leader API state and its exit.
-func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRole func(*rbacv1ac.RoleApplyConfiguration), retryFor time.Duration) (
-	e env, sts types.UID, d *standin.Deployment, exit <-chan error) {
+// ServiceAccount with the RoleBinding this operator makes, to a ClusterRole
+// of EnvironmentdRules as the chart ships it (editRules may change the
+// rules first): what real environmentd does with its pod's token. It
+// returns the process's leader API state and its exit.
+func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRules func([]rbacv1.PolicyRule) []rbacv1.PolicyRule, retryFor time.Duration) (
+	e env, sts types.UID, d *standin.Deployment, exit <-chan error, logged *standinLog) {
 	t.Helper()
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
@@ -44,14 +47,19 @@ func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRole func(*rba
 	if _, err := admin.CoreV1().ServiceAccounts(e.ns()).Apply(ctx, e.serviceAccount(), opts); err != nil {
 		t.Fatal(err)
 	}
-	r := e.role()
-	if editRole != nil {
-		editRole(r)
+	const clusterRole = "standin-environmentd"
+	rules := EnvironmentdRules()
+	if editRules != nil {
+		rules = editRules(rules)
 	}
-	if _, err := admin.RbacV1().Roles(e.ns()).Apply(ctx, r, opts); err != nil {
+	if err := admin.RbacV1().ClusterRoles().Delete(ctx, clusterRole, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	if _, err := admin.RbacV1().RoleBindings(e.ns()).Apply(ctx, e.roleBinding(), opts); err != nil {
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: clusterRole}, Rules: rules},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(e.ns()).Apply(ctx, e.roleBinding(clusterRole), opts); err != nil {
 		t.Fatal(err)
 	}
 	g := e.generation(1)
@@ -82,7 +90,8 @@ func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRole func(*rba
 	sa := rest.CopyConfig(cp.Config)
 	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + e.ns() + ":" + e.serviceAccountName(),
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns(), "system:authenticated"}}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	logged = &standinLog{t: t}
+	log := slog.New(slog.NewTextHandler(logged, nil))
 	p, err := standin.KubeProcess(ctx, log, plan, sa, e.ns(), podName)
 	if err != nil {
 		t.Fatal(err)
@@ -93,15 +102,16 @@ func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRole func(*rba
 	done, finished := make(chan error, 1), make(chan struct{})
 	go func() { done <- p.Run(runCtx, plan); close(finished) }()
 	t.Cleanup(func() { cancel(); <-finished })
-	return e, live.UID, p.Deployment, done
+	return e, live.UID, p.Deployment, done, logged
 }
 
 // What environmentd does with its ServiceAccount once it runs, played by the
-// stand-in against a real API server: with this operator's Role, name
-// prefix and the installed VpcEndpoint CRD it lists VpcEndpoints, keeps its
+// stand-in against a real API server: with environmentd's ClusterRole
+// (EnvironmentdRules) bound as this operator binds it, under
+// OwnerReferencesPermissionEnforcement, with its name prefix and the installed VpcEndpoint CRD it lists VpcEndpoints, keeps its
 // catalog, creates the clusterd Service and StatefulSet of each bootstrap
 // replica under the generation's StatefulSet (so tearing the generation
-// down removes them); without the CRD or the Role's rule it fails as
+// down removes them); without the CRD or the vpcendpoints rule it fails as
 // environmentd would.
 func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 	cp := controlplane.ForTest(t, controlplane.Options{})
@@ -109,7 +119,7 @@ func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
 
 	t.Run("boots", func(t *testing.T) {
-		e, owner, d, exit := kubeStandIn(t, cp, nil, time.Minute)
+		e, owner, d, exit, _ := kubeStandIn(t, cp, nil, time.Minute)
 		// The operator's bootstrap flags: mz_catalog_server (s2) and
 		// quickstart (u1), one replica each; the other builtins at 0.
 		want := []string{"mz" + e.id + "-cluster-s2-replica-s1-gen-1", "mz" + e.id + "-cluster-u1-replica-u1-gen-1"}
@@ -150,25 +160,64 @@ func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 		}
 	})
 
-	t.Run("without the Role's vpcendpoints rule", func(t *testing.T) {
-		_, _, _, exit := kubeStandIn(t, cp, func(r *rbacv1ac.RoleApplyConfiguration) {
-			kept := r.Rules[:0]
-			for _, rule := range r.Rules {
-				if len(rule.Resources) == 0 || rule.Resources[0] != "vpcendpoints" {
+	t.Run("without the vpcendpoints rule", func(t *testing.T) {
+		_, _, _, exit, _ := kubeStandIn(t, cp, func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+			var kept []rbacv1.PolicyRule
+			for _, rule := range rules {
+				if rule.Resources[0] != "vpcendpoints" {
 					kept = append(kept, rule)
 				}
 			}
-			r.Rules = kept
+			return kept
 		}, time.Second)
 		wantFatal(t, exit, "list vpc endpoints", "forbidden")
 	})
 
-	t.Run("without the VpcEndpoint CRD", func(t *testing.T) {
-		ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
-		if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "vpcendpoints.materialize.cloud", metav1.DeleteOptions{}); err != nil {
+	// The API server runs OwnerReferencesPermissionEnforcement: the
+	// clusterd StatefulSets' blockOwnerDeletion needs this rule.
+	t.Run("without the statefulsets/finalizers rule", func(t *testing.T) {
+		// The plugin checks owner references as they are added: the
+		// clusterd objects an earlier subtest made must go first.
+		ns := testEnv(testMaterialize("materialize/environmentd:v26.35.0", v1alpha1.AuthenticatorNone)).ns()
+		if err := admin.AppsV1().StatefulSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		_, _, _, exit := kubeStandIn(t, cp, nil, time.Second)
+		services, err := admin.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, svc := range services.Items {
+			if err := admin.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, _, exit, logged := kubeStandIn(t, cp, func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+			var kept []rbacv1.PolicyRule
+			for _, rule := range rules {
+				if rule.Resources[0] != "statefulsets/finalizers" {
+					kept = append(kept, rule)
+				}
+			}
+			return kept
+		}, time.Second)
+		// environmentd retries a refused orchestrator call without end.
+		waitFor(t, exit, func() bool {
+			return logged.contains("cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on")
+		}, "the clusterd objects refused")
+	})
+
+	t.Run("without the VpcEndpoint CRD", func(t *testing.T) {
+		ext := apiextensionsclient.NewForConfigOrDie(cp.Config)
+		crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+		if err := crds.Delete(ctx, "vpcendpoints.materialize.cloud", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A terminating CRD is still served until its instances are gone.
+		waitFor(t, nil, func() bool {
+			_, err := crds.Get(ctx, "vpcendpoints.materialize.cloud", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, "the VpcEndpoint CRD deleted")
+		_, _, _, exit, _ := kubeStandIn(t, cp, nil, time.Second)
 		wantFatal(t, exit, "list vpc endpoints", "the server could not find the requested resource")
 	})
 }
@@ -205,10 +254,24 @@ func wantFatal(t *testing.T, exit <-chan error, contains ...string) {
 	}
 }
 
-// testWriter sends the stand-in's log to the test's.
-type testWriter struct{ t *testing.T }
+// standinLog sends the stand-in's log to the test's, and keeps it.
+type standinLog struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+}
 
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
+func (w *standinLog) Write(b []byte) (int, error) {
+	line := strings.TrimSpace(string(b))
+	w.t.Log(line)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines = append(w.lines, line)
 	return len(b), nil
+}
+
+func (w *standinLog) contains(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.lines, func(l string) bool { return strings.Contains(l, s) })
 }
