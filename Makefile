@@ -78,9 +78,10 @@ bench-cluster: ## As root: failover and webhook-rollout figures on the local clu
 	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) run ./hack/bench/failover
 
 .PHONY: fuzz
-fuzz: ## Fuzz each conversion target for FUZZTIME (default 5m).
-	for f in FuzzV1alpha1RoundTrip FuzzV1RoundTrip FuzzConvertAnyInput; do \
-	  $(GO) test ./pkg/conversion -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-5m} || exit 1; done
+fuzz: ## Fuzz each target (conversion, JSON, the webhook's handler) for FUZZTIME (default 5m).
+	for t in conversion:FuzzV1alpha1RoundTrip conversion:FuzzV1RoundTrip conversion:FuzzConvertAnyInput \
+	  jsonvalue:FuzzDecode jsonvalue:FuzzEstimate webhook:FuzzReview; do \
+	  $(GO) test ./pkg/$${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $${FUZZTIME:-5m} || exit 1; done
 
 .PHONY: clean
 clean: ## Remove build output (the cached Kubernetes binaries stay).
