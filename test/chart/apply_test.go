@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -122,56 +121,3 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// usedVerbs collects, from the audit log, the verb/resource pairs a user
-// was allowed (2xx) to perform.
-func usedVerbs(t *testing.T, user string) map[string]bool {
-	t.Helper()
-	events, err := cp.AuditEvents()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := map[string]bool{}
-	for _, ev := range events {
-		if ev.User.Username != user || ev.ObjectRef == nil || ev.ResponseStatus == nil || ev.ResponseStatus.Code >= 300 {
-			continue
-		}
-		resource := ev.ObjectRef.Resource
-		if ev.ObjectRef.Subresource != "" {
-			resource += "/" + ev.ObjectRef.Subresource
-		}
-		used[ev.ObjectRef.APIGroup+"|"+resource+"|"+ev.Verb] = true
-		if ev.Verb == "patch" && ev.ResponseStatus.Code == 201 {
-			// A server-side apply that created the object: authorized as create.
-			used[ev.ObjectRef.APIGroup+"|"+resource+"|create"] = true
-		}
-	}
-	return used
-}
-
-// unusedGrants lists the verb/resource pairs granted by the rendered
-// (Cluster)Roles of a component that no request of the test used.
-func unusedGrants(objs []*unstructured.Unstructured, namePrefix string, used map[string]bool) []string {
-	var unused []string
-	for _, obj := range objs {
-		if (obj.GetKind() != "ClusterRole" && obj.GetKind() != "Role") || !strings.HasPrefix(obj.GetName(), namePrefix) {
-			continue
-		}
-		rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
-		for _, r := range rules {
-			rule := r.(map[string]any)
-			for _, g := range rule["apiGroups"].([]any) {
-				for _, res := range rule["resources"].([]any) {
-					for _, v := range rule["verbs"].([]any) {
-						key := fmt.Sprintf("%s|%s|%s", g, res, v)
-						if !used[key] && !used[strings.Replace(key, "|list", "|watch", 1)] {
-							unused = append(unused, key)
-						}
-					}
-				}
-			}
-		}
-	}
-	sort.Strings(unused)
-	return unused
-}
