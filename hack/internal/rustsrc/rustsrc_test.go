@@ -1,0 +1,237 @@
+package rustsrc
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func texts(toks []Token) []string {
+	var out []string
+	for _, t := range toks {
+		out = append(out, t.Text)
+	}
+	return out
+}
+
+func TestLexer(t *testing.T) {
+	toks, err := Lex(`a 'b' '\'' 'static r#"x"y"# b"z\n" r#type 0..=2 1_000u32 /* /* */ */ // c
+	"multi
+line"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a", "b", "'", "'static", `x"y`, "z\n", "type", "0", ".", ".", "=", "2", "1_000u32", "multi\nline"}
+	if got := texts(toks); !reflect.DeepEqual(got, want) {
+		t.Errorf("tokens = %q, want %q", got, want)
+	}
+	if toks[len(toks)-1].Line != 2 {
+		t.Errorf("line = %d, want 2", toks[len(toks)-1].Line)
+	}
+}
+
+// Outer doc comments are #[doc] attributes; other comments are dropped.
+func TestLexDocComments(t *testing.T) {
+	toks, err := Lex("//! inner\n/// one\n//// not a doc\n/** two */ /*** not */ /**/ /*! inner */\nstruct X;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"#", "[", "doc", "=", " one", "]", "#", "[", "doc", "=", " two ", "]", "struct", "X", ";"}
+	if got := texts(toks); !reflect.DeepEqual(got, want) {
+		t.Errorf("tokens = %q, want %q", got, want)
+	}
+	if toks[0].Line != 2 || toks[6].Line != 4 {
+		t.Errorf("lines %d, %d, want 2, 4", toks[0].Line, toks[6].Line)
+	}
+	if got := Render(StripDocs(toks)); got != "struct X;" {
+		t.Errorf("StripDocs: %s", got)
+	}
+}
+
+func TestParseFile(t *testing.T) {
+	toks, err := Lex(`
+use std::collections::{BTreeMap as Map, self};
+use crate::a::*;
+/// A widget.
+#[derive(Clone, JsonSchema)]
+pub struct Widget { /// Its name.
+    #[serde(default)] pub name: String, pub(crate) size: Option<u8> }
+pub struct Id(#[allow(x)] pub String);
+mod inner {
+    use super::Widget as W;
+    pub const LIMIT: u8 = 3;
+    pub enum Mode { Fast, Slow(u8), Odd { x: u8 } = 4 }
+    impl Default for Mode { fn default() -> Self { Mode::Fast } }
+}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFile(toks, "src/x/src/lib.rs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Items) != 3 {
+		t.Fatalf("%d items", len(f.Items))
+	}
+	w, id, mode := f.Items[0], f.Items[1], f.Items[2]
+	if w.Name != "Widget" || !Derives(w.Attrs, "JsonSchema") || w.Attrs[0].Name != "doc" || len(w.Fields) != 2 ||
+		w.Fields[0].Name != "name" || len(w.Fields[0].Attrs) != 2 || Render(w.Fields[1].Type) != "Option<u8>" {
+		t.Errorf("Widget: %+v", w)
+	}
+	if id.Shape != "tuple" || len(id.Fields) != 1 || id.Fields[0].Name != "0" || Render(id.Fields[0].Type) != "String" {
+		t.Errorf("Id: %+v", id)
+	}
+	if ModKey(mode.Mod) != "inner" || len(mode.Variants) != 3 || len(mode.Variants[1].Tuple) != 1 || !mode.Variants[2].Fields {
+		t.Errorf("Mode: %+v", mode)
+	}
+	if got := Render(f.Defaults["inner::Mode"]); got != "Mode::Fast" {
+		t.Errorf("default = %q", got)
+	}
+	if got := Render(f.Consts["inner::LIMIT"]); got != "3" {
+		t.Errorf("const = %q", got)
+	}
+	if got := f.Uses[""]["Map"]; !reflect.DeepEqual(got, []string{"std", "collections", "BTreeMap"}) {
+		t.Errorf("use Map = %q", got)
+	}
+	if got := f.Uses[""]["collections"]; !reflect.DeepEqual(got, []string{"std", "collections"}) {
+		t.Errorf("use collections = %q", got)
+	}
+	if got := f.Uses["inner"]["W"]; !reflect.DeepEqual(got, []string{"super", "Widget"}) {
+		t.Errorf("use W = %q", got)
+	}
+	if got := f.Globs[""]; !reflect.DeepEqual(got, [][]string{{"crate", "a"}}) {
+		t.Errorf("globs = %q", got)
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for src, want := range map[string]string{
+		"std::collections::BTreeMap<String, Vec<u8>>": "std.collections.BTreeMap[String Vec[u8]]",
+		"Option<(String, u16)>":                       "Option[()[String u16]]",
+		"&'static str":                                "error: cannot read type &'static str",
+		"Vec<[u8; 4]>":                                "error: cannot read type [u8;4]",
+	} {
+		toks, err := Lex(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, err := ParseType(toks)
+		got := ""
+		if err != nil {
+			got = "error: " + err.Error()
+		} else {
+			got = show(typ)
+		}
+		if got != want {
+			t.Errorf("%s: got %s, want %s", src, got, want)
+		}
+	}
+}
+
+func show(t Type) string {
+	s := strings.Join(t.Path, ".")
+	if len(t.Args) > 0 {
+		var args []string
+		for _, a := range t.Args {
+			args = append(args, show(a))
+		}
+		s += "[" + strings.Join(args, " ") + "]"
+	}
+	return s
+}
+
+func writeTree(t *testing.T, files map[string]string) string {
+	dir := t.TempDir()
+	for p, s := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestSourceTree(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"Cargo.toml": "[workspace.dependencies]\nmz-b = { path = \"src/b\", default-features = false }\n",
+		"Cargo.lock": `# This file is automatically @generated by Cargo.
+version = 4
+
+[[package]]
+name = "a"
+version = "1.0.0"
+dependencies = [
+ "b",
+ "c 2.0.0 (registry+https://example.com/index)",
+]
+
+[[package]]
+name = "c"
+version = "2.0.0"
+
+[[patch.unused]]
+name = "d"
+version = "3.0.0"
+`,
+		"src/a/Cargo.toml": `[package]
+name = "mz-a" # the crate
+version = "0.1.0"
+
+[features]
+default = ["x"]
+x = ["mz-b/y"]
+
+[dependencies]
+mz-b.workspace = true
+other = { path = "../c", package = "mz-c", features = ["z"] }
+`,
+		"src/a/src/lib.rs":          "pub struct Needle;",
+		"src/a/src/target/x.rs":     "",
+		"src/a/target/debug/gen.rs": "pub struct Needle;",
+	})
+	if _, err := Open(dir, ""); err == nil {
+		t.Errorf("a source tree without -commit opened")
+	}
+	u, err := Open(dir, "label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := u.RustFiles()
+	if err != nil || !reflect.DeepEqual(files, []string{"src/a/src/lib.rs"}) { // not what is under target/
+		t.Errorf("RustFiles = %q, %v", files, err)
+	}
+	if got, err := u.FilesContaining("Needle"); err != nil || !reflect.DeepEqual(got, []string{"src/a/src/lib.rs"}) {
+		t.Errorf("FilesContaining = %q, %v", got, err)
+	}
+	if got, err := u.CrateDir("src/a/src/lib.rs"); err != nil || got != "src/a" {
+		t.Errorf("CrateDir = %q, %v", got, err)
+	}
+	m, err := u.Manifest("src/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "mz-a" || m.Version != "0.1.0" || !reflect.DeepEqual(m.Features["x"], []string{"mz-b/y"}) ||
+		!m.Deps["mz-b"].Workspace || m.Deps["other"].Path != "src/c" || m.Deps["other"].Package != "mz-c" {
+		t.Errorf("manifest %+v", m)
+	}
+	if p, def, err := u.WorkspaceDependency("mz-b"); err != nil || p != "src/b" || def {
+		t.Errorf("WorkspaceDependency = %q, %v, %v", p, def, err)
+	}
+	locked, err := u.Locked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LockedPackage{
+		{Name: "a", Version: "1.0.0", Dependencies: []string{"b", "c 2.0.0 (registry+https://example.com/index)"}},
+		{Name: "c", Version: "2.0.0"},
+	}
+	if !reflect.DeepEqual(locked, want) {
+		t.Errorf("Locked = %+v", locked)
+	}
+}
