@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // modelledCrates are the crate versions whose schema rules schema.go
@@ -20,24 +21,22 @@ var modelledCrates = map[string][]string{
 	"k8s-openapi":     {"0.27.0", "0.27.1"},
 }
 
-var lockPackage = regexp.MustCompile(`(?s)\[\[package\]\]\s*\nname = "([^"]+)"\s*\nversion = "([^"]+)"(.*?)(?:\n\n|\z)`)
-
 // checkCrates reads the versions of the modelled crates that
 // mz-cloud-resources builds with from Cargo.lock.
-func checkCrates(up *upstream) (map[string]string, error) {
-	b, err := up.read("Cargo.lock")
+func checkCrates(up *rustsrc.Source) (map[string]string, error) {
+	locked, err := up.Locked()
 	if err != nil {
 		return nil, err
 	}
 	all := map[string][]string{}
-	var cloudDeps string
-	for _, m := range lockPackage.FindAllStringSubmatch(string(b), -1) {
-		all[m[1]] = append(all[m[1]], m[2])
-		if m[1] == "mz-cloud-resources" {
-			cloudDeps = m[3]
+	var cloud *rustsrc.LockedPackage
+	for i, p := range locked {
+		all[p.Name] = append(all[p.Name], p.Version)
+		if p.Name == "mz-cloud-resources" {
+			cloud = &locked[i]
 		}
 	}
-	if cloudDeps == "" {
+	if cloud == nil {
 		return nil, fmt.Errorf("Cargo.lock has no package mz-cloud-resources")
 	}
 	out := map[string]string{}
@@ -48,9 +47,11 @@ func checkCrates(up *upstream) (map[string]string, error) {
 			// derive crates, its schemars / kube) depends on.
 			want := ""
 			if name == "schemars" {
-				re := regexp.MustCompile(`"schemars ([0-9][^"]*)"`)
-				if m := re.FindStringSubmatch(cloudDeps); m != nil {
-					want = m[1]
+				for _, d := range cloud.Dependencies {
+					if v, ok := strings.CutPrefix(d, "schemars "); ok && v != "" && v[0] >= '0' && v[0] <= '9' {
+						want = v
+						break
+					}
 				}
 			}
 			if want == "" {

@@ -7,6 +7,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // Upstream keeps some output of the derive in its tree: the VpcEndpoint
@@ -100,18 +102,18 @@ func describe(f fact) string {
 		f.typ, f.format, f.intOrString, f.required, f.nullable, f.def, f.enum, f.validations)
 }
 
-func crossCheck(up *upstream, crds []*crd) ([]string, error) {
+func crossCheck(up *rustsrc.Source, crds []*crd) ([]string, error) {
 	byName := map[string]*crd{}
 	for _, c := range crds {
 		byName[c.name+"/"+c.version] = c
 	}
-	files, err := up.filesUnder("src/cloud-resources", ".json")
+	files, err := up.FilesUnder("src/cloud-resources", ".json")
 	if err != nil {
 		return nil, err
 	}
 	var checked []string
 	for _, p := range files {
-		b, err := up.read(p)
+		b, err := up.Read(p)
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +178,7 @@ func crossCheck(up *upstream, crds []*crd) ([]string, error) {
 			checked = append(checked, p)
 		}
 	}
-	docs, err := up.filesUnder("doc/user/data/self_managed", ".json")
+	docs, err := up.FilesUnder("doc/user/data/self_managed", ".json")
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +212,8 @@ func crossCheck(up *upstream, crds []*crd) ([]string, error) {
 // then per field its name, default and whether it is required) with the
 // derived structs of the same name. It returns the number of tables
 // compared and of differences, which are warnings.
-func crossCheckDocs(up *upstream, p string, c *crd) (compared, bad int, err error) {
-	b, err := up.read(p)
+func crossCheckDocs(up *rustsrc.Source, p string, c *crd) (compared, bad int, err error) {
+	b, err := up.Read(p)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -222,8 +224,8 @@ func crossCheckDocs(up *upstream, p string, c *crd) (compared, bad int, err erro
 	structs := map[string]*node{}
 	var walk func(n *node)
 	walk = func(n *node) {
-		if n.item != nil && n.item.kind == "struct" {
-			structs[n.item.name] = n
+		if n.item != nil && n.item.Kind == "struct" {
+			structs[n.item.Name] = n
 		}
 		for _, q := range n.props {
 			walk(q.n)

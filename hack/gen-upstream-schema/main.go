@@ -26,6 +26,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 func main() {
@@ -45,12 +47,12 @@ func main() {
 }
 
 func run(dir, commit, name, out string) error {
-	up, err := openUpstream(dir, commit)
+	up, err := rustsrc.Open(dir, commit)
 	if err != nil {
 		return err
 	}
-	if up.commit != "" {
-		commit = up.commit
+	if up.Commit != "" {
+		commit = up.Commit
 	}
 	src, err := generate(up, name, commit)
 	if err != nil {
@@ -60,12 +62,12 @@ func run(dir, commit, name, out string) error {
 }
 
 // generate derives the facts and renders them as Go source.
-func generate(up *upstream, name, commit string) ([]byte, error) {
+func generate(up *rustsrc.Source, name, commit string) ([]byte, error) {
 	versions, err := checkCrates(up)
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{up: up, files: map[string]*rfile{}}
+	g := &gen{up: up, files: map[string]*rustsrc.File{}}
 	crds, err := g.crds()
 	if err != nil {
 		return nil, err

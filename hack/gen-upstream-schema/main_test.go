@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 const fixtureLock = `
@@ -197,14 +199,14 @@ func writeFixture(t *testing.T, files map[string]string) string {
 
 func deriveFixture(t *testing.T, files map[string]string) ([]*crd, error) {
 	t.Helper()
-	up, err := openUpstream(writeFixture(t, files), "fixture")
+	up, err := rustsrc.Open(writeFixture(t, files), "fixture")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := checkCrates(up); err != nil {
 		return nil, err
 	}
-	g := &gen{up: up, files: map[string]*rfile{}}
+	g := &gen{up: up, files: map[string]*rustsrc.File{}}
 	return g.crds()
 }
 
@@ -315,11 +317,11 @@ func TestSchemaFactsUpToDate(t *testing.T) {
 		t.Fatal("schema_facts.go names no commit")
 	}
 	commit := m[1]
-	up, err := openUpstream(dir, commit)
+	up, err := rustsrc.Open(dir, commit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := generate(up, "github.com/MaterializeInc/materialize", up.commit)
+	src, err := generate(up, "github.com/MaterializeInc/materialize", up.Commit)
 	if err != nil {
 		t.Fatal(err)
 	}

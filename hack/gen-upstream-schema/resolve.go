@@ -3,30 +3,31 @@ package main
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // gen reads upstream's sources and derives the schemas.
 type gen struct {
-	up      *upstream
-	files   map[string]*rfile
+	up      *rustsrc.Source
+	files   map[string]*rustsrc.File
 	sources []string // upstream files read, for the header
 }
 
-func (g *gen) file(p string) (*rfile, error) {
+func (g *gen) file(p string) (*rustsrc.File, error) {
 	if f, ok := g.files[p]; ok {
 		return f, nil
 	}
-	b, err := g.up.read(p)
+	b, err := g.up.Read(p)
 	if err != nil {
 		return nil, err
 	}
-	toks, err := lexRust(string(b))
+	toks, err := rustsrc.Lex(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", p, err)
 	}
-	f, err := parseFile(toks, p)
+	f, err := rustsrc.ParseFile(toks, p)
 	if err != nil {
 		return nil, err
 	}
@@ -46,15 +47,15 @@ func (g *gen) used(p string) {
 
 // scope is a module: a file and an inline module path within it.
 type scope struct {
-	f   *rfile
+	f   *rustsrc.File
 	mod []string
 }
 
 func (s scope) String() string {
 	if len(s.mod) == 0 {
-		return s.f.path
+		return s.f.Path
 	}
-	return s.f.path + " (mod " + modKey(s.mod) + ")"
+	return s.f.Path + " (mod " + rustsrc.ModKey(s.mod) + ")"
 }
 
 func (s scope) child(name string) scope {
@@ -63,8 +64,8 @@ func (s scope) child(name string) scope {
 
 // target is what a type path names.
 type target struct {
-	it      *item // a struct or enum read from upstream
-	sc      scope // the module it is defined in
+	it      *rustsrc.Item // a struct or enum read from upstream
+	sc      scope         // the module it is defined in
 	builtin string
 	k8s     *k8sType
 }
@@ -111,14 +112,14 @@ func (g *gen) resolve(p []string, sc scope) (target, error) {
 
 // lookup finds a single name declared or imported in a module.
 func (g *gen) lookup(name string, sc scope, seen map[string]bool) (target, bool, error) {
-	key := sc.f.path + "#" + modKey(sc.mod)
+	key := sc.f.Path + "#" + rustsrc.ModKey(sc.mod)
 	if seen[key] {
 		return target{}, false, nil
 	}
 	seen[key] = true
-	var found []*item
-	for _, it := range sc.f.items {
-		if it.name == name && modKey(it.mod) == modKey(sc.mod) {
+	var found []*rustsrc.Item
+	for _, it := range sc.f.Items {
+		if it.Name == name && rustsrc.ModKey(it.Mod) == rustsrc.ModKey(sc.mod) {
 			found = append(found, it)
 		}
 	}
@@ -128,11 +129,11 @@ func (g *gen) lookup(name string, sc scope, seen map[string]bool) (target, bool,
 	if len(found) == 1 {
 		return target{it: found[0], sc: sc}, true, nil
 	}
-	if full, ok := sc.f.uses[modKey(sc.mod)][name]; ok {
+	if full, ok := sc.f.Uses[rustsrc.ModKey(sc.mod)][name]; ok {
 		t, err := g.resolvePath(full, sc)
 		return t, err == nil, err
 	}
-	for _, glob := range sc.f.globs[modKey(sc.mod)] {
+	for _, glob := range sc.f.Globs[rustsrc.ModKey(sc.mod)] {
 		m, err := g.module(glob, sc)
 		if err != nil {
 			return target{}, false, fmt.Errorf("%s: use %s::*: %v", sc, strings.Join(glob, "::"), err)
@@ -191,7 +192,7 @@ func (g *gen) module(p []string, sc scope) (scope, error) {
 	rest := p[1:]
 	switch first := p[0]; {
 	case first == "crate":
-		root, err := g.crateRoot(sc.f.path)
+		root, err := g.crateRoot(sc.f.Path)
 		if err != nil {
 			return scope{}, err
 		}
@@ -203,10 +204,10 @@ func (g *gen) module(p []string, sc scope) (scope, error) {
 			return scope{}, fmt.Errorf("super:: of a file module is not modelled")
 		}
 		cur = scope{sc.f, sc.mod[:len(sc.mod)-1]}
-	case sc.f.mods[modKey(append(append([]string{}, sc.mod...), first))]:
+	case sc.f.Mods[rustsrc.ModKey(append(append([]string{}, sc.mod...), first))]:
 		cur = sc.child(first)
-	case sc.f.uses[modKey(sc.mod)][first] != nil:
-		return g.module(append(append([]string{}, sc.f.uses[modKey(sc.mod)][first]...), rest...), sc)
+	case sc.f.Uses[rustsrc.ModKey(sc.mod)][first] != nil:
+		return g.module(append(append([]string{}, sc.f.Uses[rustsrc.ModKey(sc.mod)][first]...), rest...), sc)
 	case strings.HasPrefix(first, "mz_"):
 		root, err := g.workspaceCrate(first)
 		if err != nil {
@@ -224,7 +225,7 @@ func (g *gen) module(p []string, sc scope) (scope, error) {
 		switch {
 		case seg == "super" && len(cur.mod) > 0:
 			cur = scope{cur.f, cur.mod[:len(cur.mod)-1]}
-		case cur.f.mods[modKey(append(append([]string{}, cur.mod...), seg))]:
+		case cur.f.Mods[rustsrc.ModKey(append(append([]string{}, cur.mod...), seg))]:
 			cur = cur.child(seg)
 		case len(cur.mod) == 0:
 			m, err := g.fileModule(cur, seg)
@@ -241,13 +242,13 @@ func (g *gen) module(p []string, sc scope) (scope, error) {
 
 // fileModule finds `mod name;` of a file module in name.rs or name/mod.rs.
 func (g *gen) fileModule(parent scope, name string) (scope, error) {
-	dir := strings.TrimSuffix(parent.f.path, ".rs")
-	switch path.Base(parent.f.path) {
+	dir := strings.TrimSuffix(parent.f.Path, ".rs")
+	switch path.Base(parent.f.Path) {
 	case "lib.rs", "main.rs", "mod.rs":
-		dir = path.Dir(parent.f.path)
+		dir = path.Dir(parent.f.Path)
 	}
 	for _, p := range []string{dir + "/" + name + ".rs", dir + "/" + name + "/mod.rs"} {
-		if g.up.exists(p) {
+		if g.up.Exists(p) {
 			f, err := g.file(p)
 			if err != nil {
 				return scope{}, err
@@ -259,12 +260,12 @@ func (g *gen) fileModule(parent scope, name string) (scope, error) {
 }
 
 func (g *gen) crateRoot(file string) (scope, error) {
-	dir, err := g.up.crateDir(file)
+	dir, err := g.up.CrateDir(file)
 	if err != nil {
 		return scope{}, err
 	}
 	for _, root := range []string{dir + "/src/lib.rs", dir + "/src/main.rs"} {
-		if g.up.exists(root) {
+		if g.up.Exists(root) {
 			f, err := g.file(root)
 			if err != nil {
 				return scope{}, err
@@ -275,18 +276,16 @@ func (g *gen) crateRoot(file string) (scope, error) {
 	return scope{}, fmt.Errorf("no src/lib.rs or src/main.rs in %s", dir)
 }
 
-var packageName = regexp.MustCompile(`(?m)^\[package\]\s*\n(?:[^\[]*\n)*?name\s*=\s*"([^"]+)"`)
-
 // workspaceCrate finds the root module of a workspace crate by its Rust
 // name (mz_server_core is the package mz-server-core under src/).
 func (g *gen) workspaceCrate(name string) (scope, error) {
 	pkg := strings.ReplaceAll(name, "_", "-")
 	dir := "src/" + strings.TrimPrefix(pkg, "mz-")
-	b, err := g.up.read(dir + "/Cargo.toml")
+	m, err := g.up.Manifest(dir)
 	if err != nil {
 		return scope{}, fmt.Errorf("crate %s: %v", name, err)
 	}
-	if m := packageName.FindSubmatch(b); m == nil || string(m[1]) != pkg {
+	if m.Name != pkg {
 		return scope{}, fmt.Errorf("crate %s: %s/Cargo.toml is not package %s", name, dir, pkg)
 	}
 	return g.crateRoot(dir + "/Cargo.toml")

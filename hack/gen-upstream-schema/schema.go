@@ -45,6 +45,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // k8sType is a k8s-openapi type: its top-level schema and its OpenAPI name.
@@ -96,7 +98,7 @@ type node struct {
 	props       []*prop
 	items       *node
 	values      *node
-	item        *item // the struct it comes from
+	item        *rustsrc.Item // the struct it comes from
 }
 
 type prop struct {
@@ -137,42 +139,42 @@ var ints = map[string]intRule{
 }
 
 // schemaOf derives the schema of a Rust type seen from sc.
-func (g *gen) schemaOf(t rty, sc scope, stack []string) (*node, error) {
-	tg, err := g.resolve(t.path, sc)
+func (g *gen) schemaOf(t rustsrc.Type, sc scope, stack []string) (*node, error) {
+	tg, err := g.resolve(t.Path, sc)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case tg.k8s != nil:
-		if len(t.args) != 0 {
-			return nil, fmt.Errorf("%s: generic Kubernetes type", t.text)
+		if len(t.Args) != 0 {
+			return nil, fmt.Errorf("%s: generic Kubernetes type", t.Text)
 		}
-		return &node{typ: tg.k8s.typ, format: tg.k8s.format, intOrString: tg.k8s.intOrString, k8s: tg.k8s.name, rust: t.text}, nil
+		return &node{typ: tg.k8s.typ, format: tg.k8s.format, intOrString: tg.k8s.intOrString, k8s: tg.k8s.name, rust: t.Text}, nil
 	case tg.it != nil:
-		if len(t.args) != 0 || tg.it.generic {
-			return nil, fmt.Errorf("%s: generic types are not modelled", t.text)
+		if len(t.Args) != 0 || tg.it.Generic {
+			return nil, fmt.Errorf("%s: generic types are not modelled", t.Text)
 		}
-		key := tg.it.file + "#" + modKey(append(append([]string{}, tg.it.mod...), tg.it.name))
+		key := tg.it.File + "#" + rustsrc.ModKey(append(append([]string{}, tg.it.Mod...), tg.it.Name))
 		for _, s := range stack {
 			if s == key {
-				return nil, fmt.Errorf("%s: recursive types are not modelled", t.text)
+				return nil, fmt.Errorf("%s: recursive types are not modelled", t.Text)
 			}
 		}
-		g.used(tg.it.file)
+		g.used(tg.it.File)
 		n, err := g.itemSchema(tg.it, tg.sc, append(stack, key))
 		if err != nil {
 			return nil, err
 		}
-		n.rust = t.text
+		n.rust = t.Text
 		return n, nil
 	}
 	arg := func(i int) (*node, error) {
-		if len(t.args) <= i {
-			return nil, fmt.Errorf("%s: missing type argument", t.text)
+		if len(t.Args) <= i {
+			return nil, fmt.Errorf("%s: missing type argument", t.Text)
 		}
-		return g.schemaOf(t.args[i], sc, stack)
+		return g.schemaOf(t.Args[i], sc, stack)
 	}
-	n := &node{rust: t.text}
+	n := &node{rust: t.Text}
 	switch b := tg.builtin; {
 	case b == "String" || b == "str":
 		n.typ = "string"
@@ -199,15 +201,15 @@ func (g *gen) schemaOf(t rty, sc scope, stack []string) (*node, error) {
 			return nil, err
 		}
 		if inner.nullable {
-			return nil, fmt.Errorf("%s: nested Option is not modelled", t.text)
+			return nil, fmt.Errorf("%s: nested Option is not modelled", t.Text)
 		}
 		if inner.oneOfEnum {
 			// allow_null wraps a oneOf in an anyOf with null, which kube's
 			// OptionalEnum then unwraps: not modelled.
-			return nil, fmt.Errorf("%s: an Option of an enum with documented variants is not modelled", t.text)
+			return nil, fmt.Errorf("%s: an Option of an enum with documented variants is not modelled", t.Text)
 		}
 		n = inner.copy()
-		n.rust = t.text
+		n.rust = t.Text
 		if n.intOrString && n.typ == "" {
 			// No "type" for allow_null to extend; OptionalIntOrString marks
 			// it nullable as a non-required property (see structSchema).
@@ -224,8 +226,8 @@ func (g *gen) schemaOf(t rty, sc scope, stack []string) (*node, error) {
 		}
 		n.typ, n.items = "array", items
 	case b == "BTreeMap" || b == "HashMap":
-		if len(t.args) != 2 || t.args[0].text != "String" {
-			return nil, fmt.Errorf("%s: only maps keyed by String are modelled", t.text)
+		if len(t.Args) != 2 || t.Args[0].Text != "String" {
+			return nil, fmt.Errorf("%s: only maps keyed by String are modelled", t.Text)
 		}
 		values, err := arg(1)
 		if err != nil {
@@ -233,7 +235,7 @@ func (g *gen) schemaOf(t rty, sc scope, stack []string) (*node, error) {
 		}
 		n.typ, n.values = "object", values
 	default:
-		return nil, fmt.Errorf("%s: type %s is not modelled", t.text, b)
+		return nil, fmt.Errorf("%s: type %s is not modelled", t.Text, b)
 	}
 	return n, nil
 }
@@ -253,17 +255,17 @@ type serdeItem struct {
 	hasValue   bool
 }
 
-func serdeItems(a attr) ([]serdeItem, error) {
+func serdeItems(a rustsrc.Attr) ([]serdeItem, error) {
 	var out []serdeItem
-	for _, part := range splitTop(a.args) {
+	for _, part := range rustsrc.SplitTop(a.Args) {
 		switch {
 		case len(part) == 0:
-		case len(part) == 1 && part[0].kind == tIdent:
-			out = append(out, serdeItem{key: part[0].text})
-		case len(part) == 3 && part[0].kind == tIdent && part[1].punct("=") && part[2].kind == tStr:
-			out = append(out, serdeItem{key: part[0].text, value: part[2].text, hasValue: true})
+		case len(part) == 1 && part[0].Kind == rustsrc.Ident:
+			out = append(out, serdeItem{key: part[0].Text})
+		case len(part) == 3 && part[0].Kind == rustsrc.Ident && part[1].IsPunct("=") && part[2].Kind == rustsrc.Str:
+			out = append(out, serdeItem{key: part[0].Text, value: part[2].Text, hasValue: true})
 		default:
-			return nil, fmt.Errorf("cannot read %s", a.rendered)
+			return nil, fmt.Errorf("cannot read %s", a.Rendered)
 		}
 	}
 	return out, nil
@@ -271,18 +273,18 @@ func serdeItems(a attr) ([]serdeItem, error) {
 
 // containerAttrs checks a struct's or enum's attributes and returns its
 // serde container settings.
-func containerAttrs(it *item) (renameAll string, transparent bool, err error) {
-	if !derives(it.attrs, "JsonSchema") {
-		return "", false, fmt.Errorf("%s %s (%s:%d) does not derive JsonSchema", it.kind, it.name, it.file, it.line)
+func containerAttrs(it *rustsrc.Item) (renameAll string, transparent bool, err error) {
+	if !rustsrc.Derives(it.Attrs, "JsonSchema") {
+		return "", false, fmt.Errorf("%s %s (%s:%d) does not derive JsonSchema", it.Kind, it.Name, it.File, it.Line)
 	}
-	for _, a := range it.attrs {
-		switch a.name {
+	for _, a := range it.Attrs {
+		switch a.Name {
 		case "doc", "derive", "allow", "kube":
 			// #[kube(...)] is read by kube-derive on the spec struct (see crd).
 		case "serde":
 			items, err := serdeItems(a)
 			if err != nil {
-				return "", false, fmt.Errorf("%s: %v", it.name, err)
+				return "", false, fmt.Errorf("%s: %v", it.Name, err)
 			}
 			for _, s := range items {
 				switch {
@@ -293,59 +295,66 @@ func containerAttrs(it *item) (renameAll string, transparent bool, err error) {
 				case s.key == "rename" || s.key == "crate" || s.key == "bound":
 					// The schema's name or serde's plumbing: no effect on it.
 				default:
-					return "", false, fmt.Errorf("%s %s: #[serde(%s)] is not modelled", it.kind, it.name, s.key)
+					return "", false, fmt.Errorf("%s %s: #[serde(%s)] is not modelled", it.Kind, it.Name, s.key)
 				}
 			}
 		default:
-			return "", false, fmt.Errorf("%s %s: attribute %s is not modelled", it.kind, it.name, a.rendered)
+			return "", false, fmt.Errorf("%s %s: attribute %s is not modelled", it.Kind, it.Name, a.Rendered)
 		}
 	}
 	return renameAll, transparent, nil
 }
 
-// derives reports whether a #[derive(...)] lists trait (by last segment).
-func derives(attrs []attr, trait string) bool {
-	for _, a := range attrs {
-		if a.name != "derive" {
-			continue
+// parseType reads a field's type: rustsrc.ParseType, less tuples, which
+// the rules here do not model.
+func parseType(toks []rustsrc.Token) (rustsrc.Type, error) {
+	t, err := rustsrc.ParseType(toks)
+	if err != nil {
+		return t, err
+	}
+	var tuple func(t rustsrc.Type) error
+	tuple = func(t rustsrc.Type) error {
+		if t.Path[0] == "()" {
+			return fmt.Errorf("type %s is not modelled", t.Text)
 		}
-		for _, part := range splitTop(a.args) {
-			if len(part) > 0 && part[len(part)-1].is(tIdent, trait) {
-				return true
+		for _, a := range t.Args {
+			if err := tuple(a); err != nil {
+				return err
 			}
 		}
+		return nil
 	}
-	return false
+	return t, tuple(t)
 }
 
-func (g *gen) itemSchema(it *item, sc scope, stack []string) (*node, error) {
+func (g *gen) itemSchema(it *rustsrc.Item, sc scope, stack []string) (*node, error) {
 	renameAll, transparent, err := containerAttrs(it)
 	if err != nil {
 		return nil, err
 	}
-	if it.kind == "enum" {
+	if it.Kind == "enum" {
 		return enumSchema(it, renameAll)
 	}
 	switch {
 	case transparent:
-		if len(it.fields) != 1 {
-			return nil, fmt.Errorf("struct %s: transparent with %d fields", it.name, len(it.fields))
+		if len(it.Fields) != 1 {
+			return nil, fmt.Errorf("struct %s: transparent with %d fields", it.Name, len(it.Fields))
 		}
-		for _, a := range it.fields[0].attrs {
-			if a.name != "doc" {
-				return nil, fmt.Errorf("struct %s: field attribute %s is not modelled", it.name, a.rendered)
+		for _, a := range it.Fields[0].Attrs {
+			if a.Name != "doc" {
+				return nil, fmt.Errorf("struct %s: field attribute %s is not modelled", it.Name, a.Rendered)
 			}
 		}
-		t, err := parseType(it.fields[0].typ)
+		t, err := parseType(it.Fields[0].Type)
 		if err != nil {
-			return nil, fmt.Errorf("struct %s: %v", it.name, err)
+			return nil, fmt.Errorf("struct %s: %v", it.Name, err)
 		}
 		return g.schemaOf(t, sc, stack)
-	case it.shape != "named":
-		return nil, fmt.Errorf("struct %s: a %s struct without #[serde(transparent)] is not modelled", it.name, it.shape)
+	case it.Shape != "named":
+		return nil, fmt.Errorf("struct %s: a %s struct without #[serde(transparent)] is not modelled", it.Name, it.Shape)
 	}
 	n := &node{typ: "object", item: it}
-	for _, f := range it.fields {
+	for _, f := range it.Fields {
 		p, err := g.fieldProp(it, f, renameAll, sc, stack)
 		if err != nil {
 			return nil, err
@@ -366,12 +375,12 @@ func (g *gen) itemSchema(it *item, sc scope, stack []string) (*node, error) {
 
 // fieldProp derives a struct field's property; nil for a field the
 // Deserialize contract leaves out.
-func (g *gen) fieldProp(it *item, f field, renameAll string, sc scope, stack []string) (*prop, error) {
-	where := it.name + "." + f.name
+func (g *gen) fieldProp(it *rustsrc.Item, f rustsrc.Field, renameAll string, sc scope, stack []string) (*prop, error) {
+	where := it.Name + "." + f.Name
 	var rename, skipIf string
 	var dflt, skipSer bool
-	for _, a := range f.attrs {
-		switch a.name {
+	for _, a := range f.Attrs {
+		switch a.Name {
 		case "doc", "allow":
 		case "kube":
 			// A field-level #[kube(...)] (upstream's #[kube(deprecated)]) is
@@ -401,18 +410,18 @@ func (g *gen) fieldProp(it *item, f field, renameAll string, sc scope, stack []s
 				}
 			}
 		default:
-			return nil, fmt.Errorf("%s: attribute %s is not modelled", where, a.rendered)
+			return nil, fmt.Errorf("%s: attribute %s is not modelled", where, a.Rendered)
 		}
 	}
 	name := rename
 	if name == "" {
 		var err error
-		name, err = renameField(f.name, renameAll)
+		name, err = renameField(f.Name, renameAll)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", where, err)
 		}
 	}
-	t, err := parseType(f.typ)
+	t, err := parseType(f.Type)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", where, err)
 	}
@@ -420,7 +429,7 @@ func (g *gen) fieldProp(it *item, f field, renameAll string, sc scope, stack []s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", where, err)
 	}
-	tg, err := g.resolve(t.path, sc)
+	tg, err := g.resolve(t.Path, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -464,17 +473,17 @@ func skipped(pred, def string) (bool, error) {
 	return false, fmt.Errorf("skip_serializing_if = %q is not modelled", pred)
 }
 
-func enumSchema(it *item, renameAll string) (*node, error) {
+func enumSchema(it *rustsrc.Item, renameAll string) (*node, error) {
 	n := &node{typ: "string", item: it}
 	var plain, documented []string
-	for _, v := range it.variants {
-		if len(v.tuple) > 0 || v.fields {
-			return nil, fmt.Errorf("enum %s: variant %s has data: not modelled", it.name, v.name)
+	for _, v := range it.Variants {
+		if len(v.Tuple) > 0 || v.Fields {
+			return nil, fmt.Errorf("enum %s: variant %s has data: not modelled", it.Name, v.Name)
 		}
 		name := ""
 		doc := false
-		for _, a := range v.attrs {
-			switch a.name {
+		for _, a := range v.Attrs {
+			switch a.Name {
 			case "doc":
 				doc = true
 			case "default":
@@ -482,7 +491,7 @@ func enumSchema(it *item, renameAll string) (*node, error) {
 			case "serde":
 				items, err := serdeItems(a)
 				if err != nil {
-					return nil, fmt.Errorf("enum %s: %v", it.name, err)
+					return nil, fmt.Errorf("enum %s: %v", it.Name, err)
 				}
 				for _, s := range items {
 					switch {
@@ -490,18 +499,18 @@ func enumSchema(it *item, renameAll string) (*node, error) {
 						name = s.value
 					case s.key == "alias" && s.hasValue:
 					default:
-						return nil, fmt.Errorf("enum %s variant %s: #[serde(%s)] is not modelled", it.name, v.name, s.key)
+						return nil, fmt.Errorf("enum %s variant %s: #[serde(%s)] is not modelled", it.Name, v.Name, s.key)
 					}
 				}
 			default:
-				return nil, fmt.Errorf("enum %s variant %s: attribute %s is not modelled", it.name, v.name, a.rendered)
+				return nil, fmt.Errorf("enum %s variant %s: attribute %s is not modelled", it.Name, v.Name, a.Rendered)
 			}
 		}
 		if name == "" {
 			var err error
-			name, err = renameVariant(v.name, renameAll)
+			name, err = renameVariant(v.Name, renameAll)
 			if err != nil {
-				return nil, fmt.Errorf("enum %s: %v", it.name, err)
+				return nil, fmt.Errorf("enum %s: %v", it.Name, err)
 			}
 		}
 		j := strconv.Quote(name)
@@ -512,7 +521,7 @@ func enumSchema(it *item, renameAll string) (*node, error) {
 		}
 	}
 	if len(plain)+len(documented) == 0 {
-		return nil, fmt.Errorf("enum %s has no variants: not modelled", it.name)
+		return nil, fmt.Errorf("enum %s has no variants: not modelled", it.Name)
 	}
 	n.enum = append(plain, documented...)
 	n.oneOfEnum = len(documented) > 0
@@ -520,13 +529,13 @@ func enumSchema(it *item, renameAll string) (*node, error) {
 }
 
 // variantName is an enum variant as serde writes it.
-func variantName(it *item, v variant) (string, error) {
+func variantName(it *rustsrc.Item, v rustsrc.Variant) (string, error) {
 	renameAll, _, err := containerAttrs(it)
 	if err != nil {
 		return "", err
 	}
-	for _, a := range v.attrs {
-		if a.name != "serde" {
+	for _, a := range v.Attrs {
+		if a.Name != "serde" {
 			continue
 		}
 		items, err := serdeItems(a)
@@ -539,7 +548,7 @@ func variantName(it *item, v variant) (string, error) {
 			}
 		}
 	}
-	return renameVariant(v.name, renameAll)
+	return renameVariant(v.Name, renameAll)
 }
 
 // renameField applies serde's rename_all to a snake_case field name.
@@ -609,14 +618,14 @@ func renameVariant(name, rule string) (string, error) {
 }
 
 // defaultOf is Default::default() of a type as serde_json writes it.
-func (g *gen) defaultOf(t rty, sc scope) (string, error) {
-	tg, err := g.resolve(t.path, sc)
+func (g *gen) defaultOf(t rustsrc.Type, sc scope) (string, error) {
+	tg, err := g.resolve(t.Path, sc)
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case tg.k8s != nil:
-		return "", fmt.Errorf("the default of %s is not modelled", t.text)
+		return "", fmt.Errorf("the default of %s is not modelled", t.Text)
 	case tg.it != nil:
 		return g.itemDefault(tg.it, tg.sc)
 	}
@@ -635,32 +644,32 @@ func (g *gen) defaultOf(t rty, sc scope) (string, error) {
 		return "[]", nil
 	case b == "BTreeMap" || b == "HashMap":
 		return "{}", nil
-	case b == "Box" && len(t.args) == 1:
-		return g.defaultOf(t.args[0], sc)
+	case b == "Box" && len(t.Args) == 1:
+		return g.defaultOf(t.Args[0], sc)
 	}
-	return "", fmt.Errorf("the default of %s is not modelled", t.text)
+	return "", fmt.Errorf("the default of %s is not modelled", t.Text)
 }
 
 // itemDefault is the default of a struct or enum: its impl Default (an
 // enum variant, or a newtype of a string expression) or a derived Default
 // of an enum (the #[default] variant).
-func (g *gen) itemDefault(it *item, sc scope) (string, error) {
-	key := modKey(append(append([]string{}, it.mod...), it.name))
-	if body, ok := sc.f.defaults[key]; ok {
-		if derives(it.attrs, "Default") {
-			return "", fmt.Errorf("%s both derives and implements Default", it.name)
+func (g *gen) itemDefault(it *rustsrc.Item, sc scope) (string, error) {
+	key := rustsrc.ModKey(append(append([]string{}, it.Mod...), it.Name))
+	if body, ok := sc.f.Defaults[key]; ok {
+		if rustsrc.Derives(it.Attrs, "Default") {
+			return "", fmt.Errorf("%s both derives and implements Default", it.Name)
 		}
 		return g.evalDefault(it, sc, body)
 	}
-	if !derives(it.attrs, "Default") {
-		return "", fmt.Errorf("%s has no Default", it.name)
+	if !rustsrc.Derives(it.Attrs, "Default") {
+		return "", fmt.Errorf("%s has no Default", it.Name)
 	}
-	if it.kind != "enum" {
-		return "", fmt.Errorf("the derived Default of struct %s is not modelled", it.name)
+	if it.Kind != "enum" {
+		return "", fmt.Errorf("the derived Default of struct %s is not modelled", it.Name)
 	}
-	for _, v := range it.variants {
-		for _, a := range v.attrs {
-			if a.name == "default" {
+	for _, v := range it.Variants {
+		for _, a := range v.Attrs {
+			if a.Name == "default" {
 				name, err := variantName(it, v)
 				if err != nil {
 					return "", err
@@ -669,25 +678,25 @@ func (g *gen) itemDefault(it *item, sc scope) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("enum %s derives Default without a #[default] variant", it.name)
+	return "", fmt.Errorf("enum %s derives Default without a #[default] variant", it.Name)
 }
 
-func (g *gen) evalDefault(it *item, sc scope, body []token) (string, error) {
-	bad := fmt.Errorf("impl Default for %s: cannot evaluate `%s`", it.name, render(body))
+func (g *gen) evalDefault(it *rustsrc.Item, sc scope, body []rustsrc.Token) (string, error) {
+	bad := fmt.Errorf("impl Default for %s: cannot evaluate `%s`", it.Name, rustsrc.Render(body))
 	if len(body) < 3 {
 		return "", bad
 	}
-	self := body[0].is(tIdent, "Self") || body[0].is(tIdent, it.name)
+	self := body[0].Is(rustsrc.Ident, "Self") || body[0].Is(rustsrc.Ident, it.Name)
 	if !self {
 		return "", bad
 	}
-	if it.kind == "enum" {
+	if it.Kind == "enum" {
 		// Self::Variant
-		if len(body) != 4 || !body[1].punct(":") || !body[2].punct(":") || body[3].kind != tIdent {
+		if len(body) != 4 || !body[1].IsPunct(":") || !body[2].IsPunct(":") || body[3].Kind != rustsrc.Ident {
 			return "", bad
 		}
-		for _, v := range it.variants {
-			if v.name == body[3].text {
+		for _, v := range it.Variants {
+			if v.Name == body[3].Text {
 				name, err := variantName(it, v)
 				if err != nil {
 					return "", err
@@ -698,23 +707,23 @@ func (g *gen) evalDefault(it *item, sc scope, body []token) (string, error) {
 		return "", bad
 	}
 	// Self(expr) of a newtype holding a String.
-	if it.shape != "tuple" || len(it.fields) != 1 || !body[1].punct("(") {
+	if it.Shape != "tuple" || len(it.Fields) != 1 || !body[1].IsPunct("(") {
 		return "", bad
 	}
-	end, err := matching(body, 1)
+	end, err := rustsrc.Matching(body, 1)
 	if err != nil || end != len(body)-1 {
 		return "", bad
 	}
-	ft, err := parseType(it.fields[0].typ)
+	ft, err := parseType(it.Fields[0].Type)
 	if err != nil {
 		return "", err
 	}
-	if tg, err := g.resolve(ft.path, sc); err != nil || tg.builtin != "String" {
-		return "", fmt.Errorf("impl Default for %s: only a newtype of String is modelled", it.name)
+	if tg, err := g.resolve(ft.Path, sc); err != nil || tg.builtin != "String" {
+		return "", fmt.Errorf("impl Default for %s: only a newtype of String is modelled", it.Name)
 	}
 	s, err := g.evalString(body[2:end], sc)
 	if err != nil {
-		return "", fmt.Errorf("impl Default for %s: %v", it.name, err)
+		return "", fmt.Errorf("impl Default for %s: %v", it.Name, err)
 	}
 	b, _ := json.Marshal(s)
 	return string(b), nil
@@ -722,28 +731,28 @@ func (g *gen) evalDefault(it *item, sc scope, body []token) (string, error) {
 
 // evalString evaluates a String expression: a literal or a &str constant,
 // with .to_owned(), .to_string() or .into(), or String::from(...).
-func (g *gen) evalString(toks []token, sc scope) (string, error) {
+func (g *gen) evalString(toks []rustsrc.Token, sc scope) (string, error) {
 	for _, conv := range []string{"to_owned", "to_string", "into"} {
-		if n := len(toks); n >= 5 && toks[n-4].punct(".") && toks[n-3].is(tIdent, conv) && toks[n-2].punct("(") && toks[n-1].punct(")") {
+		if n := len(toks); n >= 5 && toks[n-4].IsPunct(".") && toks[n-3].Is(rustsrc.Ident, conv) && toks[n-2].IsPunct("(") && toks[n-1].IsPunct(")") {
 			return g.evalString(toks[:n-4], sc)
 		}
 	}
-	if n := len(toks); n >= 6 && toks[0].is(tIdent, "String") && toks[1].punct(":") && toks[2].punct(":") && toks[3].is(tIdent, "from") && toks[4].punct("(") && toks[n-1].punct(")") {
+	if n := len(toks); n >= 6 && toks[0].Is(rustsrc.Ident, "String") && toks[1].IsPunct(":") && toks[2].IsPunct(":") && toks[3].Is(rustsrc.Ident, "from") && toks[4].IsPunct("(") && toks[n-1].IsPunct(")") {
 		return g.evalString(toks[5:n-1], sc)
 	}
-	if len(toks) == 1 && toks[0].kind == tStr {
-		return toks[0].text, nil
+	if len(toks) == 1 && toks[0].Kind == rustsrc.Str {
+		return toks[0].Text, nil
 	}
-	if len(toks) == 1 && toks[0].kind == tIdent {
+	if len(toks) == 1 && toks[0].Kind == rustsrc.Ident {
 		for m := sc.mod; ; m = m[:len(m)-1] {
-			if expr, ok := sc.f.consts[modKey(append(append([]string{}, m...), toks[0].text))]; ok {
+			if expr, ok := sc.f.Consts[rustsrc.ModKey(append(append([]string{}, m...), toks[0].Text))]; ok {
 				return g.evalString(expr, scope{sc.f, m})
 			}
 			if len(m) == 0 {
 				break
 			}
 		}
-		return "", fmt.Errorf("constant %s not found in %s", toks[0].text, sc)
+		return "", fmt.Errorf("constant %s not found in %s", toks[0].Text, sc)
 	}
-	return "", fmt.Errorf("cannot evaluate `%s`", render(toks))
+	return "", fmt.Errorf("cannot evaluate `%s`", rustsrc.Render(toks))
 }
