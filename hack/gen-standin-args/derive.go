@@ -6,42 +6,71 @@ import (
 	"os"
 	"strings"
 	"unicode"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // This file applies clap_derive 4.x's rules (clap_derive/src/item.rs and
-// derives/args.rs) to the structs read by rust.go. Anything it does not
+// derives/args.rs) to the structs read by hack/internal/rustsrc. Anything it does not
 // understand is an error naming the struct and field: a guess could make the
 // stand-in accept what the real program refuses.
 
 // gen holds what is shared while generating one program's table.
 type gen struct {
-	up       *upstream
-	binCrate string          // crate directory of the program
-	features map[string]bool // -feature overrides, "crate-dir:feature"
-	sources  []string        // upstream files used, for the header
-	toks     map[string][]token
-	enums    map[string][]*item // ValueEnum-deriving enums by name
-	manual   map[string]string  // types with a hand-written ValueEnum or ValueParserFactory impl -> which
+	up       *rustsrc.Source
+	binCrate string                     // crate directory of the program
+	features map[string]bool            // -feature overrides, "crate-dir:feature"
+	sources  []string                   // upstream files used, for the header
+	toks     map[string][]rustsrc.Token // lexed files
+	files    map[string]*rustsrc.File   // parsed files
+	enums    map[string][]*rustsrc.Item // ValueEnum-deriving enums by name
+	manual   map[string]string          // types with a hand-written ValueEnum or ValueParserFactory impl -> which
 	// history reads an older release only for its argument names: the
 	// value parser models are not checked against it (the stand-in models
 	// the newest sources) and warnings are not repeated.
 	history bool
 }
 
-func (g *gen) tokens(file string) ([]token, error) {
+func (g *gen) tokens(file string) ([]rustsrc.Token, error) {
 	if t, ok := g.toks[file]; ok {
 		return t, nil
 	}
-	b, err := g.up.read(file)
+	b, err := g.up.Read(file)
 	if err != nil {
 		return nil, err
 	}
-	t, err := lexRust(string(b))
+	t, err := rustsrc.Lex(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", file, err)
 	}
 	g.toks[file] = t
 	return t, nil
+}
+
+// items returns the struct and enum definitions of file named name (all of
+// them if name is "").
+func (g *gen) items(file, name string) ([]*rustsrc.Item, error) {
+	f, ok := g.files[file]
+	if !ok {
+		toks, err := g.tokens(file)
+		if err != nil {
+			return nil, err
+		}
+		if f, err = rustsrc.ParseFile(toks, file); err != nil {
+			return nil, err
+		}
+		if g.files == nil {
+			g.files = map[string]*rustsrc.File{}
+		}
+		g.files[file] = f
+	}
+	var out []*rustsrc.Item
+	for _, it := range f.Items {
+		if name == "" || it.Name == name {
+			out = append(out, it)
+		}
+	}
+	return out, nil
 }
 
 func (g *gen) used(file, what string) {
@@ -66,10 +95,10 @@ func warnf(format string, a ...any) {
 // value_parser!(T) picks such types up whether or not a field says
 // value_enum.
 func (g *gen) indexValueEnums() error {
-	g.enums = map[string][]*item{}
+	g.enums = map[string][]*rustsrc.Item{}
 	g.manual = map[string]string{}
 	for _, word := range []string{"ValueEnum", "ValueParserFactory"} {
-		files, err := g.up.filesContaining(word)
+		files, err := g.up.FilesContaining(word)
 		if err != nil {
 			return err
 		}
@@ -80,21 +109,20 @@ func (g *gen) indexValueEnums() error {
 			}
 			for i := 0; i+3 < len(toks); i++ {
 				// impl[<..>] path::ValueEnum for Name
-				if toks[i].is(tIdent, word) && toks[i+1].is(tIdent, "for") && toks[i+2].kind == tIdent {
-					g.manual[toks[i+2].text] = word
+				if toks[i].Is(rustsrc.Ident, word) && toks[i+1].Is(rustsrc.Ident, "for") && toks[i+2].Kind == rustsrc.Ident {
+					g.manual[toks[i+2].Text] = word
 				}
 			}
 			if word != "ValueEnum" {
 				continue
 			}
-			items, err := findItems(toks, f, "")
+			items, err := g.items(f, "")
 			if err != nil {
 				return err
 			}
-			for k := range items {
-				it := &items[k]
-				if it.kind == "enum" && derives(it.attrs, "ValueEnum") {
-					g.enums[it.name] = append(g.enums[it.name], it)
+			for _, it := range items {
+				if it.Kind == "enum" && rustsrc.Derives(it.Attrs, "ValueEnum") {
+					g.enums[it.Name] = append(g.enums[it.Name], it)
 				}
 			}
 		}
@@ -102,42 +130,23 @@ func (g *gen) indexValueEnums() error {
 	return nil
 }
 
-// derives reports whether a #[derive(...)] lists trait (by last segment).
-func derives(attrs []attr, trait string) bool {
-	for _, a := range attrs {
-		if a.name != "derive" {
-			continue
-		}
-		for _, part := range splitTop(a.args) {
-			if len(part) > 0 && part[len(part)-1].is(tIdent, trait) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // findDef finds the definition of a struct or enum named by a field type,
 // as seen from file ctx.
-func (g *gen) findDef(kind string, typePath []string, ctx string) (*item, error) {
+func (g *gen) findDef(kind string, typePath []string, ctx string) (*rustsrc.Item, error) {
 	name := typePath[len(typePath)-1]
-	files, err := g.up.filesContaining(name)
+	files, err := g.up.FilesContaining(name)
 	if err != nil {
 		return nil, err
 	}
-	var cands []*item
+	var cands []*rustsrc.Item
 	for _, f := range files {
-		toks, err := g.tokens(f)
+		items, err := g.items(f, name)
 		if err != nil {
 			return nil, err
 		}
-		items, err := findItems(toks, f, name)
-		if err != nil {
-			return nil, err
-		}
-		for k := range items {
-			if items[k].kind == kind {
-				cands = append(cands, &items[k])
+		for _, it := range items {
+			if it.Kind == kind {
+				cands = append(cands, it)
 			}
 		}
 	}
@@ -146,7 +155,7 @@ func (g *gen) findDef(kind string, typePath []string, ctx string) (*item, error)
 
 // pick chooses among same-named definitions by the crate the context file
 // imports the name from.
-func (g *gen) pick(kind string, typePath []string, ctx string, cands []*item) (*item, error) {
+func (g *gen) pick(kind string, typePath []string, ctx string, cands []*rustsrc.Item) (*rustsrc.Item, error) {
 	name := typePath[len(typePath)-1]
 	if len(cands) == 1 {
 		return cands[0], nil
@@ -164,7 +173,7 @@ func (g *gen) pick(kind string, typePath []string, ctx string, cands []*item) (*
 			full = p
 		}
 	}
-	ctxCrate, err := g.up.crateDir(ctx)
+	ctxCrate, err := g.up.CrateDir(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +181,7 @@ func (g *gen) pick(kind string, typePath []string, ctx string, cands []*item) (*
 	if len(full) > 1 && full[0] != "crate" && full[0] != "self" && full[0] != "super" {
 		want = ""
 		for _, c := range cands {
-			dir, err := g.up.crateDir(c.file)
+			dir, err := g.up.CrateDir(c.File)
 			if err != nil {
 				return nil, err
 			}
@@ -185,137 +194,42 @@ func (g *gen) pick(kind string, typePath []string, ctx string, cands []*item) (*
 			}
 		}
 	}
-	var in []*item
+	var in []*rustsrc.Item
 	for _, c := range cands {
-		if dir, _ := g.up.crateDir(c.file); dir == want {
+		if dir, _ := g.up.CrateDir(c.File); dir == want {
 			in = append(in, c)
 		}
 	}
 	if len(in) != 1 {
 		var where []string
 		for _, c := range cands {
-			where = append(where, fmt.Sprintf("%s:%d", c.file, c.line))
+			where = append(where, fmt.Sprintf("%s:%d", c.File, c.Line))
 		}
 		return nil, fmt.Errorf("cannot tell which %s %s %s means: %s", kind, name, ctx, strings.Join(where, ", "))
 	}
 	return in[0], nil
 }
 
-// uses maps the names a file imports to their paths.
+// uses maps the names a file imports to their paths (every use
+// declaration of the file, whatever module it is in; glob imports are not
+// followed).
 func (g *gen) uses(file string) (map[string][]string, error) {
 	toks, err := g.tokens(file)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]string{}
-	var walk func(prefix []string, toks []token)
-	walk = func(prefix []string, toks []token) {
-		var cur []string
-		for i := 0; i < len(toks); i++ {
-			t := toks[i]
-			switch {
-			case t.kind == tIdent && t.text == "as" && i+1 < len(toks):
-				if len(cur) > 0 {
-					out[toks[i+1].text] = append(append([]string{}, prefix...), cur...)
-				}
-				cur = nil
-				i++
-			case t.kind == tIdent:
-				cur = append(cur, t.text)
-			case t.punct("{"):
-				end, err := matching(toks, i)
-				if err != nil {
-					return
-				}
-				for _, part := range splitTop(toks[i+1 : end]) {
-					walk(append(append([]string{}, prefix...), cur...), part)
-				}
-				cur = nil
-				i = end
-			}
-		}
-		if len(cur) > 0 {
-			full := append(append([]string{}, prefix...), cur...)
-			last := full[len(full)-1]
-			if last == "self" {
-				full = full[:len(full)-1]
-				last = full[len(full)-1]
-			}
-			out[last] = full
-		}
-	}
 	for i := 0; i < len(toks); i++ {
-		if toks[i].is(tIdent, "use") {
+		if toks[i].Is(rustsrc.Ident, "use") {
 			j := i + 1
-			for j < len(toks) && !toks[j].punct(";") {
+			for j < len(toks) && !toks[j].IsPunct(";") {
 				j++
 			}
-			walk(nil, toks[i+1:j])
+			rustsrc.ReadUse(toks[i+1:j], out, func([]string) {})
 			i = j
 		}
 	}
 	return out, nil
-}
-
-// rty is a parsed Rust type.
-type rty struct {
-	path []string // e.g. ["std", "path", "PathBuf"]; ["()"] for a tuple
-	args []rty
-	text string
-}
-
-func (t rty) name() string { return t.path[len(t.path)-1] }
-
-func parseType(toks []token) (rty, error) {
-	t := rty{text: render(toks)}
-	if len(toks) == 0 {
-		return t, fmt.Errorf("empty type")
-	}
-	if toks[0].punct("(") {
-		end, err := matching(toks, 0)
-		if err != nil || end != len(toks)-1 {
-			return t, fmt.Errorf("cannot read type %s", t.text)
-		}
-		t.path = []string{"()"}
-		for _, p := range splitTop(toks[1:end]) {
-			if len(p) == 0 {
-				continue
-			}
-			a, err := parseType(p)
-			if err != nil {
-				return t, err
-			}
-			t.args = append(t.args, a)
-		}
-		return t, nil
-	}
-	i := 0
-	for i < len(toks) {
-		if toks[i].kind == tIdent {
-			t.path = append(t.path, toks[i].text)
-			i++
-		} else if toks[i].punct(":") {
-			i++
-		} else {
-			break
-		}
-	}
-	if len(t.path) == 0 {
-		return t, fmt.Errorf("cannot read type %s", t.text)
-	}
-	if i < len(toks) {
-		if !toks[i].punct("<") || !toks[len(toks)-1].punct(">") {
-			return t, fmt.Errorf("cannot read type %s", t.text)
-		}
-		for _, p := range splitTop(toks[i+1 : len(toks)-1]) {
-			a, err := parseType(p)
-			if err != nil {
-				return t, err
-			}
-			t.args = append(t.args, a)
-		}
-	}
-	return t, nil
 }
 
 // rval is a parsed attribute value.
@@ -323,35 +237,35 @@ type rval struct {
 	kind  string // str, char, bool, num, list, tuple, path, call, other
 	s     string // str, char, bool, num: the value; path, call: the path
 	items []rval // list, tuple, call
-	toks  []token
+	toks  []rustsrc.Token
 }
 
-func parseVal(toks []token) rval {
+func parseVal(toks []rustsrc.Token) rval {
 	v := rval{kind: "other", toks: toks}
-	if len(toks) > 0 && toks[0].punct("&") {
+	if len(toks) > 0 && toks[0].IsPunct("&") {
 		toks = toks[1:]
 	}
 	if len(toks) == 1 {
 		t := toks[0]
 		switch {
-		case t.kind == tStr:
-			return rval{kind: "str", s: t.text, toks: toks}
-		case t.kind == tChar:
-			return rval{kind: "char", s: t.text, toks: toks}
-		case t.kind == tNum:
-			return rval{kind: "num", s: t.text, toks: toks}
-		case t.is(tIdent, "true"), t.is(tIdent, "false"):
-			return rval{kind: "bool", s: t.text, toks: toks}
+		case t.Kind == rustsrc.Str:
+			return rval{kind: "str", s: t.Text, toks: toks}
+		case t.Kind == rustsrc.Char:
+			return rval{kind: "char", s: t.Text, toks: toks}
+		case t.Kind == rustsrc.Num:
+			return rval{kind: "num", s: t.Text, toks: toks}
+		case t.Is(rustsrc.Ident, "true"), t.Is(rustsrc.Ident, "false"):
+			return rval{kind: "bool", s: t.Text, toks: toks}
 		}
 	}
-	if len(toks) >= 2 && (toks[0].punct("[") || toks[0].punct("(")) {
-		if end, err := matching(toks, 0); err == nil && end == len(toks)-1 {
+	if len(toks) >= 2 && (toks[0].IsPunct("[") || toks[0].IsPunct("(")) {
+		if end, err := rustsrc.Matching(toks, 0); err == nil && end == len(toks)-1 {
 			kind := "list"
-			if toks[0].punct("(") {
+			if toks[0].IsPunct("(") {
 				kind = "tuple"
 			}
 			v = rval{kind: kind, toks: toks}
-			for _, p := range splitTop(toks[1:end]) {
+			for _, p := range rustsrc.SplitTop(toks[1:end]) {
 				if len(p) > 0 {
 					v.items = append(v.items, parseVal(p))
 				}
@@ -363,10 +277,10 @@ func parseVal(toks []token) rval {
 	i := 0
 	var p []string
 	for i < len(toks) {
-		if toks[i].kind == tIdent {
-			p = append(p, toks[i].text)
+		if toks[i].Kind == rustsrc.Ident {
+			p = append(p, toks[i].Text)
 			i++
-		} else if i+1 < len(toks) && toks[i].punct(":") && toks[i+1].punct(":") {
+		} else if i+1 < len(toks) && toks[i].IsPunct(":") && toks[i+1].IsPunct(":") {
 			i += 2
 		} else {
 			break
@@ -378,10 +292,10 @@ func parseVal(toks []token) rval {
 	if i == len(toks) {
 		return rval{kind: "path", s: strings.Join(p, "::"), toks: toks}
 	}
-	if toks[i].punct("(") {
-		if end, err := matching(toks, i); err == nil && end == len(toks)-1 {
+	if toks[i].IsPunct("(") {
+		if end, err := rustsrc.Matching(toks, i); err == nil && end == len(toks)-1 {
 			c := rval{kind: "call", s: strings.Join(p, "::"), toks: toks}
-			for _, part := range splitTop(toks[i+1 : end]) {
+			for _, part := range rustsrc.SplitTop(toks[i+1 : end]) {
 				if len(part) > 0 {
 					c.items = append(c.items, parseVal(part))
 				}
@@ -397,39 +311,39 @@ func parseVal(toks []token) rval {
 type attrItem struct {
 	key   string
 	form  string // bare, eq, call
-	value []token
-	args  [][]token
+	value []rustsrc.Token
+	args  [][]rustsrc.Token
 }
 
-func attrItems(a attr) ([]attrItem, error) {
+func attrItems(a rustsrc.Attr) ([]attrItem, error) {
 	var out []attrItem
-	for _, part := range splitTop(a.args) {
+	for _, part := range rustsrc.SplitTop(a.Args) {
 		if len(part) == 0 {
 			continue
 		}
-		if part[0].kind != tIdent {
-			return nil, fmt.Errorf("cannot read %q in %s", render(part), a.rendered)
+		if part[0].Kind != rustsrc.Ident {
+			return nil, fmt.Errorf("cannot read %q in %s", rustsrc.Render(part), a.Rendered)
 		}
-		it := attrItem{key: part[0].text}
+		it := attrItem{key: part[0].Text}
 		switch {
 		case len(part) == 1:
 			it.form = "bare"
-		case part[1].punct("="):
+		case part[1].IsPunct("="):
 			it.form = "eq"
 			it.value = part[2:]
-		case part[1].punct("("):
-			end, err := matching(part, 1)
+		case part[1].IsPunct("("):
+			end, err := rustsrc.Matching(part, 1)
 			if err != nil || end != len(part)-1 {
-				return nil, fmt.Errorf("cannot read %q in %s", render(part), a.rendered)
+				return nil, fmt.Errorf("cannot read %q in %s", rustsrc.Render(part), a.Rendered)
 			}
 			it.form = "call"
-			for _, x := range splitTop(part[2:end]) {
+			for _, x := range rustsrc.SplitTop(part[2:end]) {
 				if len(x) > 0 {
 					it.args = append(it.args, x)
 				}
 			}
 		default:
-			return nil, fmt.Errorf("cannot read %q in %s", render(part), a.rendered)
+			return nil, fmt.Errorf("cannot read %q in %s", rustsrc.Render(part), a.Rendered)
 		}
 		out = append(out, it)
 	}
@@ -460,37 +374,37 @@ func ignoredAttr(name string) bool {
 }
 
 // cfgEnabled evaluates #[cfg(...)] attributes of something in file.
-func (g *gen) cfgEnabled(attrs []attr, file, what string) (bool, error) {
+func (g *gen) cfgEnabled(attrs []rustsrc.Attr, file, what string) (bool, error) {
 	for _, a := range attrs {
 		switch {
-		case a.name == "cfg":
-			on, err := g.evalCfg(a.args, file)
+		case a.Name == "cfg":
+			on, err := g.evalCfg(a.Args, file)
 			if err != nil {
-				return false, fmt.Errorf("%s: %s: %v", what, a.rendered, err)
+				return false, fmt.Errorf("%s: %s: %v", what, a.Rendered, err)
 			}
 			if !on {
 				return false, nil
 			}
-		case a.name == "cfg_attr":
-			return false, fmt.Errorf("%s: %s is not supported", what, a.rendered)
+		case a.Name == "cfg_attr":
+			return false, fmt.Errorf("%s: %s is not supported", what, a.Rendered)
 		}
 	}
 	return true, nil
 }
 
-func (g *gen) evalCfg(toks []token, file string) (bool, error) {
+func (g *gen) evalCfg(toks []rustsrc.Token, file string) (bool, error) {
 	switch {
-	case len(toks) == 3 && toks[0].is(tIdent, "feature") && toks[1].punct("=") && toks[2].kind == tStr:
-		return g.featureEnabled(file, toks[2].text)
-	case len(toks) == 1 && toks[0].is(tIdent, "test"):
+	case len(toks) == 3 && toks[0].Is(rustsrc.Ident, "feature") && toks[1].IsPunct("=") && toks[2].Kind == rustsrc.Str:
+		return g.featureEnabled(file, toks[2].Text)
+	case len(toks) == 1 && toks[0].Is(rustsrc.Ident, "test"):
 		return false, nil // not in the program's build
-	case len(toks) > 2 && toks[0].kind == tIdent && toks[1].punct("("):
-		end, err := matching(toks, 1)
+	case len(toks) > 2 && toks[0].Kind == rustsrc.Ident && toks[1].IsPunct("("):
+		end, err := rustsrc.Matching(toks, 1)
 		if err != nil || end != len(toks)-1 {
 			break
 		}
 		var vals []bool
-		for _, p := range splitTop(toks[2:end]) {
+		for _, p := range rustsrc.SplitTop(toks[2:end]) {
 			if len(p) == 0 {
 				continue
 			}
@@ -500,7 +414,7 @@ func (g *gen) evalCfg(toks []token, file string) (bool, error) {
 			}
 			vals = append(vals, v)
 		}
-		switch toks[0].text {
+		switch toks[0].Text {
 		case "not":
 			if len(vals) == 1 {
 				return !vals[0], nil
@@ -521,7 +435,7 @@ func (g *gen) evalCfg(toks []token, file string) (bool, error) {
 			return false, nil
 		}
 	}
-	return false, fmt.Errorf("cannot evaluate cfg(%s)", render(toks))
+	return false, fmt.Errorf("cannot evaluate cfg(%s)", rustsrc.Render(toks))
 }
 
 // kebab and screaming apply heck's kebab-case and SCREAMING_SNAKE_CASE to a
@@ -585,8 +499,8 @@ type program struct {
 }
 
 // command builds the table of a clap::Parser/Args struct used as a command.
-func (g *gen) command(it *item, name, envPrefix string, top bool) (*Command, error) {
-	cmd := &Command{Name: name, Origin: fmt.Sprintf("%s: %s", it.file, it.name)}
+func (g *gen) command(it *rustsrc.Item, name, envPrefix string, top bool) (*Command, error) {
+	cmd := &Command{Name: name, Origin: fmt.Sprintf("%s: %s", it.File, it.Name)}
 	hasVersion := false
 	if err := g.containerAttrs(it, func(key string) error {
 		switch key {
@@ -609,36 +523,36 @@ func (g *gen) command(it *item, name, envPrefix string, top bool) (*Command, err
 
 // containerAttrs checks a struct's derive and passes its clap attribute
 // keys to f.
-func (g *gen) containerAttrs(it *item, f func(key string) error) error {
-	if it.kind != "struct" || it.shape != "named" || it.generic {
-		return fmt.Errorf("%s %s (%s:%d): only plain structs with named fields are handled", it.kind, it.name, it.file, it.line)
+func (g *gen) containerAttrs(it *rustsrc.Item, f func(key string) error) error {
+	if it.Kind != "struct" || it.Shape != "named" || it.Generic {
+		return fmt.Errorf("%s %s (%s:%d): only plain structs with named fields are handled", it.Kind, it.Name, it.File, it.Line)
 	}
-	if !derives(it.attrs, "Parser") && !derives(it.attrs, "Args") {
-		return fmt.Errorf("struct %s (%s:%d) does not derive clap::Parser or clap::Args", it.name, it.file, it.line)
+	if !rustsrc.Derives(it.Attrs, "Parser") && !rustsrc.Derives(it.Attrs, "Args") {
+		return fmt.Errorf("struct %s (%s:%d) does not derive clap::Parser or clap::Args", it.Name, it.File, it.Line)
 	}
-	for _, a := range it.attrs {
+	for _, a := range it.Attrs {
 		switch {
-		case clapAttr(a.name):
+		case clapAttr(a.Name):
 			items, err := attrItems(a)
 			if err != nil {
-				return fmt.Errorf("struct %s: %v", it.name, err)
+				return fmt.Errorf("struct %s: %v", it.Name, err)
 			}
 			for _, x := range items {
-				if a.name == "group" {
-					return fmt.Errorf("struct %s: %s is not handled", it.name, a.rendered)
+				if a.Name == "group" {
+					return fmt.Errorf("struct %s: %s is not handled", it.Name, a.Rendered)
 				}
 				if x.key == "rename_all" || x.key == "rename_all_env" {
-					return fmt.Errorf("struct %s: %s is not handled", it.name, a.rendered)
+					return fmt.Errorf("struct %s: %s is not handled", it.Name, a.Rendered)
 				}
 				if err := f(x.key); err != nil {
-					return fmt.Errorf("struct %s (%s:%d): %v", it.name, it.file, it.line, err)
+					return fmt.Errorf("struct %s (%s:%d): %v", it.Name, it.File, it.Line, err)
 				}
 			}
-		case a.name == "cfg" || a.name == "cfg_attr":
-			return fmt.Errorf("struct %s: %s is not handled", it.name, a.rendered)
-		case ignoredAttr(a.name):
+		case a.Name == "cfg" || a.Name == "cfg_attr":
+			return fmt.Errorf("struct %s: %s is not handled", it.Name, a.Rendered)
+		case ignoredAttr(a.Name):
 		default:
-			return fmt.Errorf("struct %s: attribute %s is not handled", it.name, a.rendered)
+			return fmt.Errorf("struct %s: attribute %s is not handled", it.Name, a.Rendered)
 		}
 	}
 	return nil
@@ -646,17 +560,17 @@ func (g *gen) containerAttrs(it *item, f func(key string) error) error {
 
 // structArgs appends a struct's arguments (following flatten and
 // subcommand fields) to cmd, in clap's order.
-func (g *gen) structArgs(it *item, cmd *Command, envPrefix string, top bool) error {
-	g.used(it.file, it.name)
-	for _, f := range it.fields {
-		where := fmt.Sprintf("%s.%s (%s:%d)", it.name, f.name, it.file, f.line)
+func (g *gen) structArgs(it *rustsrc.Item, cmd *Command, envPrefix string, top bool) error {
+	g.used(it.File, it.Name)
+	for _, f := range it.Fields {
+		where := fmt.Sprintf("%s.%s (%s:%d)", it.Name, f.Name, it.File, f.Line)
 		var items []attrItem
 		kind := "arg"
-		for _, a := range f.attrs {
+		for _, a := range f.Attrs {
 			switch {
-			case clapAttr(a.name):
-				if a.name == "value" || a.name == "group" {
-					return fmt.Errorf("%s: %s is not handled", where, a.rendered)
+			case clapAttr(a.Name):
+				if a.Name == "value" || a.Name == "group" {
+					return fmt.Errorf("%s: %s is not handled", where, a.Rendered)
 				}
 				xs, err := attrItems(a)
 				if err != nil {
@@ -676,31 +590,31 @@ func (g *gen) structArgs(it *item, cmd *Command, envPrefix string, top bool) err
 						items = append(items, x)
 					}
 				}
-			case a.name == "cfg" || a.name == "cfg_attr" || ignoredAttr(a.name):
+			case a.Name == "cfg" || a.Name == "cfg_attr" || ignoredAttr(a.Name):
 			default:
-				return fmt.Errorf("%s: attribute %s is not handled", where, a.rendered)
+				return fmt.Errorf("%s: attribute %s is not handled", where, a.Rendered)
 			}
 		}
 		if kind == "skip" {
 			continue
 		}
-		on, err := g.cfgEnabled(f.attrs, it.file, where)
+		on, err := g.cfgEnabled(f.Attrs, it.File, where)
 		if err != nil {
 			return err
 		}
 		if !on {
 			continue
 		}
-		typ, err := parseType(f.typ)
+		typ, err := rustsrc.ParseType(f.Type)
 		if err != nil {
 			return fmt.Errorf("%s: %v", where, err)
 		}
 		switch kind {
 		case "flatten":
-			if len(items) > 0 || typ.name() == "Option" {
+			if len(items) > 0 || typ.Name() == "Option" {
 				return fmt.Errorf("%s: flatten with other attributes or an Option is not handled", where)
 			}
-			def, err := g.findDef("struct", typ.path, it.file)
+			def, err := g.findDef("struct", typ.Path, it.File)
 			if err != nil {
 				return fmt.Errorf("%s: %v", where, err)
 			}
@@ -717,11 +631,11 @@ func (g *gen) structArgs(it *item, cmd *Command, envPrefix string, top bool) err
 				return err
 			}
 		case "subcommand":
-			if err := g.subcommands(cmd, typ, items, it.file, where); err != nil {
+			if err := g.subcommands(cmd, typ, items, it.File, where); err != nil {
 				return err
 			}
 		default:
-			a, err := g.arg(f, items, typ, it.file, where)
+			a, err := g.arg(f, items, typ, it.File, where)
 			if err != nil {
 				return err
 			}
@@ -736,46 +650,46 @@ func (g *gen) structArgs(it *item, cmd *Command, envPrefix string, top bool) err
 	return nil
 }
 
-func (g *gen) subcommands(cmd *Command, typ rty, items []attrItem, file, where string) error {
+func (g *gen) subcommands(cmd *Command, typ rustsrc.Type, items []attrItem, file, where string) error {
 	if len(items) > 0 || len(cmd.Subcommands) > 0 {
 		return fmt.Errorf("%s: subcommand field with other attributes, or two of them, is not handled", where)
 	}
-	if typ.name() == "Option" {
+	if typ.Name() == "Option" {
 		return fmt.Errorf("%s: an optional subcommand is not handled", where)
 	}
 	// clap derive: a non-Option subcommand field sets
 	// subcommand_required(true) and arg_required_else_help(true).
 	cmd.SubcommandRequired = true
 	cmd.ArgRequiredElseHelp = true
-	def, err := g.findDef("enum", typ.path, file)
+	def, err := g.findDef("enum", typ.Path, file)
 	if err != nil {
 		return fmt.Errorf("%s: %v", where, err)
 	}
-	g.used(def.file, def.name)
-	if !derives(def.attrs, "Subcommand") {
-		return fmt.Errorf("%s: enum %s does not derive clap::Subcommand", where, def.name)
+	g.used(def.File, def.Name)
+	if !rustsrc.Derives(def.Attrs, "Subcommand") {
+		return fmt.Errorf("%s: enum %s does not derive clap::Subcommand", where, def.Name)
 	}
-	for _, a := range def.attrs {
-		if clapAttr(a.name) || a.name == "cfg" || a.name == "cfg_attr" {
-			return fmt.Errorf("enum %s: %s is not handled", def.name, a.rendered)
+	for _, a := range def.Attrs {
+		if clapAttr(a.Name) || a.Name == "cfg" || a.Name == "cfg_attr" {
+			return fmt.Errorf("enum %s: %s is not handled", def.Name, a.Rendered)
 		}
 	}
-	for _, v := range def.variants {
-		vwhere := fmt.Sprintf("%s::%s (%s:%d)", def.name, v.name, def.file, v.line)
-		on, err := g.cfgEnabled(v.attrs, def.file, vwhere)
+	for _, v := range def.Variants {
+		vwhere := fmt.Sprintf("%s::%s (%s:%d)", def.Name, v.Name, def.File, v.Line)
+		on, err := g.cfgEnabled(v.Attrs, def.File, vwhere)
 		if err != nil {
 			return err
 		}
 		if !on {
 			continue
 		}
-		name, err := variantKebab(v.name)
+		name, err := variantKebab(v.Name)
 		if err != nil {
 			return fmt.Errorf("%s: %v", vwhere, err)
 		}
-		for _, a := range v.attrs {
+		for _, a := range v.Attrs {
 			switch {
-			case clapAttr(a.name):
+			case clapAttr(a.Name):
 				xs, err := attrItems(a)
 				if err != nil {
 					return fmt.Errorf("%s: %v", vwhere, err)
@@ -786,22 +700,22 @@ func (g *gen) subcommands(cmd *Command, typ rty, items []attrItem, file, where s
 						name = parseVal(x.value).s
 					case x.key == "about" || x.key == "long_about":
 					default:
-						return fmt.Errorf("%s: %s is not handled", vwhere, a.rendered)
+						return fmt.Errorf("%s: %s is not handled", vwhere, a.Rendered)
 					}
 				}
-			case a.name == "cfg" || ignoredAttr(a.name):
+			case a.Name == "cfg" || ignoredAttr(a.Name):
 			default:
-				return fmt.Errorf("%s: attribute %s is not handled", vwhere, a.rendered)
+				return fmt.Errorf("%s: attribute %s is not handled", vwhere, a.Rendered)
 			}
 		}
-		if v.fields || len(v.tuple) != 1 {
+		if v.Fields || len(v.Tuple) != 1 {
 			return fmt.Errorf("%s: only variants holding one Args struct are handled", vwhere)
 		}
-		styp, err := parseType(v.tuple[0])
+		styp, err := rustsrc.ParseType(v.Tuple[0])
 		if err != nil {
 			return fmt.Errorf("%s: %v", vwhere, err)
 		}
-		sdef, err := g.findDef("struct", styp.path, def.file)
+		sdef, err := g.findDef("struct", styp.Path, def.File)
 		if err != nil {
 			return fmt.Errorf("%s: %v", vwhere, err)
 		}
@@ -820,11 +734,11 @@ func (g *gen) subcommands(cmd *Command, typ rty, items []attrItem, file, where s
 // arg builds one argument from a field, following clap_derive: attribute
 // items are applied in order, after the implicit settings derived from the
 // field's name and type.
-func (g *gen) arg(f field, items []attrItem, typ rty, file, where string) (*Arg, error) {
+func (g *gen) arg(f rustsrc.Field, items []attrItem, typ rustsrc.Type, file, where string) (*Arg, error) {
 	fail := func(format string, a ...any) (*Arg, error) {
 		return nil, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, a...))
 	}
-	a := &Arg{ID: strings.TrimPrefix(f.name, "r#"), RustType: typ.text, Origin: where}
+	a := &Arg{ID: strings.TrimPrefix(f.Name, "r#"), RustType: typ.Text, Origin: where}
 	name, assigned := a.ID, false
 	cased := func(conv func(string) (string, error)) (string, error) {
 		if assigned {
@@ -837,39 +751,39 @@ func (g *gen) arg(f field, items []attrItem, typ rty, file, where string) (*Arg,
 	// default_action) and whether the argument is required.
 	ty := "other"
 	inner := typ
-	switch typ.name() {
+	switch typ.Name() {
 	case "Option":
 		ty = "option"
-		if len(typ.args) != 1 {
-			return fail("cannot read type %s", typ.text)
+		if len(typ.Args) != 1 {
+			return fail("cannot read type %s", typ.Text)
 		}
-		inner = typ.args[0]
-		switch inner.name() {
+		inner = typ.Args[0]
+		switch inner.Name() {
 		case "Option":
 			return fail("Option<Option<_>> is not handled")
 		case "Vec":
 			ty = "vec"
-			if len(inner.args) != 1 || inner.args[0].name() == "Vec" {
-				return fail("cannot read type %s", typ.text)
+			if len(inner.Args) != 1 || inner.Args[0].Name() == "Vec" {
+				return fail("cannot read type %s", typ.Text)
 			}
-			inner = inner.args[0]
+			inner = inner.Args[0]
 		}
 	case "Vec":
 		ty = "vec"
-		if len(typ.args) != 1 || typ.args[0].name() == "Vec" {
-			return fail("type %s is not handled", typ.text)
+		if len(typ.Args) != 1 || typ.Args[0].Name() == "Vec" {
+			return fail("type %s is not handled", typ.Text)
 		}
-		inner = typ.args[0]
+		inner = typ.Args[0]
 	case "()":
-		if len(typ.args) == 0 {
-			return fail("type %s is not handled", typ.text)
+		if len(typ.Args) == 0 {
+			return fail("type %s is not handled", typ.Text)
 		}
 	}
-	isBool := len(typ.path) == 1 && typ.path[0] == "bool"
+	isBool := len(typ.Path) == 1 && typ.Path[0] == "bool"
 
 	var (
 		action        string
-		valueParser   []token
+		valueParser   []rustsrc.Token
 		valueEnum     bool
 		hasDefault    bool // a default_value method (clap_derive's find_default_method)
 		requiredSet   bool
@@ -1195,7 +1109,7 @@ func (g *gen) arg(f field, items []attrItem, typ rty, file, where string) (*Arg,
 	if valueEnum && a.Parser.Kind != Enum {
 		// value_enum only changes how default_value_t is rendered; the
 		// parser is still value_parser!(T).
-		warnf("%s: value_enum on %s, which is not a ValueEnum: clap parses it as %s", where, inner.text, inner.text)
+		warnf("%s: value_enum on %s, which is not a ValueEnum: clap parses it as %s", where, inner.Text, inner.Text)
 	}
 	if defaultValueT != nil {
 		s, err := g.defaultValueT(*defaultValueT, typ, ty, a.Parser, file, where)
@@ -1215,7 +1129,7 @@ func (g *gen) constString(v rval, where string) (string, error) {
 		return literal(v), nil
 	}
 	t := v.toks
-	if n := len(t); n >= 4 && t[n-4].punct(".") && t[n-3].is(tIdent, "to_string") && t[n-2].punct("(") && t[n-1].punct(")") {
+	if n := len(t); n >= 4 && t[n-4].IsPunct(".") && t[n-3].Is(rustsrc.Ident, "to_string") && t[n-2].IsPunct("(") && t[n-1].IsPunct(")") {
 		p := parseVal(t[:n-4])
 		if p.kind == "path" {
 			return g.resolveConst(p.s[strings.LastIndex(p.s, ":")+1:], where)
@@ -1224,7 +1138,7 @@ func (g *gen) constString(v rval, where string) (string, error) {
 			return literal(p), nil
 		}
 	}
-	return "", fmt.Errorf("%s: cannot evaluate default %s", where, render(v.toks))
+	return "", fmt.Errorf("%s: cannot evaluate default %s", where, rustsrc.Render(v.toks))
 }
 
 func literal(v rval) string {
@@ -1241,7 +1155,7 @@ func literal(v rval) string {
 
 // resolveConst finds `const NAME: T = <literal>;` under src/.
 func (g *gen) resolveConst(name, where string) (string, error) {
-	files, err := g.up.filesContaining(name)
+	files, err := g.up.FilesContaining(name)
 	if err != nil {
 		return "", err
 	}
@@ -1252,23 +1166,23 @@ func (g *gen) resolveConst(name, where string) (string, error) {
 			return "", err
 		}
 		for i := 0; i+3 < len(toks); i++ {
-			if !toks[i].is(tIdent, "const") || !toks[i+1].is(tIdent, name) || !toks[i+2].punct(":") {
+			if !toks[i].Is(rustsrc.Ident, "const") || !toks[i+1].Is(rustsrc.Ident, name) || !toks[i+2].IsPunct(":") {
 				continue
 			}
 			j := i + 3
-			for j < len(toks) && !toks[j].punct("=") && !toks[j].punct(";") {
+			for j < len(toks) && !toks[j].IsPunct("=") && !toks[j].IsPunct(";") {
 				j++
 			}
 			k := j + 1
-			for k < len(toks) && !toks[k].punct(";") {
+			for k < len(toks) && !toks[k].IsPunct(";") {
 				k++
 			}
-			if j >= len(toks) || !toks[j].punct("=") || k >= len(toks) {
+			if j >= len(toks) || !toks[j].IsPunct("=") || k >= len(toks) {
 				continue
 			}
 			v := parseVal(toks[j+1 : k])
 			if v.kind != "num" && v.kind != "str" && v.kind != "bool" {
-				return "", fmt.Errorf("%s: const %s (%s:%d) is not a literal", where, name, f, toks[i].line)
+				return "", fmt.Errorf("%s: const %s (%s:%d) is not a literal", where, name, f, toks[i].Line)
 			}
 			vals = append(vals, literal(v))
 			g.used(f, "const "+name)
@@ -1301,9 +1215,9 @@ var intTypes = map[string]*IntRange{
 }
 
 // typeParser is clap's value_parser!(T) for a field's inner type.
-func (g *gen) typeParser(t rty, file, where string) (Parser, error) {
-	n := t.name()
-	if len(t.args) == 0 && len(t.path) == 1 {
+func (g *gen) typeParser(t rustsrc.Type, file, where string) (Parser, error) {
+	n := t.Name()
+	if len(t.Args) == 0 && len(t.Path) == 1 {
 		switch n {
 		case "String", "OsString":
 			return Parser{Kind: String}, nil
@@ -1319,11 +1233,11 @@ func (g *gen) typeParser(t rty, file, where string) (Parser, error) {
 			return Parser{Kind: Int, Int: &r}, nil
 		}
 	}
-	if n == "PathBuf" && len(t.args) == 0 {
+	if n == "PathBuf" && len(t.Args) == 0 {
 		return Parser{Kind: Path}, nil
 	}
-	if cands, ok := g.enums[n]; ok && len(t.args) == 0 {
-		def, err := g.pick("enum", t.path, file, cands)
+	if cands, ok := g.enums[n]; ok && len(t.Args) == 0 {
+		def, err := g.pick("enum", t.Path, file, cands)
 		if err != nil {
 			return Parser{}, fmt.Errorf("%s: %v", where, err)
 		}
@@ -1333,13 +1247,13 @@ func (g *gen) typeParser(t rty, file, where string) (Parser, error) {
 		}
 		return Parser{Kind: Enum, Values: values}, nil
 	}
-	p := Parser{Kind: Unchecked, Expr: "FromStr for " + t.text}
+	p := Parser{Kind: Unchecked, Expr: "FromStr for " + t.Text}
 	switch g.manual[n] {
 	case "ValueEnum":
 		return Parser{}, fmt.Errorf("%s: %s has a hand-written ValueEnum impl, which is not handled", where, n)
 	case "ValueParserFactory":
 		// Its own parser (e.g. mz_ore's SensitiveUrlParser).
-		p.Expr = "ValueParserFactory for " + t.text
+		p.Expr = "ValueParserFactory for " + t.Text
 	}
 	// Unchecked unless package clap models the type (valueparsers.go).
 	key, err := g.typeKey(t, file)
@@ -1350,14 +1264,14 @@ func (g *gen) typeParser(t rty, file, where string) (Parser, error) {
 }
 
 // explicitParser reads `value_parser = ...`.
-func (g *gen) explicitParser(toks []token, file, where string) (Parser, error) {
+func (g *gen) explicitParser(toks []rustsrc.Token, file, where string) (Parser, error) {
 	v := parseVal(toks)
 	if v.kind == "list" {
 		// A list of strings is a PossibleValuesParser.
-		p := Parser{Kind: Enum, Expr: render(toks)}
+		p := Parser{Kind: Enum, Expr: rustsrc.Render(toks)}
 		for _, x := range v.items {
 			if x.kind != "str" {
-				return p, fmt.Errorf("%s: value_parser %s is not handled", where, render(toks))
+				return p, fmt.Errorf("%s: value_parser %s is not handled", where, rustsrc.Render(toks))
 			}
 			p.Values = append(p.Values, PossibleValue{Name: x.s})
 		}
@@ -1365,17 +1279,17 @@ func (g *gen) explicitParser(toks []token, file, where string) (Parser, error) {
 	}
 	// value_parser!(T) optionally followed by .range(...).
 	for i := 0; i+3 < len(toks); i++ {
-		if !toks[i].is(tIdent, "value_parser") || !toks[i+1].punct("!") || !toks[i+2].punct("(") {
+		if !toks[i].Is(rustsrc.Ident, "value_parser") || !toks[i+1].IsPunct("!") || !toks[i+2].IsPunct("(") {
 			continue
 		}
-		end, err := matching(toks, i+2)
+		end, err := rustsrc.Matching(toks, i+2)
 		if err != nil {
 			break
 		}
-		if i > 0 && !(i >= 3 && toks[i-1].punct(":") && toks[i-2].punct(":") && toks[i-3].is(tIdent, "clap") && i == 3) {
+		if i > 0 && !(i >= 3 && toks[i-1].IsPunct(":") && toks[i-2].IsPunct(":") && toks[i-3].Is(rustsrc.Ident, "clap") && i == 3) {
 			break
 		}
-		t, err := parseType(toks[i+3 : end])
+		t, err := rustsrc.ParseType(toks[i+3 : end])
 		if err != nil {
 			break
 		}
@@ -1387,10 +1301,10 @@ func (g *gen) explicitParser(toks []token, file, where string) (Parser, error) {
 		if len(rest) == 0 {
 			return p, nil
 		}
-		if p.Kind != Int || len(rest) < 4 || !rest[0].punct(".") || !rest[1].is(tIdent, "range") || !rest[2].punct("(") {
+		if p.Kind != Int || len(rest) < 4 || !rest[0].IsPunct(".") || !rest[1].Is(rustsrc.Ident, "range") || !rest[2].IsPunct("(") {
 			break
 		}
-		rend, err := matching(rest, 2)
+		rend, err := rustsrc.Matching(rest, 2)
 		if err != nil || rend != len(rest)-1 {
 			break
 		}
@@ -1410,33 +1324,33 @@ func (g *gen) explicitParser(toks []token, file, where string) (Parser, error) {
 			break
 		}
 		p.Int = &r
-		p.Expr = render(toks)
+		p.Expr = rustsrc.Render(toks)
 		return p, nil
 	}
-	if v.kind == "path" || (len(toks) > 0 && toks[0].kind == tIdent && !strings.Contains(render(toks), "(")) {
+	if v.kind == "path" || (len(toks) > 0 && toks[0].Kind == rustsrc.Ident && !strings.Contains(rustsrc.Render(toks), "(")) {
 		// A function or a parser constant: Unchecked unless package clap
 		// models it (valueparsers.go).
-		p := Parser{Kind: Unchecked, Expr: render(toks)}
+		p := Parser{Kind: Unchecked, Expr: rustsrc.Render(toks)}
 		key, ok, err := g.exprKey(toks, file)
 		if err != nil || !ok {
 			return p, err
 		}
 		return g.modelled(p, key, where)
 	}
-	return Parser{}, fmt.Errorf("%s: value_parser %s is not handled", where, render(toks))
+	return Parser{}, fmt.Errorf("%s: value_parser %s is not handled", where, rustsrc.Render(toks))
 }
 
 // rangeBounds reads a..=b, a..b, a.. or ..=b of integer literals.
-func rangeBounds(toks []token) (lo, hi string, ok bool) {
+func rangeBounds(toks []rustsrc.Token) (lo, hi string, ok bool) {
 	i := 0
 	num := func() (string, bool) {
 		neg := false
-		if i < len(toks) && toks[i].punct("-") {
+		if i < len(toks) && toks[i].IsPunct("-") {
 			neg = true
 			i++
 		}
-		if i < len(toks) && toks[i].kind == tNum {
-			s := literal(rval{kind: "num", s: toks[i].text})
+		if i < len(toks) && toks[i].Kind == rustsrc.Num {
+			s := literal(rval{kind: "num", s: toks[i].Text})
 			i++
 			if neg {
 				s = "-" + s
@@ -1446,11 +1360,11 @@ func rangeBounds(toks []token) (lo, hi string, ok bool) {
 		return "", false
 	}
 	lo, _ = num()
-	if i+1 >= len(toks) || !toks[i].punct(".") || !toks[i+1].punct(".") {
+	if i+1 >= len(toks) || !toks[i].IsPunct(".") || !toks[i+1].IsPunct(".") {
 		return "", "", false
 	}
 	i += 2
-	inclusive := i < len(toks) && toks[i].punct("=")
+	inclusive := i < len(toks) && toks[i].IsPunct("=")
 	if inclusive {
 		i++
 	}
@@ -1471,38 +1385,38 @@ func rangeBounds(toks []token) (lo, hi string, ok bool) {
 
 // enumValues lists a ValueEnum's possible values (clap_derive value_enum.rs:
 // kebab-case variant names unless renamed; skipped variants omitted).
-func (g *gen) enumValues(def *item) ([]PossibleValue, error) {
-	g.used(def.file, def.name)
-	for _, a := range def.attrs {
-		if clapAttr(a.name) {
-			return nil, fmt.Errorf("enum %s (%s:%d): %s is not handled", def.name, def.file, def.line, a.rendered)
+func (g *gen) enumValues(def *rustsrc.Item) ([]PossibleValue, error) {
+	g.used(def.File, def.Name)
+	for _, a := range def.Attrs {
+		if clapAttr(a.Name) {
+			return nil, fmt.Errorf("enum %s (%s:%d): %s is not handled", def.Name, def.File, def.Line, a.Rendered)
 		}
-		if a.name == "cfg" || a.name == "cfg_attr" {
-			return nil, fmt.Errorf("enum %s: %s is not handled", def.name, a.rendered)
+		if a.Name == "cfg" || a.Name == "cfg_attr" {
+			return nil, fmt.Errorf("enum %s: %s is not handled", def.Name, a.Rendered)
 		}
 	}
 	var out []PossibleValue
-	for _, v := range def.variants {
-		where := fmt.Sprintf("%s::%s (%s:%d)", def.name, v.name, def.file, v.line)
-		on, err := g.cfgEnabled(v.attrs, def.file, where)
+	for _, v := range def.Variants {
+		where := fmt.Sprintf("%s::%s (%s:%d)", def.Name, v.Name, def.File, v.Line)
+		on, err := g.cfgEnabled(v.Attrs, def.File, where)
 		if err != nil {
 			return nil, err
 		}
 		if !on {
 			continue
 		}
-		if v.fields || len(v.tuple) > 0 {
+		if v.Fields || len(v.Tuple) > 0 {
 			return nil, fmt.Errorf("%s: ValueEnum variants with data are not handled", where)
 		}
-		name, err := variantKebab(v.name)
+		name, err := variantKebab(v.Name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", where, err)
 		}
 		pv := PossibleValue{Name: name}
 		skip := false
-		for _, a := range v.attrs {
+		for _, a := range v.Attrs {
 			switch {
-			case a.name == "value" || a.name == "clap":
+			case a.Name == "value" || a.Name == "clap":
 				xs, err := attrItems(a)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %v", where, err)
@@ -1520,12 +1434,12 @@ func (g *gen) enumValues(def *item) ([]PossibleValue, error) {
 						pv.Hidden = val.s == "true"
 					case x.key == "help":
 					default:
-						return nil, fmt.Errorf("%s: %s is not handled", where, a.rendered)
+						return nil, fmt.Errorf("%s: %s is not handled", where, a.Rendered)
 					}
 				}
-			case a.name == "cfg" || ignoredAttr(a.name):
+			case a.Name == "cfg" || ignoredAttr(a.Name):
 			default:
-				return nil, fmt.Errorf("%s: attribute %s is not handled", where, a.rendered)
+				return nil, fmt.Errorf("%s: attribute %s is not handled", where, a.Rendered)
 			}
 		}
 		if !skip {
@@ -1533,16 +1447,16 @@ func (g *gen) enumValues(def *item) ([]PossibleValue, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("enum %s has no values", def.name)
+		return nil, fmt.Errorf("enum %s has no values", def.Name)
 	}
 	return out, nil
 }
 
 // defaultValueT renders default_value_t: Display of the value, or the
 // possible-value name for a ValueEnum.
-func (g *gen) defaultValueT(x attrItem, typ rty, ty string, p Parser, file, where string) (string, error) {
+func (g *gen) defaultValueT(x attrItem, typ rustsrc.Type, ty string, p Parser, file, where string) (string, error) {
 	if ty != "other" {
-		return "", fmt.Errorf("%s: default_value_t on %s is not handled", where, typ.text)
+		return "", fmt.Errorf("%s: default_value_t on %s is not handled", where, typ.Text)
 	}
 	if x.form == "eq" {
 		v := parseVal(x.value)
@@ -1554,33 +1468,33 @@ func (g *gen) defaultValueT(x attrItem, typ rty, ty string, p Parser, file, wher
 				return variantKebab(v.s[strings.LastIndex(v.s, ":")+1:])
 			}
 		}
-		return "", fmt.Errorf("%s: cannot evaluate default_value_t = %s", where, render(x.value))
+		return "", fmt.Errorf("%s: cannot evaluate default_value_t = %s", where, rustsrc.Render(x.value))
 	}
 	// <T as Default>::default()
 	switch {
-	case typ.text == "bool":
+	case typ.Text == "bool":
 		return "false", nil
-	case typ.text == "String":
+	case typ.Text == "String":
 		return "", nil
 	case p.Kind == Int:
 		return "0", nil
 	case p.Kind == Enum:
-		cands := g.enums[typ.name()]
-		def, err := g.pick("enum", typ.path, file, cands)
+		cands := g.enums[typ.Name()]
+		def, err := g.pick("enum", typ.Path, file, cands)
 		if err != nil {
 			return "", fmt.Errorf("%s: %v", where, err)
 		}
-		if !derives(def.attrs, "Default") {
-			return "", fmt.Errorf("%s: default_value_t needs %s's Default, which is not derived", where, def.name)
+		if !rustsrc.Derives(def.Attrs, "Default") {
+			return "", fmt.Errorf("%s: default_value_t needs %s's Default, which is not derived", where, def.Name)
 		}
-		for _, v := range def.variants {
-			for _, a := range v.attrs {
-				if a.name == "default" {
+		for _, v := range def.Variants {
+			for _, a := range v.Attrs {
+				if a.Name == "default" {
 					vals, err := g.enumValues(def)
 					if err != nil {
 						return "", err
 					}
-					name, err := variantKebab(v.name)
+					name, err := variantKebab(v.Name)
 					if err != nil {
 						return "", err
 					}
@@ -1589,20 +1503,20 @@ func (g *gen) defaultValueT(x attrItem, typ rty, ty string, p Parser, file, wher
 							return name, nil
 						}
 					}
-					return "", fmt.Errorf("%s: default variant %s is renamed or skipped, which is not handled", where, v.name)
+					return "", fmt.Errorf("%s: default variant %s is renamed or skipped, which is not handled", where, v.Name)
 				}
 			}
 		}
-		return "", fmt.Errorf("%s: %s has no #[default] variant", where, def.name)
+		return "", fmt.Errorf("%s: %s has no #[default] variant", where, def.Name)
 	}
-	return "", fmt.Errorf("%s: cannot evaluate Default for %s", where, typ.text)
+	return "", fmt.Errorf("%s: cannot evaluate Default for %s", where, typ.Text)
 }
 
 // packageName reads [package] name from a crate's Cargo.toml.
 func (g *gen) packageName(dir string) (string, error) {
-	m, err := g.manifest(dir)
+	m, err := g.up.Manifest(dir)
 	if err != nil {
 		return "", err
 	}
-	return m.name, nil
+	return m.Name, nil
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // The tables cover every upstream release line (major.minor) from -since to
@@ -54,26 +56,23 @@ type release struct {
 	cmds map[string]*Command // by program name
 }
 
-// versionFile holds the version the workspace's environmentd is built as.
-const versionFile = "src/environmentd/Cargo.toml"
+// versionCrate is the package whose version the workspace's environmentd is
+// built as.
+const (
+	versionCrate = "src/environmentd"
+	versionFile  = versionCrate + "/Cargo.toml"
+)
 
 // packageVersion reads the [package] version of versionFile.
-func packageVersion(up *upstream) (string, error) {
-	b, err := up.read(versionFile)
+func packageVersion(up *rustsrc.Source) (string, error) {
+	m, err := up.Manifest(versionCrate)
 	if err != nil {
 		return "", err
 	}
-	section := ""
-	for _, entry := range tomlEntries(string(b)) {
-		if strings.HasPrefix(entry, "[") {
-			section = strings.Trim(entry, "[] ")
-			continue
-		}
-		if k, v, ok := strings.Cut(entry, "="); ok && section == "package" && strings.TrimSpace(k) == "version" {
-			return strings.Trim(strings.TrimSpace(v), `"`), nil
-		}
+	if m.Version == "" {
+		return "", fmt.Errorf("%s: no [package] version", versionFile)
 	}
-	return "", fmt.Errorf("%s: no [package] version", versionFile)
+	return m.Version, nil
 }
 
 var (
@@ -173,7 +172,7 @@ func releasePoints(dir, head string, since, newest minorVersion) (points []relea
 			continue
 		}
 		next, _ := parseMinor(m[1] + "." + m[2])
-		parent := &upstream{dir: dir, commit: h[1], cache: map[string][]byte{}}
+		parent := rustsrc.AtCommit(dir, h[1])
 		pv, err := packageVersion(parent)
 		if err != nil {
 			return nil, nil, fmt.Errorf("parent of %s (%s): %v", h[0][:10], subject, err)

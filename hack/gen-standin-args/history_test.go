@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // testRepo is a git repository whose commits are made from file trees.
@@ -211,7 +213,7 @@ func TestGenerateHistory(t *testing.T) {
 func TestGenerateHistorySkipsWhatItCannotRead(t *testing.T) {
 	withProgram(t)
 	r, cut26_1, _, head := historyRepo(t, true)
-	up, err := openUpstream(r.dir, head)
+	up, err := rustsrc.Open(r.dir, head)
 	if err != nil {
 		t.Fatal(err)
 	}

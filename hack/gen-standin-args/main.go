@@ -34,6 +34,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // programs are the command lines generated.
@@ -98,17 +100,17 @@ type generated struct {
 
 // tables generates every program's table from up. history reads an older
 // release: see gen.history.
-func tables(up *upstream, features featureFlags, history bool) ([]generated, error) {
+func tables(up *rustsrc.Source, features featureFlags, history bool) ([]generated, error) {
 	if err := checkParseArgs(up); err != nil {
 		return nil, err
 	}
-	g0 := &gen{up: up, features: features, toks: map[string][]token{}, history: history}
+	g0 := &gen{up: up, features: features, toks: map[string][]rustsrc.Token{}, files: map[string]*rustsrc.File{}, history: history}
 	if err := g0.indexValueEnums(); err != nil {
 		return nil, err
 	}
 	var out []generated
 	for _, p := range programs {
-		g := &gen{up: up, features: features, toks: g0.toks, enums: g0.enums, manual: g0.manual, history: history}
+		g := &gen{up: up, features: features, toks: g0.toks, files: g0.files, enums: g0.enums, manual: g0.manual, history: history}
 		cmd, err := g.program(&p)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", p.name, err)
@@ -119,12 +121,12 @@ func tables(up *upstream, features featureFlags, history bool) ([]generated, err
 }
 
 func run(dir, commit, name, out, since string, features featureFlags) error {
-	up, err := openUpstream(dir, commit)
+	up, err := rustsrc.Open(dir, commit)
 	if err != nil {
 		return err
 	}
-	if up.commit != "" {
-		commit = up.commit
+	if up.Commit != "" {
+		commit = up.Commit
 	}
 	newest, err := tables(up, features, false)
 	if err != nil {
@@ -166,8 +168,8 @@ func run(dir, commit, name, out, since string, features featureFlags) error {
 
 // history reads the release lines from since up to up's commit, which is
 // the last of them; notes say which lines have no table of their own.
-func history(up *upstream, since string, features featureFlags) ([]release, []string, error) {
-	if up.commit == "" {
+func history(up *rustsrc.Source, since string, features featureFlags) ([]release, []string, error) {
+	if up.Commit == "" {
 		return nil, nil, fmt.Errorf("-since needs a git repository to read older releases from; pass -since= for a source tree")
 	}
 	from, err := parseMinor(since)
@@ -185,7 +187,7 @@ func history(up *upstream, since string, features featureFlags) ([]release, []st
 	if head.less(from) {
 		return nil, nil, fmt.Errorf("-since %s is newer than the commit's version %s", since, headVersion)
 	}
-	points, missing, err := releasePoints(up.dir, up.commit, from, head)
+	points, missing, err := releasePoints(up.Dir, up.Commit, from, head)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,7 +197,7 @@ func history(up *upstream, since string, features featureFlags) ([]release, []st
 	}
 	var lines []release
 	for _, r := range points {
-		rup, err := openUpstream(up.dir, r.commit)
+		rup, err := rustsrc.Open(up.Dir, r.commit)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -213,16 +215,16 @@ func history(up *upstream, since string, features featureFlags) ([]release, []st
 		}
 		lines = append(lines, r)
 	}
-	lines = append(lines, release{version: head, commit: up.commit,
-		from: fmt.Sprintf("%s (%s), the generated commit", up.commit[:10], headVersion)})
+	lines = append(lines, release{version: head, commit: up.Commit,
+		from: fmt.Sprintf("%s (%s), the generated commit", up.Commit[:10], headVersion)})
 	return lines, notes, nil
 }
 
 // checkParseArgs verifies that mz_ore::cli::parse_args still does what the
 // tables assume: it prefixes the env of the top-level command's arguments
 // and sets args_override_self(true).
-func checkParseArgs(up *upstream) error {
-	b, err := up.read(cliFile)
+func checkParseArgs(up *rustsrc.Source) error {
+	b, err := up.Read(cliFile)
 	if err != nil {
 		return err
 	}
@@ -244,7 +246,7 @@ func checkParseArgs(up *upstream) error {
 // program builds one program's table.
 func (g *gen) program(p *program) (*Command, error) {
 	var err error
-	if g.binCrate, err = g.up.crateDir(p.main); err != nil {
+	if g.binCrate, err = g.up.CrateDir(p.main); err != nil {
 		return nil, err
 	}
 	toks, err := g.tokens(p.main)
@@ -260,14 +262,14 @@ func (g *gen) program(p *program) (*Command, error) {
 	}
 	g.used(cliFile, "mz_ore::cli::parse_args: "+prefix+", args_override_self")
 	g.used(p.main, "cli::parse_args call")
-	items, err := findItems(toks, p.main, p.strct)
+	items, err := g.items(p.main, p.strct)
 	if err != nil {
 		return nil, err
 	}
-	if len(items) != 1 || items[0].kind != "struct" {
+	if len(items) != 1 || items[0].Kind != "struct" {
 		return nil, fmt.Errorf("%s: want one struct %s, found %d items", p.main, p.strct, len(items))
 	}
-	cmd, err := g.command(&items[0], p.name, p.envPrefix, true)
+	cmd, err := g.command(items[0], p.name, p.envPrefix, true)
 	if err != nil {
 		return nil, err
 	}
@@ -289,36 +291,36 @@ func (g *gen) program(p *program) (*Command, error) {
 }
 
 // readCliConfig reads the one cli::parse_args(CliConfig ...) call.
-func (p *program) readCliConfig(toks []token) error {
+func (p *program) readCliConfig(toks []rustsrc.Token) error {
 	calls := 0
 	for i := 0; i+1 < len(toks); i++ {
-		if !toks[i].is(tIdent, "parse_args") || !toks[i+1].punct("(") {
+		if !toks[i].Is(rustsrc.Ident, "parse_args") || !toks[i+1].IsPunct("(") {
 			continue
 		}
-		if i > 0 && toks[i-1].is(tIdent, "fn") {
+		if i > 0 && toks[i-1].Is(rustsrc.Ident, "fn") {
 			continue
 		}
 		calls++
-		end, err := matching(toks, i+1)
+		end, err := rustsrc.Matching(toks, i+1)
 		if err != nil {
 			return err
 		}
 		arg := toks[i+2 : end]
 		switch {
-		case render(arg) == "CliConfig::default()":
-		case len(arg) > 2 && arg[0].is(tIdent, "CliConfig") && arg[1].punct("{"):
-			close, err := matching(arg, 1)
+		case rustsrc.Render(arg) == "CliConfig::default()":
+		case len(arg) > 2 && arg[0].Is(rustsrc.Ident, "CliConfig") && arg[1].IsPunct("{"):
+			close, err := rustsrc.Matching(arg, 1)
 			if err != nil || close != len(arg)-1 {
-				return fmt.Errorf("cannot read %s", render(arg))
+				return fmt.Errorf("cannot read %s", rustsrc.Render(arg))
 			}
-			for _, f := range splitTop(arg[2:close]) {
-				s := strings.ReplaceAll(render(f), " ", "")
+			for _, f := range rustsrc.SplitTop(arg[2:close]) {
+				s := strings.ReplaceAll(rustsrc.Render(f), " ", "")
 				switch {
 				case s == "":
 				case s == "env_prefix:None":
 					p.envPrefix = ""
-				case len(f) == 6 && f[0].is(tIdent, "env_prefix") && f[2].is(tIdent, "Some") && f[4].kind == tStr:
-					p.envPrefix = f[4].text
+				case len(f) == 6 && f[0].Is(rustsrc.Ident, "env_prefix") && f[2].Is(rustsrc.Ident, "Some") && f[4].Kind == rustsrc.Str:
+					p.envPrefix = f[4].Text
 				case s == "enable_version_flag:true":
 					p.version = true
 				case s == "enable_version_flag:false":
@@ -329,7 +331,7 @@ func (p *program) readCliConfig(toks []token) error {
 				}
 			}
 		default:
-			return fmt.Errorf("cannot read parse_args argument %s", render(arg))
+			return fmt.Errorf("cannot read parse_args argument %s", rustsrc.Render(arg))
 		}
 	}
 	if calls != 1 {

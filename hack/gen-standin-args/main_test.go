@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 const testCli = `
@@ -183,14 +185,14 @@ func testTree(t *testing.T, main string) map[string]string {
 
 func generate(t *testing.T, files map[string]string) (*Command, error) {
 	t.Helper()
-	up, err := openUpstream(writeTree(t, files), "test")
+	up, err := rustsrc.Open(writeTree(t, files), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := checkParseArgs(up); err != nil {
 		t.Fatal(err)
 	}
-	g := &gen{up: up, features: featureFlags{}, toks: map[string][]token{}}
+	g := &gen{up: up, features: featureFlags{}, toks: map[string][]rustsrc.Token{}}
 	if err := g.indexValueEnums(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +265,15 @@ func TestGenerateStaleValueParser(t *testing.T) {
 		!strings.Contains(err.Error(), "may be stale") {
 		t.Errorf("changed KeyValueArg::from_str: err = %v", err)
 	}
+	// Comments, doc comments included, are not the model's business.
+	files = testTree(t, testMain)
+	files["src/ore/src/cli.rs"] = strings.Replace(testCli, "    fn from_str(s: &str)", "    /// Parses KEY=VALUE.\n    /** More. */\n    // Not a doc.\n    fn from_str(s: &str)", 1)
+	if files["src/ore/src/cli.rs"] == testCli {
+		t.Fatal("the fixture has no fn from_str")
+	}
+	if _, err := generate(t, files); err != nil {
+		t.Errorf("documented KeyValueArg::from_str: %v", err)
+	}
 	files = testTree(t, testMain)
 	files["Cargo.lock"] = strings.Replace(testLock, `version = "2.3.0"`, `version = "2.4.0"`, 1)
 	_, err = generate(t, files)
@@ -322,25 +333,5 @@ func TestGenerateUndecidedFeature(t *testing.T) {
 	}
 	if lookup(cmd, "inner-thing") == nil {
 		t.Errorf("--inner-thing missing although mz-other is built with feature x")
-	}
-}
-
-func TestLexer(t *testing.T) {
-	toks, err := lexRust(`a 'b' '\'' 'static r#"x"y"# b"z\n" r#type 0..=2 1_000u32 /* /* */ */ // c
-	"multi
-line"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, tk := range toks {
-		got = append(got, tk.text)
-	}
-	want := []string{"a", "b", "'", "'static", `x"y`, "z\n", "type", "0", ".", ".", "=", "2", "1_000u32", "multi\nline"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("tokens = %q, want %q", got, want)
-	}
-	if toks[len(toks)-1].line != 2 {
-		t.Errorf("line = %d, want 2", toks[len(toks)-1].line)
 	}
 }

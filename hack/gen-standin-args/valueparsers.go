@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
 )
 
 // The value parsers package clap models (test/standin/clap, values.go and
@@ -13,9 +15,10 @@ import (
 //
 // The model is only right for the sources it was written from, so each
 // entry names what it relies on: items of upstream's own code, compared
-// token by token (comments and layout do not matter), and crate versions in
-// Cargo.lock. When one differs the generator fails: review the change,
-// update the model, then the entry here.
+// token by token (comments, doc comments included, and layout do not
+// matter), and crate versions in Cargo.lock. When one differs the
+// generator fails: review the change, update the model, then the entry
+// here.
 type valueParser struct {
 	kind ParserKind
 	// expr replaces the generated Parser.Expr, for types clap does not
@@ -142,13 +145,15 @@ func (g *gen) checkItem(it upstreamItem) error {
 	return nil
 }
 
-// item renders the item of file that starts with anchor's tokens.
+// item renders the item of file that starts with anchor's tokens, without
+// its documentation.
 func (g *gen) item(file, anchor string) (string, error) {
 	toks, err := g.tokens(file)
 	if err != nil {
 		return "", err
 	}
-	want, err := lexRust(anchor)
+	toks = rustsrc.StripDocs(toks)
+	want, err := rustsrc.Lex(anchor)
 	if err != nil {
 		return "", err
 	}
@@ -156,7 +161,7 @@ func (g *gen) item(file, anchor string) (string, error) {
 	for i := 0; i+len(want) <= len(toks) && found < 0; i++ {
 		match := true
 		for j, w := range want {
-			if toks[i+j].kind != w.kind || toks[i+j].text != w.text {
+			if toks[i+j].Kind != w.Kind || toks[i+j].Text != w.Text {
 				match = false
 				break
 			}
@@ -169,46 +174,35 @@ func (g *gen) item(file, anchor string) (string, error) {
 		return "", fmt.Errorf("%s: %q not found", file, anchor)
 	}
 	end := found + len(want) - 1
-	if !toks[end].punct(";") {
-		for end = found + len(want); end < len(toks) && !toks[end].punct("{") && !toks[end].punct(";"); end++ {
+	if !toks[end].IsPunct(";") {
+		for end = found + len(want); end < len(toks) && !toks[end].IsPunct("{") && !toks[end].IsPunct(";"); end++ {
 		}
 		if end == len(toks) {
 			return "", fmt.Errorf("%s: %q has no body", file, anchor)
 		}
-		if toks[end].punct("{") {
-			if end, err = matching(toks, end); err != nil {
+		if toks[end].IsPunct("{") {
+			if end, err = rustsrc.Matching(toks, end); err != nil {
 				return "", fmt.Errorf("%s: %v", file, err)
 			}
 		}
 	}
-	return render(toks[found : end+1]), nil
+	return rustsrc.Render(toks[found : end+1]), nil
 }
 
 // checkLocked wants "name version" in Cargo.lock.
 func (g *gen) checkLocked(crate string) error {
 	name, version, _ := strings.Cut(crate, " ")
-	b, err := g.up.read("Cargo.lock")
+	packages, err := g.up.Locked()
 	if err != nil {
 		return err
 	}
 	var locked []string
-	for _, entry := range strings.Split(string(b), "[[package]]") {
-		var n, v string
-		for _, line := range strings.Split(entry, "\n") {
-			if k, val, ok := strings.Cut(line, " = "); ok {
-				switch strings.TrimSpace(k) {
-				case "name":
-					n = strings.Trim(val, `"`)
-				case "version":
-					v = strings.Trim(val, `"`)
-				}
-			}
-		}
-		if n == name {
-			if v == version {
+	for _, p := range packages {
+		if p.Name == name {
+			if p.Version == version {
 				return nil
 			}
-			locked = append(locked, v)
+			locked = append(locked, p.Version)
 		}
 	}
 	sort.Strings(locked)
@@ -217,15 +211,15 @@ func (g *gen) checkLocked(crate string) error {
 
 // typeKey is the key of a field type in valueParsers: its path with the
 // imported name resolved, and its type arguments.
-func (g *gen) typeKey(t rty, file string) (string, error) {
-	path, err := g.resolve(t.path, file)
+func (g *gen) typeKey(t rustsrc.Type, file string) (string, error) {
+	path, err := g.resolve(t.Path, file)
 	if err != nil {
 		return "", err
 	}
 	key := strings.Join(path, "::")
-	if len(t.args) > 0 {
+	if len(t.Args) > 0 {
 		var args []string
-		for _, a := range t.args {
+		for _, a := range t.Args {
 			k, err := g.typeKey(a, file)
 			if err != nil {
 				return "", err
@@ -253,7 +247,7 @@ func (g *gen) resolve(path []string, file string) ([]string, error) {
 			return nil, err
 		}
 		for i := 0; i+1 < len(toks); i++ {
-			if toks[i].is(tIdent, "fn") && toks[i+1].is(tIdent, path[0]) {
+			if toks[i].Is(rustsrc.Ident, "fn") && toks[i+1].Is(rustsrc.Ident, path[0]) {
 				return []string{"self", path[0]}, nil
 			}
 		}
@@ -263,23 +257,23 @@ func (g *gen) resolve(path []string, file string) ([]string, error) {
 
 // exprKey is the key of an explicit value_parser that is a path, maybe with
 // a turbofish: "humantime::parse_duration", "parse_key_val::<String, String>".
-func (g *gen) exprKey(toks []token, file string) (string, bool, error) {
+func (g *gen) exprKey(toks []rustsrc.Token, file string) (string, bool, error) {
 	var path []string
 	i := 0
 	for i < len(toks) {
-		if toks[i].kind != tIdent {
+		if toks[i].Kind != rustsrc.Ident {
 			return "", false, nil
 		}
-		path = append(path, toks[i].text)
+		path = append(path, toks[i].Text)
 		i++
 		if i == len(toks) {
 			break
 		}
-		if i+1 >= len(toks) || !toks[i].punct(":") || !toks[i+1].punct(":") {
+		if i+1 >= len(toks) || !toks[i].IsPunct(":") || !toks[i+1].IsPunct(":") {
 			return "", false, nil
 		}
 		i += 2
-		if i < len(toks) && toks[i].punct("<") {
+		if i < len(toks) && toks[i].IsPunct("<") {
 			break
 		}
 	}
@@ -293,12 +287,12 @@ func (g *gen) exprKey(toks []token, file string) (string, bool, error) {
 	key := strings.Join(full, "::")
 	if i < len(toks) {
 		// ::<T, U>
-		if !toks[len(toks)-1].punct(">") {
+		if !toks[len(toks)-1].IsPunct(">") {
 			return "", false, nil
 		}
 		var args []string
-		for _, p := range splitTop(toks[i+1 : len(toks)-1]) {
-			t, err := parseType(p)
+		for _, p := range rustsrc.SplitTop(toks[i+1 : len(toks)-1]) {
+			t, err := rustsrc.ParseType(p)
 			if err != nil {
 				return "", false, nil
 			}
