@@ -156,7 +156,8 @@ until uptodate; do
 done
 # environmentd (the stand-in) creates its bootstrap replicas' clusterd
 # StatefulSets itself, with its own ServiceAccount, after listing
-# VpcEndpoints: proof that its Role, name prefix and the CRD are right.
+# VpcEndpoints: proof that its ClusterRole (bound by the controllers), name
+# prefix and the CRD are right.
 until [ -n "$(k -n "$sample_ns" get statefulsets -l app.kubernetes.io/name=clusterd -o name 2>/dev/null)" ]; do
   if [ $SECONDS -ge $deadline ]; then
     k -n "$sample_ns" logs -l materialize.cloud/app=environmentd --tail 20 >&2 || true

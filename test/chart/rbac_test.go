@@ -292,7 +292,7 @@ func checkCalls(t *testing.T, component string, objs []*unstructured.Unstructure
 // Console; with the policies off, delete them and replace a console
 // Deployment's older selector; with balancers and consoles off, delete
 // them; release upstream's finalizer when the Materialize is deleted.
-func TestChartRBACIsExactlyWhatIsUsed(t *testing.T) {
+func TestChartRBACIsEnough(t *testing.T) {
 	const release, tenant = "rbac", "tenant"
 	restrictedNamespace(t, release)
 	objs := render(t, release)
