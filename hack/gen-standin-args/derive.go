@@ -21,8 +21,6 @@ type gen struct {
 	binCrate string                     // crate directory of the program
 	features map[string]bool            // -feature overrides, "crate-dir:feature"
 	sources  []string                   // upstream files used, for the header
-	toks     map[string][]rustsrc.Token // lexed files
-	files    map[string]*rustsrc.File   // parsed files
 	enums    map[string][]*rustsrc.Item // ValueEnum-deriving enums by name
 	manual   map[string]string          // types with a hand-written ValueEnum or ValueParserFactory impl -> which
 	// history reads an older release only for its argument names: the
@@ -31,38 +29,12 @@ type gen struct {
 	history bool
 }
 
-func (g *gen) tokens(file string) ([]rustsrc.Token, error) {
-	if t, ok := g.toks[file]; ok {
-		return t, nil
-	}
-	b, err := g.up.Read(file)
-	if err != nil {
-		return nil, err
-	}
-	t, err := rustsrc.Lex(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", file, err)
-	}
-	g.toks[file] = t
-	return t, nil
-}
-
 // items returns the struct and enum definitions of file named name (all of
 // them if name is "").
 func (g *gen) items(file, name string) ([]*rustsrc.Item, error) {
-	f, ok := g.files[file]
-	if !ok {
-		toks, err := g.tokens(file)
-		if err != nil {
-			return nil, err
-		}
-		if f, err = rustsrc.ParseFile(toks, file); err != nil {
-			return nil, err
-		}
-		if g.files == nil {
-			g.files = map[string]*rustsrc.File{}
-		}
-		g.files[file] = f
+	f, err := g.up.File(file)
+	if err != nil {
+		return nil, err
 	}
 	var out []*rustsrc.Item
 	for _, it := range f.Items {
@@ -103,7 +75,7 @@ func (g *gen) indexValueEnums() error {
 			return err
 		}
 		for _, f := range files {
-			toks, err := g.tokens(f)
+			toks, err := g.up.Tokens(f)
 			if err != nil {
 				return err
 			}
@@ -214,7 +186,7 @@ func (g *gen) pick(kind string, typePath []string, ctx string, cands []*rustsrc.
 // declaration of the file, whatever module it is in; glob imports are not
 // followed).
 func (g *gen) uses(file string) (map[string][]string, error) {
-	toks, err := g.tokens(file)
+	toks, err := g.up.Tokens(file)
 	if err != nil {
 		return nil, err
 	}
@@ -1161,7 +1133,7 @@ func (g *gen) resolveConst(name, where string) (string, error) {
 	}
 	var vals []string
 	for _, f := range files {
-		toks, err := g.tokens(f)
+		toks, err := g.up.Tokens(f)
 		if err != nil {
 			return "", err
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc/rustsrctest"
 )
 
 // testRepo is a git repository whose commits are made from file trees.
@@ -45,15 +46,7 @@ func (r *testRepo) commit(files map[string]string, msg string) string {
 			os.RemoveAll(filepath.Join(r.dir, e.Name()))
 		}
 	}
-	for name, content := range files {
-		p := filepath.Join(r.dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-	}
+	rustsrctest.Write(r.t, r.dir, files)
 	r.git("add", "-A")
 	r.git("commit", "-q", "--allow-empty", "-m", msg)
 	return r.git("rev-parse", "HEAD")
@@ -202,7 +195,7 @@ func TestGenerateHistory(t *testing.T) {
 		t.Errorf("-since= still reads the history:\n%s", s)
 	}
 	// A source tree has no history.
-	if err := run(writeTree(t, versioned(t, testMain, "26.3.0")), "x", "example.com/materialize", out, "26.1", featureFlags{}); err == nil ||
+	if err := run(rustsrctest.Tree(t, versioned(t, testMain, "26.3.0")), "x", "example.com/materialize", out, "26.1", featureFlags{}); err == nil ||
 		!strings.Contains(err.Error(), "-since needs a git repository") {
 		t.Errorf("a source tree with -since: %v", err)
 	}

@@ -104,13 +104,13 @@ func tables(up *rustsrc.Source, features featureFlags, history bool) ([]generate
 	if err := checkParseArgs(up); err != nil {
 		return nil, err
 	}
-	g0 := &gen{up: up, features: features, toks: map[string][]rustsrc.Token{}, files: map[string]*rustsrc.File{}, history: history}
+	g0 := &gen{up: up, features: features, history: history}
 	if err := g0.indexValueEnums(); err != nil {
 		return nil, err
 	}
 	var out []generated
 	for _, p := range programs {
-		g := &gen{up: up, features: features, toks: g0.toks, files: g0.files, enums: g0.enums, manual: g0.manual, history: history}
+		g := &gen{up: up, features: features, enums: g0.enums, manual: g0.manual, history: history}
 		cmd, err := g.program(&p)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", p.name, err)
@@ -249,7 +249,7 @@ func (g *gen) program(p *program) (*Command, error) {
 	if g.binCrate, err = g.up.CrateDir(p.main); err != nil {
 		return nil, err
 	}
-	toks, err := g.tokens(p.main)
+	toks, err := g.up.Tokens(p.main)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc/rustsrctest"
 )
 
 const testCli = `
@@ -157,20 +156,6 @@ pub struct Flattened {
 }
 `
 
-func writeTree(t *testing.T, files map[string]string) string {
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func testTree(t *testing.T, main string) map[string]string {
 	return map[string]string{
 		"src/ore/src/cli.rs":     testCli,
@@ -185,14 +170,14 @@ func testTree(t *testing.T, main string) map[string]string {
 
 func generate(t *testing.T, files map[string]string) (*Command, error) {
 	t.Helper()
-	up, err := rustsrc.Open(writeTree(t, files), "test")
+	up, err := rustsrc.Open(rustsrctest.Tree(t, files), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := checkParseArgs(up); err != nil {
 		t.Fatal(err)
 	}
-	g := &gen{up: up, features: featureFlags{}, toks: map[string][]rustsrc.Token{}}
+	g := &gen{up: up, features: featureFlags{}}
 	if err := g.indexValueEnums(); err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (g *gen) checkItem(it upstreamItem) error {
 // item renders the item of file that starts with anchor's tokens, without
 // its documentation.
 func (g *gen) item(file, anchor string) (string, error) {
-	toks, err := g.tokens(file)
+	toks, err := g.up.Tokens(file)
 	if err != nil {
 		return "", err
 	}
@@ -242,7 +242,7 @@ func (g *gen) resolve(path []string, file string) ([]string, error) {
 		return append(append([]string{}, full...), path[1:]...), nil
 	}
 	if len(path) == 1 {
-		toks, err := g.tokens(file)
+		toks, err := g.up.Tokens(file)
 		if err != nil {
 			return nil, err
 		}

@@ -91,7 +91,7 @@ func (g *gen) crds() ([]*crd, error) {
 		if !strings.HasPrefix(p, crdDir) || strings.HasPrefix(p, crdDir+"bin/") {
 			continue
 		}
-		f, err := g.file(p)
+		f, err := g.up.File(p)
 		if err != nil {
 			return nil, err
 		}

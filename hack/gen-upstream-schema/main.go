@@ -67,7 +67,7 @@ func generate(up *rustsrc.Source, name, commit string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{up: up, files: map[string]*rustsrc.File{}}
+	g := &gen{up: up}
 	crds, err := g.crds()
 	if err != nil {
 		return nil, err

@@ -2,12 +2,12 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/materializeinc/orchestratord/hack/internal/rustsrc"
+	"github.com/materializeinc/orchestratord/hack/internal/rustsrc/rustsrctest"
 )
 
 const fixtureLock = `
@@ -171,7 +171,6 @@ pub enum Mode {
 // fixture names, replacing files as given.
 func writeFixture(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
 	all := map[string]string{
 		"Cargo.lock":                            fixtureLock,
 		"src/cloud-resources/Cargo.toml":        "[package]\nname = \"mz-cloud-resources\"\n",
@@ -185,16 +184,7 @@ func writeFixture(t *testing.T, files map[string]string) string {
 	for k, v := range files {
 		all[k] = v
 	}
-	for p, content := range all {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return rustsrctest.Tree(t, all)
 }
 
 func deriveFixture(t *testing.T, files map[string]string) ([]*crd, error) {
@@ -206,7 +196,7 @@ func deriveFixture(t *testing.T, files map[string]string) ([]*crd, error) {
 	if _, err := checkCrates(up); err != nil {
 		return nil, err
 	}
-	g := &gen{up: up, files: map[string]*rustsrc.File{}}
+	g := &gen{up: up}
 	return g.crds()
 }
 

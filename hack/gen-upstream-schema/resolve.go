@@ -11,28 +11,7 @@ import (
 // gen reads upstream's sources and derives the schemas.
 type gen struct {
 	up      *rustsrc.Source
-	files   map[string]*rustsrc.File
 	sources []string // upstream files read, for the header
-}
-
-func (g *gen) file(p string) (*rustsrc.File, error) {
-	if f, ok := g.files[p]; ok {
-		return f, nil
-	}
-	b, err := g.up.Read(p)
-	if err != nil {
-		return nil, err
-	}
-	toks, err := rustsrc.Lex(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", p, err)
-	}
-	f, err := rustsrc.ParseFile(toks, p)
-	if err != nil {
-		return nil, err
-	}
-	g.files[p] = f
-	return f, nil
 }
 
 // used records that a file contributed to the facts.
@@ -249,7 +228,7 @@ func (g *gen) fileModule(parent scope, name string) (scope, error) {
 	}
 	for _, p := range []string{dir + "/" + name + ".rs", dir + "/" + name + "/mod.rs"} {
 		if g.up.Exists(p) {
-			f, err := g.file(p)
+			f, err := g.up.File(p)
 			if err != nil {
 				return scope{}, err
 			}
@@ -266,7 +245,7 @@ func (g *gen) crateRoot(file string) (scope, error) {
 	}
 	for _, root := range []string{dir + "/src/lib.rs", dir + "/src/main.rs"} {
 		if g.up.Exists(root) {
-			f, err := g.file(root)
+			f, err := g.up.File(root)
 			if err != nil {
 				return scope{}, err
 			}

@@ -18,6 +18,8 @@ type Source struct {
 	Dir    string // the repository or source tree
 	Commit string // the full commit read; "" for a plain directory
 	cache  map[string][]byte
+	toks   map[string][]Token
+	files  map[string]*File
 	rsList []string // every .rs file under src/, lazily
 }
 
@@ -25,7 +27,7 @@ type Source struct {
 // through git at commit (default HEAD); anything else must be a source tree
 // with src/, and commit (required) only labels the output.
 func Open(dir, commit string) (*Source, error) {
-	u := &Source{Dir: dir, cache: map[string][]byte{}}
+	u := newSource(dir, "")
 	bare, _ := exec.Command("git", "-C", dir, "rev-parse", "--is-bare-repository").Output()
 	_, dotGit := os.Stat(filepath.Join(dir, ".git"))
 	if strings.TrimSpace(string(bare)) == "true" || dotGit == nil {
@@ -52,7 +54,11 @@ func Open(dir, commit string) (*Source, error) {
 // AtCommit reads the git repository at dir at commit, a full commit hash
 // already resolved (Open resolves a revision).
 func AtCommit(dir, commit string) *Source {
-	return &Source{Dir: dir, Commit: commit, cache: map[string][]byte{}}
+	return newSource(dir, commit)
+}
+
+func newSource(dir, commit string) *Source {
+	return &Source{Dir: dir, Commit: commit, cache: map[string][]byte{}, toks: map[string][]Token{}, files: map[string]*File{}}
 }
 
 // Read returns a file's content; the path is relative to the repository root.
@@ -78,6 +84,40 @@ func (u *Source) Read(p string) ([]byte, error) {
 	}
 	u.cache[p] = b
 	return b, nil
+}
+
+// Tokens returns the tokens of the Rust file p (Lex).
+func (u *Source) Tokens(p string) ([]Token, error) {
+	if t, ok := u.toks[p]; ok {
+		return t, nil
+	}
+	b, err := u.Read(p)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Lex(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", p, err)
+	}
+	u.toks[p] = t
+	return t, nil
+}
+
+// File returns what ParseFile reads of the Rust file p.
+func (u *Source) File(p string) (*File, error) {
+	if f, ok := u.files[p]; ok {
+		return f, nil
+	}
+	toks, err := u.Tokens(p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ParseFile(toks, p)
+	if err != nil {
+		return nil, err
+	}
+	u.files[p] = f
+	return f, nil
 }
 
 // Exists reports whether the file or directory p exists.
