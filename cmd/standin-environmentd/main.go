@@ -10,7 +10,10 @@
 //
 // What it plays comes from its image's environment: STANDIN_PLAYS is
 // environmentd (default), balancerd or console; STANDIN_VERSION is the
-// environmentd version it plays (it decides the listeners file schema).
+// version of environmentd or balancerd it plays (it decides the command
+// line the release line has and environmentd's listeners file schema);
+// unset, the newest release line of the generated tables
+// (test/standin/clap), as X.Y.0.
 package main
 
 import (
@@ -25,15 +28,11 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/balancerd"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
 	"github.com/materializeinc/orchestratord/test/standin/console"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
-
-// currentVersion is upstream's release at the snapshot the argument tables
-// were generated from.
-const currentVersion = "26.38.1"
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -61,13 +60,9 @@ func main() {
 }
 
 func environmentd(ctx context.Context, log *slog.Logger) error {
-	v := os.Getenv("STANDIN_VERSION")
-	if v == "" {
-		v = currentVersion
-	}
-	version, err := imageref.ParseVersion(v)
+	version, err := standin.Version(clap.Environmentd, os.LookupEnv)
 	if err != nil {
-		return fmt.Errorf("STANDIN_VERSION: %w", err)
+		return err
 	}
 	plan, exit := standin.Check(version, os.Args[1:], os.LookupEnv, os.ReadFile)
 	if exit != nil {

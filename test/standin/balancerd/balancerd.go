@@ -138,19 +138,10 @@ func panicked(format string, a ...any) *standin.ExitError {
 }
 
 // Version is the balancerd version the stand-in plays: STANDIN_VERSION from
-// its image's environment, else the newest release line of its table.
+// its image's environment, else the newest release line of its table
+// (standin.Version).
 func Version(lookup func(string) (string, bool)) (imageref.Version, error) {
-	if v, ok := lookup("STANDIN_VERSION"); ok && v != "" {
-		version, err := imageref.ParseVersion(v)
-		if err != nil {
-			return version, fmt.Errorf("STANDIN_VERSION: %w", err)
-		}
-		return version, nil
-	}
-	if vs := clap.Balancerd.Versions; len(vs) > 0 {
-		return imageref.ParseVersion(vs[len(vs)-1] + ".0")
-	}
-	return imageref.Version{}, errors.New("STANDIN_VERSION is not set")
+	return standin.Version(clap.Balancerd, lookup)
 }
 
 // Run checks argv as balancerd of Version(lookup) and serves until ctx ends.

@@ -55,6 +55,24 @@ type Plan struct {
 	LicenseWarning string
 }
 
+// Version is the version a stand-in plays: STANDIN_VERSION from its image's
+// environment, else the newest release line of cmd's table (X.Y.0), the
+// line of the commit the tables were generated from. environmentd's and
+// balancerd's stand-ins choose alike.
+func Version(cmd *clap.Command, lookup func(string) (string, bool)) (imageref.Version, error) {
+	if v, ok := lookup("STANDIN_VERSION"); ok && v != "" {
+		version, err := imageref.ParseVersion(v)
+		if err != nil {
+			return version, fmt.Errorf("STANDIN_VERSION: %w", err)
+		}
+		return version, nil
+	}
+	if vs := cmd.Versions; len(vs) > 0 {
+		return imageref.ParseVersion(vs[len(vs)-1] + ".0")
+	}
+	return imageref.Version{}, errors.New("STANDIN_VERSION is not set")
+}
+
 // Now is the clock license keys are checked against.
 var Now = time.Now
 

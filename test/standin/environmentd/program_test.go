@@ -119,3 +119,28 @@ func TestTablesCoverTheOperatorsVersions(t *testing.T) {
 		}
 	}
 }
+
+// A stand-in plays the version its image names, else the newest release
+// line of its table, environmentd's as balancerd's.
+func TestVersionFromTheImage(t *testing.T) {
+	image := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == "STANDIN_VERSION" }
+	}
+	for _, cmd := range []*clap.Command{clap.Environmentd, clap.Balancerd} {
+		if v, err := Version(cmd, image("26.5.0")); err != nil || v.String() != "26.5.0" {
+			t.Errorf("%s, STANDIN_VERSION=26.5.0: %v, %v", cmd.Name, v, err)
+		}
+		want := cmd.Versions[len(cmd.Versions)-1] + ".0"
+		for _, unset := range []func(string) (string, bool){image(""), func(string) (string, bool) { return "", false }} {
+			if v, err := Version(cmd, unset); err != nil || v.String() != want {
+				t.Errorf("%s without STANDIN_VERSION: %v, %v, want %s", cmd.Name, v, err, want)
+			}
+		}
+		if _, err := Version(cmd, image("v26")); err == nil {
+			t.Errorf("%s: STANDIN_VERSION=v26 accepted", cmd.Name)
+		}
+	}
+	if _, err := Version(&clap.Command{Name: "empty"}, image("")); err == nil {
+		t.Errorf("no STANDIN_VERSION and no release line accepted")
+	}
+}
