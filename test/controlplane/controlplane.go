@@ -70,6 +70,9 @@ type ControlPlane struct {
 	CABundle []byte
 
 	etcd, apiserver *process
+	// apiserverCmd is kube-apiserver's command line, for StartAPIServer.
+	apiserverCmd    []string
+	apiserverStarts int
 }
 
 // ForTest starts a control plane for one test and stops it when the test ends.
@@ -179,7 +182,8 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 			"--audit-log-mode=blocking", "--audit-log-format=json")
 	}
 	args = append(args, opts.ExtraAPIServerFlags...)
-	cp.apiserver, err = startProcess(filepath.Join(bin, "kube-apiserver"), filepath.Join(dir, "kube-apiserver.log"), args...)
+	cp.apiserverCmd = append([]string{filepath.Join(bin, "kube-apiserver")}, args...)
+	cp.apiserver, err = startProcess(cp.apiserverCmd[0], filepath.Join(dir, "kube-apiserver.log"), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -194,19 +198,7 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 		QPS:   1000,
 		Burst: 2000,
 	}
-	kube, err := kubernetes.NewForConfig(cp.Config)
-	if err != nil {
-		return nil, err
-	}
-	if err := cp.apiserver.waitHealthy(ctx, func(ctx context.Context) error {
-		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, body)
-		}
-		// The bootstrap controller creates the default namespace a moment later.
-		_, err = kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
-		return err
-	}); err != nil {
+	if err := cp.waitAPIServerReady(ctx); err != nil {
 		return nil, err
 	}
 	cp.KubeconfigPath = filepath.Join(dir, "admin.kubeconfig")
@@ -219,6 +211,43 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 		}
 	}
 	return cp, nil
+}
+
+func (cp *ControlPlane) waitAPIServerReady(ctx context.Context) error {
+	kube, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
+	return cp.apiserver.waitHealthy(ctx, func(ctx context.Context) error {
+		body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, body)
+		}
+		// The bootstrap controller creates the default namespace a moment later.
+		_, err = kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+		return err
+	})
+}
+
+// KillAPIServer SIGKILLs kube-apiserver, as a crash or a control-plane
+// upgrade does: its connections are reset and its port refuses; etcd and
+// its data stay.
+func (cp *ControlPlane) KillAPIServer() {
+	_ = syscall.Kill(-cp.apiserver.cmd.Process.Pid, syscall.SIGKILL)
+	<-cp.apiserver.exited
+}
+
+// StartAPIServer starts kube-apiserver again, with the flags it had, and
+// waits until it is ready.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	cp.apiserverStarts++
+	log := filepath.Join(cp.Dir, fmt.Sprintf("kube-apiserver-%d.log", cp.apiserverStarts))
+	p, err := startProcess(cp.apiserverCmd[0], log, cp.apiserverCmd[1:]...)
+	if err != nil {
+		return err
+	}
+	cp.apiserver = p
+	return cp.waitAPIServerReady(ctx)
 }
 
 // InstallCRDs creates (or replaces) the materialize.cloud CRDs and waits

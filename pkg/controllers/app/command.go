@@ -39,6 +39,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/logging"
+	"github.com/materializeinc/orchestratord/pkg/outage"
 	"github.com/materializeinc/orchestratord/pkg/profiling"
 )
 
@@ -195,6 +196,10 @@ func Run(ctx context.Context, o *Options) error {
 	// No write leaves the process once its lease could have expired, and
 	// none sent before is delivered after: a fence aborts the connections.
 	cfg.Wrap(leaderelection.FenceTransport)
+	// Reads wait out an API server outage instead of failing, so the
+	// informers have no backoff to sit out once it answers again.
+	readsResent := outage.Resent()
+	cfg.Wrap(outage.Wrap(outage.DefaultProbeInterval, readsResent))
 	conns := leaderelection.NewConnections()
 	cfg.Dial = conns.Dial
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -212,7 +217,7 @@ func Run(ctx context.Context, o *Options) error {
 
 	registry := prometheus.NewRegistry()
 	controller.RegisterClientMetrics(registry)
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), readsResent)
 	if err := mzscheme.AddToScheme(scheme.Scheme); err != nil {
 		return err
 	}
