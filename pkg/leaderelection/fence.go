@@ -69,27 +69,33 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return f.next.RoundTrip(req)
 }
 
-// FenceEvents wraps an Event sink so that an Event recorded in a term the
-// process has since lost is dropped instead of being sent once it leads
-// again (the broadcaster retries a failed Event for minutes). Events are
-// stamped when recorded (LastTimestamp, full precision in memory).
-func FenceEvents(sink record.EventSink, health *HealthChecker, log *zap.Logger) record.EventSink {
-	return fencedSink{next: sink, health: health, log: log}
+// FenceEvents wraps the Event sink of the controller that leads lease so
+// that an Event it recorded is written only during the term it was
+// recorded in: one queued before the lease was lost, handed over or
+// released is dropped instead of being sent later, under another term
+// (the broadcaster retries a failed Event for minutes). Each controller
+// has its own broadcaster and sink: the terms of the process's other
+// Leases say nothing about this one's. Events are stamped when recorded
+// (LastTimestamp, full precision in memory).
+func FenceEvents(sink record.EventSink, health *HealthChecker, lease string, log *zap.Logger) record.EventSink {
+	return fencedSink{next: sink, health: health, lease: lease, log: log}
 }
 
 type fencedSink struct {
 	next   record.EventSink
 	health *HealthChecker
+	lease  string
 	log    *zap.Logger
 }
 
-// stale drops an Event from a lost term. Reporting success (rather than an
-// error) keeps the broadcaster from retrying it or logging it as refused.
+// stale drops an Event from a term that is over. Reporting success (rather
+// than an error) keeps the broadcaster from retrying it or logging it as
+// refused.
 func (s fencedSink) stale(e *corev1.Event) bool {
-	if s.health.RecordedInThisTerm(e.LastTimestamp.Time) {
+	if s.health.RecordedInTermOf(s.lease, e.LastTimestamp.Time) {
 		return false
 	}
-	s.log.Info("event from a lost term dropped", zap.String("reason", e.Reason),
+	s.log.Info("event from a term that is over dropped", zap.String("lease", s.lease), zap.String("reason", e.Reason),
 		zap.String("object", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name), zap.Time("recordedAt", e.LastTimestamp.Time))
 	return true
 }

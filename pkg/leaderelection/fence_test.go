@@ -57,12 +57,14 @@ func (s *sinkCalls) Create(e *corev1.Event) (*corev1.Event, error) {
 func (s *sinkCalls) Update(e *corev1.Event) (*corev1.Event, error)          { return s.Create(e) }
 func (s *sinkCalls) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { return s.Create(e) }
 
-// An Event queued in a term that was then lost is dropped, even once the
-// process leads again; an Event of the new term goes out.
-func TestFenceEventsDropsEventsOfALostTerm(t *testing.T) {
+// An Event is written only in the term of its controller's Lease it was
+// recorded in: one queued before that Lease was lost is dropped, even
+// once the process leads again, and so is one queued before it was handed
+// over while the process still leads another Lease.
+func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
 	health := NewHealthChecker(time.Second)
 	inner := &sinkCalls{}
-	sink := FenceEvents(inner, health, zap.NewNop())
+	sink := FenceEvents(inner, health, "materialize", zap.NewNop())
 	renewed := time.Now()
 	untrack := health.track("materialize", "me", time.Hour, time.Hour, func() time.Time { return renewed })
 	event := func(reason string) *corev1.Event {
@@ -78,14 +80,28 @@ func TestFenceEventsDropsEventsOfALostTerm(t *testing.T) {
 	if _, err := sink.Create(firstTerm); err != nil {
 		t.Fatal(err)
 	}
-	health.track("balancer", "me", time.Hour, time.Hour, func() time.Time { return time.Now() })
-	if _, err := sink.Update(firstTerm); err != nil { // the broadcaster's retry, under the new term
+	// Leading another Lease does not revive the materialize Lease's Events.
+	untrackBalancer := health.track("balancer", "me", time.Hour, time.Hour, func() time.Time { return time.Now() })
+	if _, err := sink.Update(firstTerm); err != nil { // the broadcaster's retry
 		t.Fatal(err)
 	}
-	if _, err := sink.Patch(event("SecondTerm"), nil); err != nil {
+	untrack = health.track("materialize", "me", time.Hour, time.Hour, func() time.Time { return time.Now() })
+	if _, err := sink.Update(firstTerm); err != nil { // nor does leading it again
 		t.Fatal(err)
 	}
+	secondTerm := event("SecondTerm")
+	if _, err := sink.Patch(secondTerm, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Handed over without a fence, while the balancer Lease is still led:
+	// the second term's queued Event stays unsent.
+	handedOver := event("HandedOver")
+	untrack()
+	if _, err := sink.Create(handedOver); err != nil {
+		t.Fatal(err)
+	}
+	untrackBalancer()
 	if got := strings.Join(inner.created, ","); got != "Sent,SecondTerm" {
-		t.Errorf("events written: %s, want Sent,SecondTerm (FirstTerm was recorded in the lost term)", got)
+		t.Errorf("events written: %s, want Sent,SecondTerm (FirstTerm and HandedOver were recorded in terms that are over)", got)
 	}
 }

@@ -35,6 +35,8 @@ type heldLease struct {
 	leaseDuration  time.Duration
 	renewDeadline  time.Duration
 	renewedAt      func() time.Time
+	// since is when this term began.
+	since time.Time
 }
 
 // NewHealthChecker returns a checker that tolerates a held Lease going
@@ -85,11 +87,13 @@ func (h *HealthChecker) WritesAllowed() bool {
 	return !h.fenced
 }
 
-// RecordedInThisTerm reports whether something recorded at t (a queued
-// Event) may still be written: writes are allowed and t is not from before
-// the process last lost a lease. Without it an Event queued before a fence
-// would go out once the process led again, under a term it was not part of.
-func (h *HealthChecker) RecordedInThisTerm(t time.Time) bool {
+// RecordedInTermOf reports whether something recorded at t on behalf of
+// lease (a queued Event) may still be written: writes are allowed, the
+// process holds lease now, and t is from the current term of lease, after
+// the process last regained the right to write. Without it an Event
+// queued before a lost or handed-over lease would go out later, under a
+// term of another lease or another holder's term of this one.
+func (h *HealthChecker) RecordedInTermOf(lease string, t time.Time) bool {
 	if h == nil {
 		return true
 	}
@@ -98,7 +102,15 @@ func (h *HealthChecker) RecordedInThisTerm(t time.Time) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !t.Before(h.writableSince)
+	if t.Before(h.writableSince) {
+		return false
+	}
+	for l := range h.held {
+		if l.name == lease && !t.Before(l.since) {
+			return true
+		}
+	}
+	return false
 }
 
 // OnFence sets what runs each time a lease is lost to its renew deadline,
@@ -125,7 +137,7 @@ func (h *HealthChecker) track(name, identity string, leaseDuration, renewDeadlin
 	if h == nil {
 		return func() {}
 	}
-	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewDeadline: renewDeadline, renewedAt: renewedAt}
+	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewDeadline: renewDeadline, renewedAt: renewedAt, since: time.Now()}
 	h.mu.Lock()
 	h.held[l] = struct{}{}
 	if h.fenced {

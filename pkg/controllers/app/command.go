@@ -243,10 +243,22 @@ func Run(ctx context.Context, o *Options) error {
 	// hold 4096 recent Events each by default, about 7 MB once 1 000
 	// Materializes have rolled out; 512 still fold the repeats of every
 	// object that is failing at once in all but the largest fleets.
-	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
-		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
-	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}, health, log))
-	defer broadcaster.Shutdown()
+	// Each controller has its own, whose Events are written only during the
+	// term of its Lease they were recorded in (leaderelection.FenceEvents).
+	eventSink := &typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}
+	var shutdowns []func()
+	recorderFor := func(controllerName string) record.EventRecorder {
+		broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
+			record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
+		broadcaster.StartRecordingToSink(leaderelection.FenceEvents(eventSink, health, leaderelection.LeaseName(controllerName), log))
+		shutdowns = append(shutdowns, broadcaster.Shutdown)
+		return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity})
+	}
+	defer func() {
+		for _, shutdown := range shutdowns {
+			shutdown()
+		}
+	}()
 
 	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
 	deps := controller.Deps{
@@ -255,13 +267,14 @@ func Run(ctx context.Context, o *Options) error {
 		Dynamic:       dyn,
 		KubeInformers: kubeInformers,
 		MZInformers:   mzInformers,
-		Recorder:      broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity}),
 		Log:           log,
 		Metrics:       controller.NewMetrics(registry),
 		Workers:       o.Workers,
 	}
 	var ctrls []*controller.Controller
 	for _, name := range o.Controllers {
+		deps := deps
+		deps.Recorder = recorderFor(name)
 		switch name {
 		case "materialize":
 			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
