@@ -50,11 +50,14 @@ type SelfSigned struct {
 	Namespace  string
 	SecretName string
 	// CABundle, when set, receives the trust bundle.
-	CABundle     *CRDCABundle
-	DNSNames     []string
-	IPs          []net.IP
-	CAValidity   time.Duration
-	LeafValidity time.Duration
+	CABundle   *CRDCABundle
+	DNSNames   []string
+	IPs        []net.IP
+	CAValidity time.Duration
+	// CARenewBefore is how long before its expiry a CA is replaced; zero
+	// means a third of CAValidity.
+	CARenewBefore time.Duration
+	LeafValidity  time.Duration
 	// PropagationDelay is how long a CA must have been in the CRD's caBundle
 	// before leaves it signs are served.
 	PropagationDelay time.Duration
@@ -88,6 +91,14 @@ func (s *SelfSigned) defaults() {
 	if s.seenInCRD == nil {
 		s.seenInCRD = map[string]time.Time{}
 	}
+}
+
+// caRenewBefore is CARenewBefore, or a third of CAValidity.
+func (s *SelfSigned) caRenewBefore() time.Duration {
+	if s.CARenewBefore > 0 {
+		return s.CARenewBefore
+	}
+	return s.CAValidity / 3
 }
 
 // GetCertificate returns this replica's current serving certificate.
@@ -139,7 +150,7 @@ func (s *SelfSigned) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("CA Secret %s/%s: %w", s.Namespace, s.SecretName, err)
 	}
-	if current.Cert.NotAfter.Sub(now) < s.CAValidity/3 {
+	if current.Cert.NotAfter.Sub(now) < s.caRenewBefore() {
 		s.Log.Info("CA near expiry; rotating", zap.Time("notAfter", current.Cert.NotAfter))
 		if secret, err = RotateCA(ctx, s.Client, secret, s.CAValidity, now); err != nil {
 			if !apierrors.IsConflict(err) {

@@ -121,3 +121,56 @@ func caFingerprints(t *testing.T, client kubernetes.Interface, name string) [2]s
 	}
 	return out
 }
+
+// A CA is replaced once less than CARenewBefore is left of it (the chart's
+// tls.caRenewBefore, upstream's operator.certificate.caRenewBefore), and a
+// third of CAValidity without it; the new CA lasts CAValidity.
+func TestCARenewBefore(t *testing.T) {
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	const validity = 240 * time.Hour
+	start := time.Now()
+	for _, tc := range []struct {
+		name        string
+		renewBefore time.Duration
+		// ages at which a Sync finds the CA kept, then replaced
+		kept, replaced time.Duration
+	}{
+		{"ca-renew-default", 0, 155 * time.Hour, 165 * time.Hour},               // a third: 80h before expiry, at 160h
+		{"ca-renew-explicit", 24 * time.Hour, 210 * time.Hour, 220 * time.Hour}, // at 216h
+	} {
+		replica := func(age time.Duration) *SelfSigned {
+			return &SelfSigned{Client: admin, Namespace: "default", SecretName: tc.name, DNSNames: []string{"webhook.default.svc"},
+				CAValidity: validity, CARenewBefore: tc.renewBefore, Log: zaptest.NewLogger(t),
+				Now: func() time.Time { return start.Add(age) }}
+		}
+		if err := replica(0).Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		created := caFingerprints(t, admin, tc.name)
+		if err := replica(tc.kept).Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := caFingerprints(t, admin, tc.name); got != created {
+			t.Errorf("%s: CA replaced at age %s: %v -> %v", tc.name, tc.kept, created, got)
+		}
+		if err := replica(tc.replaced).Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := caFingerprints(t, admin, tc.name)
+		if got[0] == created[0] || got[1] != created[0] {
+			t.Errorf("%s: CA not replaced at age %s: %v -> %v", tc.name, tc.replaced, created, got)
+		}
+		secret, err := admin.CoreV1().Secrets("default").Get(ctx, tc.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		current, _, err := parseCASecret(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := start.Add(tc.replaced + validity); current.Cert.NotAfter.Sub(want).Abs() > time.Minute {
+			t.Errorf("%s: the new CA expires at %s, want %s", tc.name, current.Cert.NotAfter, want)
+		}
+	}
+}

@@ -59,6 +59,7 @@ type Options struct {
 	CertResync         time.Duration
 	CAPropagation      time.Duration
 	CAValidity         time.Duration
+	CARenewBefore      time.Duration
 	LeafValidity       time.Duration
 }
 
@@ -94,7 +95,9 @@ func NewCommand() *cobra.Command {
 		"open HTTPS connections; at the cap a new one replaces the oldest without a request in flight")
 	fs.DurationVar(&o.CertResync, "cert-resync-period", servingcert.DefaultResync, "self-signed mode: how often the CA Secret and caBundle are re-read")
 	fs.DurationVar(&o.CAPropagation, "ca-propagation-delay", servingcert.DefaultPropagationDelay, "self-signed mode: how long a new CA must be in the caBundle before leaves it signs are served")
-	fs.DurationVar(&o.CAValidity, "ca-validity", servingcert.DefaultCAValidity, "self-signed mode: lifetime of a CA; it rotates after two thirds")
+	fs.DurationVar(&o.CAValidity, "ca-validity", servingcert.DefaultCAValidity, "self-signed mode: lifetime of a CA")
+	fs.DurationVar(&o.CARenewBefore, "ca-renew-before", 0,
+		"self-signed mode: how long before its expiry a CA is replaced (at least --cert-validity, less than --ca-validity); 0 means a third of --ca-validity")
 	fs.DurationVar(&o.LeafValidity, "cert-validity", servingcert.DefaultLeafValidity, "self-signed mode: lifetime of a serving certificate; renewed after two thirds")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return Run(cmd.Context(), o)
@@ -187,6 +190,26 @@ func (o *Options) complete() error {
 	if o.ServiceName == "" {
 		return errors.New("--service-name must not be empty")
 	}
+	if o.TLSMode == TLSModeSelfSigned && o.CARenewBefore != 0 {
+		validity, leaf := o.CAValidity, o.LeafValidity
+		if validity <= 0 {
+			validity = servingcert.DefaultCAValidity
+		}
+		if leaf <= 0 {
+			leaf = servingcert.DefaultLeafValidity
+		}
+		switch {
+		case o.CARenewBefore < 0:
+			return fmt.Errorf("--ca-renew-before=%s must not be negative", o.CARenewBefore)
+		case o.CARenewBefore >= validity:
+			// A new CA would be due at once, on every sync.
+			return fmt.Errorf("--ca-renew-before=%s must be less than --ca-validity=%s", o.CARenewBefore, validity)
+		case o.CARenewBefore < leaf:
+			// Serving certificates never outlive their CA: closer to its
+			// expiry they would be cut short, and reissued on every sync.
+			return fmt.Errorf("--ca-renew-before=%s must be at least --cert-validity=%s", o.CARenewBefore, leaf)
+		}
+	}
 	return nil
 }
 
@@ -222,7 +245,7 @@ func (o *Options) certSource(log *zap.Logger) (certSource, error) {
 	return &servingcert.SelfSigned{
 		Client: kube, Namespace: o.Namespace, SecretName: o.ServiceName + "-ca", CABundle: bundle,
 		DNSNames: dnsNames, IPs: ips,
-		CAValidity: o.CAValidity, LeafValidity: o.LeafValidity,
+		CAValidity: o.CAValidity, CARenewBefore: o.CARenewBefore, LeafValidity: o.LeafValidity,
 		PropagationDelay: o.CAPropagation, Resync: o.CertResync, Log: log,
 	}, nil
 }
