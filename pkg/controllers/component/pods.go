@@ -17,9 +17,11 @@ import (
 // orchestratord's flags of the same names (--image-pull-policy,
 // --scheduler-name, --<component>-node-selector, -affinity, -toleration,
 // -default-resources, --enable-security-context,
-// --enable-prometheus-scrape-annotations).
+// --enable-prometheus-scrape-annotations), and this operator's
+// --image-pull-secrets.
 type PodSettings struct {
 	ImagePullPolicy  corev1.PullPolicy
+	ImagePullSecrets []string
 	SchedulerName    string
 	NodeSelector     map[string]string
 	Affinity         *corev1.Affinity
@@ -131,8 +133,9 @@ func ContainerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 		WithAllowPrivilegeEscalation(false)
 }
 
-// Pod sets the scheduling settings on p.
+// Pod sets the scheduling settings and pull secrets on p.
 func (s PodSettings) Pod(p *corev1ac.PodSpecApplyConfiguration) error {
+	p.WithImagePullSecrets(PullSecrets(s.ImagePullSecrets)...)
 	if len(s.NodeSelector) > 0 {
 		p.WithNodeSelector(s.NodeSelector)
 	}
@@ -154,6 +157,16 @@ func (s PodSettings) Pod(p *corev1ac.PodSpecApplyConfiguration) error {
 		p.WithSchedulerName(s.SchedulerName)
 	}
 	return nil
+}
+
+// PullSecrets are references to the named Secrets, for a pod's or a
+// ServiceAccount's imagePullSecrets.
+func PullSecrets(names []string) []*corev1ac.LocalObjectReferenceApplyConfiguration {
+	var out []*corev1ac.LocalObjectReferenceApplyConfiguration
+	for _, name := range names {
+		out = append(out, corev1ac.LocalObjectReference().WithName(name))
+	}
+	return out
 }
 
 // ScrapeAnnotations are upstream's Prometheus annotations for a pod serving

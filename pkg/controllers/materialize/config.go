@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
@@ -38,6 +39,18 @@ type Config struct {
 	EphemeralVolumeClass string
 	SchedulerName        string
 	ImagePullPolicy      string
+	// ImagePullSecrets name Secrets in each environment's namespace: the
+	// imagePullSecrets of environmentd's, balancerd's and the console's
+	// pods and of the ServiceAccount the operator creates for environmentd,
+	// which clusterd's pods run as. Upstream has no such flag.
+	ImagePullSecrets []string
+
+	// SegmentAPIKey and SegmentClientSide are passed to environmentd as
+	// upstream passes them (--segment-api-key, --segment-client-side): its
+	// usage telemetry, sent by the console from the browser when client
+	// side. Empty sends none.
+	SegmentAPIKey     string
+	SegmentClientSide bool
 
 	// OperatorNamespace and OperatorPodSelectorLabels let the operator's own
 	// pods through the internal network policies to the leader API.
@@ -148,6 +161,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.EphemeralVolumeClass, "ephemeral-volume-class", "", "storage class of clusterd's ephemeral volumes")
 	fs.StringVar(&c.SchedulerName, "scheduler-name", "", "scheduler of environmentd and clusterd pods")
 	fs.StringVar(&c.ImagePullPolicy, "image-pull-policy", "always", "image pull policy of environmentd and clusterd: always, if-not-present or never")
+	fs.StringSliceVar(&c.ImagePullSecrets, "image-pull-secrets", nil,
+		"Secrets in each environment's namespace pulling the images of environmentd, balancerd and the console, and of clusterd through environmentd's ServiceAccount (comma-separated or repeated)")
+	fs.StringVar(&c.SegmentAPIKey, "segment-api-key", "", "environmentd's --segment-api-key (usage telemetry); empty sends none")
+	fs.BoolVar(&c.SegmentClientSide, "segment-client-side", false, "environmentd's --segment-client-side (with --segment-api-key): the console sends telemetry from the browser")
 	fs.StringVar(&c.OperatorNamespace, "orchestratord-namespace", "", "namespace of the operator's pods, admitted by the internal network policies; empty means the pod's namespace")
 	fs.StringArrayVar(&c.OperatorPodSelectorLabels, "orchestratord-pod-selector-labels", nil, "KEY=VALUE labels of the operator's pods, admitted to environmentd's HTTP ports by the internal network policies (repeatable)")
 	fs.StringArrayVar(&c.EnvironmentdNodeSelector, "environmentd-node-selector", nil, "KEY=VALUE node selector of environmentd pods (repeatable)")
@@ -239,6 +256,11 @@ func (c *Config) Complete() error {
 	if _, ok := pullPolicies[c.ImagePullPolicy]; !ok {
 		return fmt.Errorf("--image-pull-policy: %q is not one of always, if-not-present, never", c.ImagePullPolicy)
 	}
+	for _, name := range c.ImagePullSecrets {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return fmt.Errorf("--image-pull-secrets: %q is not a Secret name: %s", name, strings.Join(errs, "; "))
+		}
+	}
 	for flag, kvs := range map[string][]string{"--orchestratord-pod-selector-labels": c.OperatorPodSelectorLabels,
 		"--balancerd-node-selector": c.BalancerdNodeSelector, "--console-node-selector": c.ConsoleNodeSelector,
 		"--environmentd-node-selector": c.EnvironmentdNodeSelector, "--clusterd-node-selector": c.ClusterdNodeSelector,
@@ -310,11 +332,12 @@ func (c *Config) Complete() error {
 	return nil
 }
 
-// podSettings parses one component's flags; the pull policy, scheduler,
-// security context and scrape annotations are the operator's.
+// podSettings parses one component's flags; the pull policy and secrets,
+// scheduler, security context and scrape annotations are the operator's.
 func (c *Config) podSettings(name string, nodeSelector []string, affinity string, tolerations []string, resources string) (component.PodSettings, error) {
 	s := component.PodSettings{
 		ImagePullPolicy:  pullPolicies[c.ImagePullPolicy],
+		ImagePullSecrets: c.ImagePullSecrets,
 		SchedulerName:    c.SchedulerName,
 		SecurityContext:  c.EnableSecurityContext,
 		PrometheusScrape: c.EnablePrometheusScrapeAnnotations,

@@ -280,6 +280,12 @@ func (e env) generationArgs(gen uint64) []string {
 		"--log-format=json",
 		"--opentelemetry-resource=organization_id="+e.organizationID(),
 		"--opentelemetry-resource=environment_name="+e.mz.Name)
+	if c.SegmentAPIKey != "" {
+		add("--segment-api-key=" + c.SegmentAPIKey)
+		if c.SegmentClientSide {
+			add("--segment-client-side")
+		}
+	}
 	if e.internalTLS() {
 		add("--tls-mode=require", "--tls-cert=/etc/materialized/tls.crt", "--tls-key=/etc/materialized/tls.key")
 	} else {
@@ -468,6 +474,7 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 	if c.SchedulerName != "" {
 		podSpec.WithSchedulerName(c.SchedulerName)
 	}
+	podSpec.WithImagePullSecrets(component.PullSecrets(c.ImagePullSecrets)...)
 	return appsv1ac.StatefulSet(name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
 		WithAnnotations(map[string]string{GenerationAnnotation: strconv.FormatUint(gen, 10), ForceAnnotation: e.forceRolloutValue()}).
 		WithSpec(appsv1ac.StatefulSetSpec().

@@ -102,6 +102,9 @@ func (e env) serviceAccount() *corev1ac.ServiceAccountApplyConfiguration {
 	if len(annotations) > 0 {
 		sa.WithAnnotations(annotations)
 	}
+	// clusterd's pods, which environmentd creates under this ServiceAccount,
+	// get them from it (the ServiceAccount admission plugin).
+	sa.WithImagePullSecrets(component.PullSecrets(e.cfg.ImagePullSecrets)...)
 	return sa
 }
 
