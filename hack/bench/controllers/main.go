@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,18 +156,29 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error
 	if metrics, err = program.FreeAddr(); err != nil {
 		return err
 	}
+	// A user's change made while no replica leads, to the Materialize the
+	// resync lists last: the new leader must act on it first, not after
+	// the resync.
+	changed := fmt.Sprintf("mz-%04d", n-1)
+	generation, err := changeSpec(ctx, mz, changed)
+	if err != nil {
+		return err
+	}
 	proc, err = start("bench-2", metrics)
 	if err != nil {
 		return err
 	}
 	resyncStart := time.Now()
+	actedOn := make(chan time.Duration, 1)
+	go func() { actedOn <- waitObserved(ctx, mz, changed, generation, resyncStart) }()
 	// A converged resync writes nothing; wait until the new leader has
 	// reconciled every Materialize once.
 	if err := waitResync(metrics, n); err != nil {
 		return err
 	}
 	mem = snapshot(proc.Process.Pid, metrics)
-	fmt.Printf("| full resync of %d converged Materializes by a new leader | %v |\n", n, time.Since(resyncStart).Round(time.Millisecond))
+	fmt.Printf("| full resync of %d converged Materializes by a new leader (and one changed meanwhile) | %v |\n", n, time.Since(resyncStart).Round(time.Millisecond))
+	fmt.Printf("| the Materialize changed while no replica led, acted on (status.observedGeneration caught up) after the new process started | %v |\n", (<-actedOn).Round(time.Millisecond))
 	mem.print("after the resync")
 	if err := printWrites(cp, "bench-2", n, "resync"); err != nil {
 		return err
@@ -233,6 +245,33 @@ func waitConverged(ctx context.Context, mz versioned.Interface, n int, timeout t
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("not converged within %v", timeout)
+}
+
+// changeSpec changes a Materialize's spec as a user would, and returns its
+// new generation.
+func changeSpec(ctx context.Context, mz versioned.Interface, name string) (int64, error) {
+	obj, err := mz.MaterializeV1alpha1().Materializes("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	obj.Spec.EnvironmentdExtraEnv = append(obj.Spec.EnvironmentdExtraEnv, corev1.EnvVar{Name: "BENCH_CHANGE", Value: "1"})
+	obj, err = mz.MaterializeV1alpha1().Materializes("default").Update(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return obj.Generation, nil
+}
+
+// waitObserved returns how long after since the Materialize's status
+// observed generation (or -1 after ten minutes).
+func waitObserved(ctx context.Context, mz versioned.Interface, name string, generation int64, since time.Time) time.Duration {
+	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		obj, err := mz.MaterializeV1alpha1().Materializes("default").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && obj.Status.ObservedGeneration >= generation {
+			return time.Since(since)
+		}
+	}
+	return -1
 }
 
 // waitResync waits until the process's reconcile counter shows every

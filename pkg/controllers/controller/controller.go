@@ -8,6 +8,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,8 +46,23 @@ type Controller struct {
 	// listKeys lists every key to reconcile when leadership starts.
 	listKeys func() []string
 
-	queue   atomic.Pointer[workqueue.TypedRateLimitingInterface[string]]
+	queue   atomic.Pointer[termQueue]
 	metrics *Metrics
+	// changed, when set, tells which keys of a new term's resync a user
+	// changed since they were last reconciled: they go first.
+	changed func(key string) bool
+}
+
+// termQueue is one leadership term's work queue and its ordering.
+type termQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	order *priorityQueue
+}
+
+// addUrgent queues key ahead of the resync.
+func (q *termQueue) addUrgent(key string) {
+	q.order.markUrgent(key)
+	q.Add(key)
 }
 
 // New creates a controller. listKeys is called when a leadership term starts
@@ -61,17 +77,41 @@ func New(name string, r Reconciler, workers int, log *zap.Logger, metrics *Metri
 // Name is the controller's name.
 func (c *Controller) Name() string { return c.name }
 
+// PrioritizeChanged makes a new term reconcile first the keys changed
+// reports as changed since last reconciled (e.g. metadata.generation ahead
+// of status.observedGeneration). Set it before Run.
+func (c *Controller) PrioritizeChanged(changed func(key string) bool) { c.changed = changed }
+
 // Enqueue queues the object's key; it accepts tombstones. Events that arrive
 // while the replica does not lead are dropped: the next term lists all.
-func (c *Controller) Enqueue(obj any) {
+func (c *Controller) Enqueue(obj any) { c.enqueue(obj, false) }
+
+func (c *Controller) enqueue(obj any, urgent bool) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
 	if q := c.queue.Load(); q != nil {
-		(*q).Add(key)
+		if urgent {
+			q.addUrgent(key)
+		} else {
+			q.Add(key)
+		}
 	}
+}
+
+// userChange tells whether an update is one a user made (a new generation,
+// annotations or labels, a deletion) rather than a status written by the
+// controllers: those go ahead of a resync.
+func userChange(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return o.GetGeneration() != n.GetGeneration() || (o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !maps.Equal(o.GetLabels(), n.GetLabels())
 }
 
 // EnqueueOwner queues the owner of kind ownerKind of a child object.
@@ -87,19 +127,20 @@ func (c *Controller) EnqueueOwner(ownerKind string) func(obj any) {
 		for _, ref := range meta.GetOwnerReferences() {
 			if ref.Kind == ownerKind && ref.Controller != nil && *ref.Controller {
 				if q := c.queue.Load(); q != nil {
-					(*q).Add(meta.GetNamespace() + "/" + ref.Name)
+					q.Add(meta.GetNamespace() + "/" + ref.Name)
 				}
 			}
 		}
 	}
 }
 
-// Handler returns event handlers that queue the object itself.
+// Handler returns event handlers that queue the object itself: what a
+// user creates, changes or deletes ahead of a resync.
 func (c *Controller) Handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.Enqueue,
-		UpdateFunc: func(_, obj any) { c.Enqueue(obj) },
-		DeleteFunc: c.Enqueue,
+		AddFunc:    func(obj any) { c.enqueue(obj, true) },
+		UpdateFunc: func(oldObj, obj any) { c.enqueue(obj, userChange(oldObj, obj)) },
+		DeleteFunc: func(obj any) { c.enqueue(obj, true) },
 	}
 }
 
@@ -124,10 +165,18 @@ func (c *Controller) Run(ctx context.Context) {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Minute),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: newBucket()},
 	)
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: c.name})
-	c.queue.Store(&q)
+	order := newPriorityQueue()
+	q := &termQueue{order: order, TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter,
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: c.name, DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
+			workqueue.TypedDelayingQueueConfig[string]{Name: c.name, Queue: workqueue.NewTypedWithConfig(
+				workqueue.TypedQueueConfig[string]{Name: c.name, Queue: order})})})}
+	c.queue.Store(q)
 	for _, key := range c.listKeys() {
-		q.Add(key)
+		if c.changed != nil && c.changed(key) {
+			q.addUrgent(key)
+		} else {
+			q.Add(key)
+		}
 	}
 	log.Info("controller started", zap.Int("workers", c.workers))
 

@@ -171,6 +171,16 @@ func New(d controller.Deps, o Options) *controller.Controller {
 		synced = append(synced, inf.HasSynced)
 	}
 	c := controller.New(controllerName, r, d.Workers, d.Log, d.Metrics, listKeys, synced...)
+	// A Materialize a user changed while no replica led (its generation
+	// ahead of what was last reconciled) goes before the resync.
+	c.PrioritizeChanged(func(key string) bool {
+		ns, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil {
+			return false
+		}
+		mz, err := r.materializes.Materializes(ns).Get(name)
+		return err == nil && mz.Generation != mz.Status.ObservedGeneration
+	})
 	_, _ = mzInf.Materializes().Informer().AddEventHandler(c.Handler())
 	for _, inf := range informers {
 		_, _ = inf.AddEventHandler(c.OwnerHandler("Materialize"))

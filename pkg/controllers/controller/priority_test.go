@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func newTermQueue() *termQueue {
+	order := newPriorityQueue()
+	return &termQueue{order: order, TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(
+			workqueue.TypedDelayingQueueConfig[string]{Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Queue: order})})})}
+}
+
+func drain(q *termQueue, n int) []string {
+	var got []string
+	for range n {
+		key, _ := q.Get()
+		got = append(got, key)
+		q.Done(key)
+	}
+	return got
+}
+
+// Changes go before the resync, in their order; the resync keeps its own;
+// a key waiting in the resync that a user changes moves up; a key being
+// reconciled when changed is reconciled again first.
+func TestChangesGoBeforeTheResync(t *testing.T) {
+	q := newTermQueue()
+	defer q.ShutDown()
+	for _, k := range []string{"r1", "r2", "r3", "r4"} {
+		q.Add(k)
+	}
+	q.addUrgent("u1")
+	q.addUrgent("r3") // waiting in the resync: moves up
+	q.addUrgent("u2")
+	q.Add("u1") // a status write on a queued change: it stays where it is
+	if got, want := drain(q, 3), []string{"u1", "r3", "u2"}; !slices.Equal(got, want) {
+		t.Fatalf("first %v, want %v", got, want)
+	}
+	key, _ := q.Get() // r1, being reconciled
+	q.addUrgent(key)  // changed meanwhile
+	q.Done(key)
+	if got, want := drain(q, 3), []string{"r1", "r2", "r4"}; !slices.Equal(got, want) {
+		t.Errorf("then %v, want %v", got, want)
+	}
+	if q.Len() != 0 || len(q.order.where) != 0 || len(q.order.inUrgent) != 0 {
+		t.Errorf("left: %d queued, %d tracked", q.Len(), len(q.order.where))
+	}
+}
+
+type recordingReconciler struct {
+	mu   sync.Mutex
+	keys []string
+	// first blocks the first reconcile until closed.
+	first chan struct{}
+}
+
+func (r *recordingReconciler) Reconcile(_ context.Context, key string) (Result, error) {
+	r.mu.Lock()
+	n := len(r.keys)
+	r.keys = append(r.keys, key)
+	r.mu.Unlock()
+	if n == 0 {
+		<-r.first
+	}
+	return Result{}, nil
+}
+
+func (r *recordingReconciler) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.keys)
+}
+
+// A new term reconciles first what changed while no one led, then a
+// user's change made during the resync, then the rest of the resync.
+func TestANewTermReconcilesChangesFirst(t *testing.T) {
+	r := &recordingReconciler{first: make(chan struct{})}
+	var keys []string
+	for i := range 100 {
+		keys = append(keys, fmt.Sprintf("ns/mz%02d", i))
+	}
+	c := New("test", r, 1, zap.NewNop(), NewMetrics(prometheus.NewRegistry()), func() []string { return keys })
+	c.PrioritizeChanged(func(key string) bool { return key == "ns/mz50" })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+
+	for len(r.seen()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	obj := func(generation int64) *metav1.ObjectMeta {
+		return &metav1.ObjectMeta{Namespace: "ns", Name: "mz70", Generation: generation}
+	}
+	c.Handler().OnUpdate(obj(1), obj(1)) // a status write: no hurry
+	c.Handler().OnUpdate(obj(1), obj(2)) // a user's change
+	close(r.first)
+	for len(r.seen()) < 100 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := r.seen()[:3]; !slices.Equal(got, []string{"ns/mz50", "ns/mz70", "ns/mz00"}) {
+		t.Errorf("reconciled first %v, want the changed mz50, then mz70 changed during the resync, then the resync", got)
+	}
+}
