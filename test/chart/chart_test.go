@@ -120,6 +120,8 @@ func TestLintIsClean(t *testing.T) {
 			{"--set", "webhook.replicas=1,controllers.replicas=1"},
 			{"--set", "tls.mode=cert-manager"},
 			{"-f", "testdata/all-options.yaml"},
+			{"-f", "testdata/upstream-values.yaml"},
+			{"--set", "nameOverride=mzop,rbac.create=false,serviceAccount.create=false,serviceAccount.name=operator"},
 		} {
 			out, err := runWith(binary, append([]string{"lint", "--strict", chartDir}, args...)...)
 			if err != nil || strings.Contains(out, "[ERROR]") || strings.Contains(out, "[WARNING]") {
@@ -131,7 +133,9 @@ func TestLintIsClean(t *testing.T) {
 
 // Helm 4 renders exactly what Helm 3 renders.
 func TestHelm4RendersTheSame(t *testing.T) {
-	for _, args := range [][]string{nil, {"--set", "tls.mode=cert-manager"}, {"-f", "testdata/all-options.yaml"}} {
+	for _, args := range [][]string{nil, {"--set", "tls.mode=cert-manager"}, {"-f", "testdata/all-options.yaml"},
+		{"--set", "fullnameOverride=acme,serviceAccount.name=shared,webhook.serviceAccount.name=wh,tls.caDuration=87600h,tls.caRenewBefore=8760h"},
+		{"--set", "nameOverride=mzop,rbac.create=false,tls.mode=cert-manager,tls.caDuration=87600h"}} {
 		base := append([]string{"template", "orchestratord", chartDir, "--namespace", "ops"}, args...)
 		three, err3 := runWith(helm, base...)
 		four, err4 := runWith(helm4, base...)
@@ -266,13 +270,22 @@ func TestAllOptionsRender(t *testing.T) {
 		}
 	}
 	controllers := fmt.Sprint(find(objs, "Deployment", "orchestratord-controllers").Object)
-	for _, want := range []string{"registry.example/custom/controllers:v9", "--leader-election-namespace=leases", "--leader-election-lease-duration=30s", "--controllers=materialize,console", "--create-balancers=false"} {
+	for _, want := range []string{"registry.example/custom/controllers:v9", "--leader-election-namespace=leases", "--leader-election-lease-duration=30s", "--controllers=materialize,console", "--create-balancers=false",
+		"environments", "pull"} {
 		if !strings.Contains(controllers, want) {
 			t.Errorf("controllers Deployment lacks %q", want)
 		}
 	}
 	if role := find(objs, "Role", "orchestratord-controllers-leases"); role == nil || role.GetNamespace() != "leases" {
 		t.Errorf("the lease Role must live in the lease namespace")
+	}
+	if find(objs, "StorageClass", "openebs-lvm-instance-store-ext4") == nil {
+		t.Errorf("no StorageClass")
+	}
+	for _, name := range []string{"orchestratord-webhook", "orchestratord-controllers"} {
+		if sa := find(objs, "ServiceAccount", name); sa == nil || sa.GetAnnotations()["team"] != "db" {
+			t.Errorf("ServiceAccount %s lacks serviceAccount.annotations", name)
+		}
 	}
 }
 

@@ -250,13 +250,16 @@ func TestAllOptionsEnvironmentArgs(t *testing.T) {
 		"network-policies-egress-cidrs":                       {"0.0.0.0/0"},
 		"console-image-tag-default":                           {"v26.38.1"},
 		"console-image-tag-map":                               {"v26.35.0=v26.35.0-console"},
+		"image-pull-secrets":                                  {"environments"},
+		"segment-api-key":                                     {"test-key"},
 	} {
 		if got := flagValues(args, name); !reflect.DeepEqual(got, want) {
 			t.Errorf("--%s %q, want %q", name, got, want)
 		}
 	}
 	for name, want := range map[string]bool{"collect-pod-metrics": true, "enable-prometheus-scrape-annotations": false,
-		"disable-statement-logging": false, "enable-internal-statement-logging": false, "enable-security-context": true} {
+		"disable-statement-logging": false, "enable-internal-statement-logging": false, "enable-security-context": true,
+		"segment-client-side": false} {
 		if hasFlag(args, name) != want {
 			t.Errorf("--%s rendered: %v, want %v", name, !want, want)
 		}
@@ -291,7 +294,8 @@ func TestAllOptionsEnvironmentArgs(t *testing.T) {
 // refuses.
 func TestRenderedArgsParse(t *testing.T) {
 	for _, values := range [][]string{nil, {"-f", "testdata/all-options.yaml"},
-		{"--set", "networkPolicies.enabled=true,networkPolicies.internal.enabled=true,environmentd.imagePullPolicy=Never"}} {
+		{"--set", "networkPolicies.enabled=true,networkPolicies.internal.enabled=true,environmentd.imagePullPolicy=Never"},
+		{"--set", "telemetry.enabled=true,imagePullSecrets[0].name=registry,console.enabled=false,balancerd.enabled=false,storage.storageClass.name=local"}} {
 		args := controllersArgs(t, values...)
 		if err := app.NewCommand().ParseFlags(args); err != nil {
 			t.Errorf("%v: the controllers refuse the rendered flags: %v", values, err)

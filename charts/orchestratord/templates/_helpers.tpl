@@ -1,14 +1,31 @@
-{{/* Names: <release>-webhook and <release>-controllers, or the chart name when the release carries it. */}}
+{{/* The chart's name, or nameOverride: the app.kubernetes.io/name label. */}}
+{{- define "orchestratord.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The prefix of every name the chart derives (<fullname>-webhook,
+<fullname>-controllers, ...): fullnameOverride, else the release name when it
+contains the name, else <release>-<name>; as Helm's scaffold and upstream's
+chart, but cut to 50 characters, leaving room for the suffixes.
+*/}}
 {{- define "orchestratord.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "orchestratord.webhook.name" -}}{{ include "orchestratord.fullname" . }}-webhook{{- end -}}
 {{- define "orchestratord.controllers.name" -}}{{ include "orchestratord.fullname" . }}-controllers{{- end -}}
+{{/* environmentd's ClusterRole, passed to the controllers as --environmentd-cluster-role. */}}
+{{- define "orchestratord.environmentdClusterRole" -}}{{ include "orchestratord.controllers.name" . }}-environmentd{{- end -}}
 
 {{- define "orchestratord.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
@@ -20,9 +37,50 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 
 {{/* selector labels of one component: (list . "webhook") */}}
 {{- define "orchestratord.selectorLabels" -}}
-app.kubernetes.io/name: orchestratord
+app.kubernetes.io/name: {{ include "orchestratord.name" (index . 0) }}
 app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/*
+Whether the chart creates a component's ServiceAccount: (list . "webhook").
+The component's serviceAccount.create, else the top-level serviceAccount.create
+(upstream's key). "true" or "".
+*/}}
+{{- define "orchestratord.createServiceAccount" -}}
+{{- $root := index . 0 -}}{{- $own := (index $root.Values (index . 1)).serviceAccount -}}
+{{- $create := $own.create -}}
+{{- if kindIs "invalid" $create -}}{{- $create = $root.Values.serviceAccount.create -}}{{- end -}}
+{{- if $create -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The ServiceAccount a component runs as: (list . "webhook"). The component's
+serviceAccount.name, else the top-level serviceAccount.name (upstream's key:
+one ServiceAccount for both), else <fullname>-<component> when the chart
+creates it. Without a name and without create there is nothing to run as:
+upstream falls back to the namespace's default ServiceAccount, which this
+chart refuses to bind its roles to unless named.
+*/}}
+{{- define "orchestratord.serviceAccountName" -}}
+{{- $root := index . 0 -}}{{- $component := index . 1 -}}
+{{- $name := default $root.Values.serviceAccount.name (index $root.Values $component).serviceAccount.name -}}
+{{- if $name -}}
+{{- $name -}}
+{{- else if include "orchestratord.createServiceAccount" . -}}
+{{- include "orchestratord.fullname" $root }}-{{ $component -}}
+{{- else -}}
+{{- fail (printf "%s.serviceAccount.create is false: set serviceAccount.name or %s.serviceAccount.name to the ServiceAccount it runs as (\"default\" for the namespace's own)" $component $component) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pull secrets of this chart's pods: global.imagePullSecrets and imagePullSecrets. */}}
+{{- define "orchestratord.imagePullSecrets" -}}
+{{- $all := concat (default list .Values.global.imagePullSecrets) (default list .Values.imagePullSecrets) | uniq -}}
+{{- with $all }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* image reference of one component: (list . .Values.webhook.image) */}}
@@ -75,10 +133,7 @@ topologySpreadConstraints:
 {{/* Scheduling and pull settings shared by both pod specs: (list . .Values.webhook) */}}
 {{- define "orchestratord.scheduling" -}}
 {{- $root := index . 0 -}}{{- $values := index . 1 -}}
-{{- with $root.Values.global.imagePullSecrets }}
-imagePullSecrets:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+{{- include "orchestratord.imagePullSecrets" $root }}
 {{- with $values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
@@ -201,6 +256,9 @@ flags, rendered from upstream's value names as upstream's chart renders them
 {{- end }}
 - "--enable-security-context"
 - "--image-pull-policy={{ kebabcase $v.environmentd.imagePullPolicy }}"
+{{- range $v.imagePullSecrets }}
+- "--image-pull-secrets={{ .name }}"
+{{- end }}
 {{- with $v.clusters }}
 {{- if .sizes }}
 - '--environmentd-cluster-replica-sizes={{ include "orchestratord.clusterSizes" $ | fromYaml | toJson }}'
@@ -313,6 +371,14 @@ flags, rendered from upstream's value names as upstream's chart renders them
 {{- end }}
 {{- if .prometheus.scrapeAnnotations.enabled }}
 - "--enable-prometheus-scrape-annotations"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $v.telemetry }}
+{{- if .enabled }}
+- "--segment-api-key={{ required "telemetry.enabled needs telemetry.segmentApiKey" .segmentApiKey }}"
+{{- if .segmentClientSide }}
+- "--segment-client-side"
 {{- end }}
 {{- end }}
 {{- end }}
