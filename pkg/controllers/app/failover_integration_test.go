@@ -356,3 +356,45 @@ func TestLeadershipSpreadsOverReplicas(t *testing.T) {
 		t.Error("the new replica did not log acquiring a lease")
 	}
 }
+
+// Replicas may run different --controllers: a Lease is placed only among
+// the replicas that campaign for it. One replica runs only the materialize
+// controller, the other all three: the other two Leases stay with the
+// replica that runs them (counting the first as least loaded would leave
+// them unheld, or hand them to it over and over), and the materialize
+// Lease goes to the first, which leads nothing else.
+func TestLeasesArePlacedOnlyAmongReplicasThatCampaignForThem(t *testing.T) {
+	ns := newNamespace(t, "campaigns-")
+	all := startReplica(t, ns, ns+"-all")
+	waitFor(t, 60*time.Second, "every lease held by the replica running every controller", func() bool {
+		for _, name := range leaseNames {
+			if holder(t, ns, name) != all.identity {
+				return false
+			}
+		}
+		return true
+	})
+	only := startReplica(t, ns, ns+"-materialize", "--controllers=materialize")
+	start := time.Now()
+	waitFor(t, 60*time.Second, "the materialize lease handed to the replica that runs only it", func() bool {
+		return holder(t, ns, leaderelection.LeaseMaterialize) == only.identity
+	})
+	t.Logf("materialize lease handed over %v after the second replica started", time.Since(start).Round(time.Millisecond))
+	// Two more lease durations: the placement is stable, the other Leases
+	// never move to the replica that does not run their controllers.
+	deadline := time.Now().Add(2 * leaseDuration)
+	for time.Now().Before(deadline) {
+		for _, name := range []string{leaderelection.LeaseBalancer, leaderelection.LeaseConsole} {
+			if h := holder(t, ns, name); h != all.identity {
+				t.Fatalf("%s held by %q, want %s (the only replica running its controller)", name, h, all.identity)
+			}
+		}
+		if h := holder(t, ns, leaderelection.LeaseMaterialize); h != only.identity {
+			t.Fatalf("the materialize lease moved back to %q", h)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !all.alive() || !only.alive() {
+		t.Fatal("a replica exited")
+	}
+}

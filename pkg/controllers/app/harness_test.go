@@ -105,7 +105,7 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-func startReplica(t *testing.T, leaseNamespace, identity string) *replica {
+func startReplica(t *testing.T, leaseNamespace, identity string, extra ...string) *replica {
 	t.Helper()
 	r := &replica{identity: identity, health: freeAddr(t), exited: make(chan struct{})}
 	logFile, err := os.CreateTemp(t.TempDir(), identity+"-*.log")
@@ -126,6 +126,7 @@ func startReplica(t *testing.T, leaseNamespace, identity string) *replica {
 		"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
 		"--environmentd-poll-interval=100ms",
 	)
+	r.cmd.Args = append(r.cmd.Args, extra...)
 	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
