@@ -202,13 +202,14 @@ func (c *Controller) Run(ctx context.Context) {
 	log.Info("controller stopped")
 }
 
-func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], log *zap.Logger) bool {
+func (c *Controller) processNext(ctx context.Context, q *termQueue, log *zap.Logger) bool {
 	key, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
 	defer q.Done(key)
 	if ctx.Err() != nil || stopping(ctx) {
+		q.order.settle(key, false)
 		return true // the queue is shutting down; the next leader lists every key
 	}
 	start := time.Now()
@@ -217,15 +218,19 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Leadership ended mid-reconcile; the next leader starts over.
+		q.order.settle(key, false)
 	case err != nil:
 		log.Info("reconcile failed; retrying with backoff", zap.String("key", key), zap.Error(err),
 			zap.Int("retries", q.NumRequeues(key)))
+		q.order.settle(key, true)
 		q.AddRateLimited(key)
 	case result.RequeueAfter > 0:
 		q.Forget(key)
+		q.order.settle(key, true)
 		q.AddAfter(key, result.RequeueAfter)
 	default:
 		q.Forget(key)
+		q.order.settle(key, false)
 	}
 	return true
 }

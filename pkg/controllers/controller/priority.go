@@ -23,10 +23,16 @@ type priorityQueue struct {
 	where  map[string]*list.Element
 	// inUrgent tells which list an element is in.
 	inUrgent map[*list.Element]bool
+	// popped are the urgent keys handed out and not yet settled: one whose
+	// reconcile asks to be requeued (a rollout polling environmentd) stays
+	// urgent until it settles, or a change would wait behind the resync
+	// after its first step.
+	popped map[string]struct{}
 }
 
 func newPriorityQueue() *priorityQueue {
-	return &priorityQueue{marked: map[string]struct{}{}, where: map[string]*list.Element{}, inUrgent: map[*list.Element]bool{}}
+	return &priorityQueue{marked: map[string]struct{}{}, where: map[string]*list.Element{}, inUrgent: map[*list.Element]bool{},
+		popped: map[string]struct{}{}}
 }
 
 // markUrgent makes key's next Push (or a Touch of it waiting) urgent; call
@@ -81,7 +87,24 @@ func (q *priorityQueue) Pop() string {
 	e := from.Front()
 	from.Remove(e)
 	key := e.Value.(string)
+	if q.inUrgent[e] {
+		q.popped[key] = struct{}{}
+	}
 	delete(q.where, key)
 	delete(q.inUrgent, e)
 	return key
+}
+
+// settle ends the urgency of a key handed out by Pop; requeued says its
+// reconcile asked to run again, which keeps it urgent.
+func (q *priorityQueue) settle(key string, requeued bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.popped[key]; !ok {
+		return
+	}
+	delete(q.popped, key)
+	if requeued {
+		q.marked[key] = struct{}{}
+	}
 }
