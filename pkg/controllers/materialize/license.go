@@ -34,6 +34,11 @@ const (
 // licenseWarning is how long before its expiry a license key is warned of.
 const licenseWarning = 30 * 24 * time.Hour
 
+// maxLicenseRecheck bounds how far ahead a recheck is scheduled: a key
+// valid for decades would otherwise leave a timer of that length in the
+// work queue, and a reconcile a day is nothing.
+const maxLicenseRecheck = 24 * time.Hour
+
 // licenseState is the LicenseKey condition a reconcile sets, and when the
 // condition changes next by the clock alone (zero: never).
 type licenseState struct {
@@ -93,12 +98,12 @@ func (r *reconciler) licenseKeyState(mz *v1alpha1.Materialize, backend backendSe
 		return licenseState{
 			cond: cond(metav1.ConditionTrue, ReasonLicenseExpiring, "the license key in backend Secret %q expires at %s (expiration_behavior %s)",
 				name, at, claims.ExpirationBehavior),
-			recheck: expires.Sub(now),
+			recheck: min(expires.Sub(now), maxLicenseRecheck),
 		}
 	default:
 		return licenseState{
 			cond:    cond(metav1.ConditionTrue, ReasonLicenseValid, "the license key in backend Secret %q expires at %s", name, at),
-			recheck: expires.Add(-licenseWarning).Sub(now),
+			recheck: min(expires.Add(-licenseWarning).Sub(now), maxLicenseRecheck),
 		}
 	}
 }

@@ -93,9 +93,13 @@ func TestLicenseKeyCondition(t *testing.T) {
 		}
 	}
 
-	far := now.Add(100 * 24 * time.Hour)
-	if l := step(unsignedKey(anyEnv, far, "Disable")); l.recheck != far.Add(time.Minute).Add(-licenseWarning).Sub(now) {
+	nearWarning := now.Add(licenseWarning + time.Hour)
+	if l := step(unsignedKey(anyEnv, nearWarning, "Disable")); l.recheck != nearWarning.Add(time.Minute).Add(-licenseWarning).Sub(now) {
 		t.Errorf("recheck %v, want when the warning starts", l.recheck)
+	}
+	far := now.Add(100 * 24 * time.Hour)
+	if l := step(unsignedKey(anyEnv, far, "Disable")); l.recheck != maxLicenseRecheck {
+		t.Errorf("recheck %v for a key valid for months, want at most %v", l.recheck, maxLicenseRecheck)
 	}
 	check(metav1.ConditionTrue, ReasonLicenseValid)
 	step(unsignedKey(anyEnv, far, "Disable")) // unchanged: no Event
