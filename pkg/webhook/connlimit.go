@@ -64,8 +64,9 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			victim = l.oldestWithoutRequestLocked()
 			if victim == nil {
 				l.mu.Unlock()
-				_ = raw.Close()
+				// Counted first: whoever sees the close sees the count.
 				l.onClose("refused")
+				_ = raw.Close()
 				continue
 			}
 			l.removeLocked(victim)
@@ -73,8 +74,8 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		l.conns[c] = l.waiting.PushBack(c)
 		l.mu.Unlock()
 		if victim != nil {
-			_ = victim.Close()
 			l.onClose("evicted")
+			_ = victim.Close()
 		}
 		return c, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -168,4 +169,50 @@ func TestConnectionCapRefusesWhenEveryConnectionIsBusy(t *testing.T) {
 		c.Close()
 	}
 	until(t, "closed connections forgotten", func() bool { return s.limiter.open() <= 1 })
+}
+
+// Over TLS, as the webhook serves, the server reports the states of the
+// *tls.Conn wrapping the limiter's connection: the limiter must still see
+// a connection go active and idle, or it would evict one mid-request.
+func TestConnectionCapFollowsTLSConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := newConnLimiter(ln, 4, func(string) {})
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			<-release
+		}
+	}))
+	srv.Listener = limiter
+	srv.Config.ConnState = limiter.ConnState
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	client := srv.Client()
+
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Get(srv.URL + "/block")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	until(t, "the request in flight counted active", func() bool {
+		limiter.mu.Lock()
+		defer limiter.mu.Unlock()
+		return limiter.active == 1
+	})
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the connection counted idle after its answer", func() bool {
+		limiter.mu.Lock()
+		defer limiter.mu.Unlock()
+		return limiter.active == 0 && limiter.idle.Len() == 1
+	})
 }

@@ -73,8 +73,27 @@ func TestChangesGoBeforeTheResync(t *testing.T) {
 	if got, want := drain(q, 2), []string{"r4", "r2"}; !slices.Equal(got, want) {
 		t.Errorf("after a resync requeue %v, want %v", got, want)
 	}
-	if q.Len() != 0 || len(q.order.where) != 0 || len(q.order.inUrgent) != 0 || len(q.order.popped) != 0 || len(q.order.marked) != 0 {
+	if q.Len() != 0 || len(q.order.where) != 0 || len(q.order.popped) != 0 || len(q.order.marked) != 0 {
 		t.Errorf("left: %d queued, %d tracked, %d popped, %d marked", q.Len(), len(q.order.where), len(q.order.popped), len(q.order.marked))
+	}
+}
+
+// Changes are what tenants write: a stream of them cannot starve the
+// resync, which gets every urgentRun+1-th key.
+func TestChangesCannotStarveTheResync(t *testing.T) {
+	q := newTermQueue()
+	defer q.ShutDown()
+	q.Add("r1")
+	q.Add("r2")
+	for i := range 2 * urgentRun {
+		q.addUrgent(fmt.Sprintf("u%d", i))
+	}
+	got := drain(q, urgentRun+1)
+	if got[urgentRun] != "r1" {
+		t.Errorf("popped %v: the resync got no turn after %d changes", got, urgentRun)
+	}
+	if rest := drain(q, urgentRun+1); rest[urgentRun] != "r2" {
+		t.Errorf("then %v: the resync got no second turn", rest)
 	}
 }
 
