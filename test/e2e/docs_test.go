@@ -1,0 +1,143 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The quick start (docs/quickstart.md) works as written: its ```sh blocks,
+// in order, run as one bash script (so its variables carry over) in a
+// fresh namespace, with the defaults the page gives for the local cluster
+// (the stand-in image and license key) but for the namespace, and the
+// Materialize it creates is UpToDate for its current spec.
+func TestQuickstartRuns(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(root, "docs", "quickstart.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := shBlocks(page)
+	if err != nil {
+		t.Fatalf("docs/quickstart.md: %v", err)
+	}
+	kubectl := kubectlPath(t)
+
+	ns := fmt.Sprintf("e2e-docs-%06d", rand.IntN(1000000))
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", script)
+	cmd.Dir = t.TempDir() // the page writes materialize.yaml into the working directory
+	cmd.Env = append(os.Environ(),
+		"MZ_NAMESPACE="+ns,
+		"LICENSE_KEY_FILE="+filepath.Join(root, "test", "fixture", "license.jwt"),
+		"PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"),
+	)
+	cmd.WaitDelay = 10 * time.Second
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("the quick start's script ran for %v:\n%s", time.Since(began).Round(time.Second), out)
+	if err != nil {
+		t.Fatalf("the quick start's script failed: %v", err)
+	}
+
+	// The script waited for UpToDate itself; check it independently.
+	var last string
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if len(list.Items) != 1 {
+			last = fmt.Sprintf("%d Materializes", len(list.Items))
+			return false, nil
+		}
+		mz := list.Items[0]
+		cond := meta.FindStatusCondition(mz.Status.Conditions, "UpToDate")
+		if cond == nil {
+			last = mz.Name + ": no UpToDate condition"
+			return false, nil
+		}
+		last = fmt.Sprintf("%s: UpToDate %s/%s for generation %d of %d: %s",
+			mz.Name, cond.Status, cond.Reason, cond.ObservedGeneration, mz.Generation, cond.Message)
+		return cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == mz.Generation && mz.Status.ActiveGeneration >= 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the quick start's Materialize in %s is not UpToDate: %s", ns, last)
+	}
+	t.Log(last)
+}
+
+// shBlocks returns the bodies of a Markdown page's ```sh blocks, in order,
+// as one script. Other blocks (```console, ```yaml, ...) are not run.
+func shBlocks(page []byte) (string, error) {
+	var script strings.Builder
+	in, blocks, line := false, 0, 0
+	s := bufio.NewScanner(bytes.NewReader(page))
+	for s.Scan() {
+		line++
+		text := strings.TrimSpace(s.Text())
+		switch {
+		case !in && text == "```sh":
+			in = true
+			blocks++
+			fmt.Fprintf(&script, "# block %d, line %d\n", blocks, line)
+		case in && text == "```":
+			in = false
+			script.WriteString("\n")
+		case in:
+			script.WriteString(s.Text() + "\n")
+		}
+	}
+	if err := s.Err(); err != nil {
+		return "", err
+	}
+	if in {
+		return "", fmt.Errorf("a ```sh block is not closed")
+	}
+	if blocks == 0 {
+		return "", fmt.Errorf("no ```sh block")
+	}
+	return script.String(), nil
+}
+
+// kubectlPath finds kubectl: $KUBECTL, else next to $HELM (make e2e sets
+// it; hack/kube-binaries.sh builds both into one directory), else $PATH.
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KUBECTL"); p != "" {
+		return p
+	}
+	if helm := os.Getenv("HELM"); helm != "" {
+		p := filepath.Join(filepath.Dir(helm), "kubectl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("no kubectl: set KUBECTL, or HELM with kubectl next to it (make e2e), or put it on PATH")
+	}
+	return p
+}
