@@ -45,10 +45,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	k8sle "k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
 
@@ -115,6 +113,15 @@ type Config struct {
 	// Spread, when set, places leadership among the replicas (see Spread);
 	// nil leaves it to whoever comes first.
 	Spread *Spread
+	// Incarnation, when set, is written to the Leases this process holds
+	// (HolderAnnotation), so that standbys take them over as soon as the
+	// kubelet reports this process terminated. Nil: only at expiry.
+	Incarnation *Incarnation
+	// WatchHolderPods makes a standby watch the pod of the holder named by
+	// HolderAnnotation and claim the Lease once the kubelet reports that
+	// holder's process terminated, instead of waiting for the Lease to
+	// expire. It needs list and watch on pods in the holder's namespace.
+	WatchHolderPods bool
 	// DrainTimeout is how long lead may go on, after Run's context is done,
 	// finishing in-flight work under a valid lead context (see Stopping).
 	// Zero cancels the lead context at once.
@@ -277,10 +284,9 @@ type candidate struct {
 // a takeover restart or shutdown ends it), then, if it acquired, one
 // leadership term.
 func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, error) {
-	lock := newFencedLock(&resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: c.cfg.Namespace, Name: c.name},
-		Client:     c.cfg.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.Identity},
+	lock := newFencedLock(&leaseLock{
+		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
+		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
 	}, c.cfg.RenewDeadline)
 	if c.cfg.Spread != nil {
 		lock.mayAcquire = func() bool { return c.cfg.Spread.MayAcquire(c.name) }

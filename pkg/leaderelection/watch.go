@@ -41,16 +41,22 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 	}
 	expiry := &expiryClaim{c: c, signal: signal}
 	defer expiry.stop()
+	holderPod := &holderWatch{c: c, signal: signal}
+	defer holderPod.stop()
 	onLease := func(obj any) {
 		lease, ok := obj.(*coordinationv1.Lease)
 		if !ok {
 			return
 		}
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			holderPod.stop()
 			signal("lease released")
 			return
 		}
 		expiry.observe(ctx, lease)
+		if c.cfg.WatchHolderPods {
+			holderPod.follow(ctx, lease)
+		}
 	}
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		Logger:        &c.clientGoLog,
@@ -59,7 +65,7 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    onLease,
 			UpdateFunc: func(_, obj any) { onLease(obj) },
-			DeleteFunc: func(any) { expiry.stop(); signal("lease deleted") },
+			DeleteFunc: func(any) { expiry.stop(); holderPod.stop(); signal("lease deleted") },
 		},
 	})
 	informer.RunWithContext(ctx)
@@ -117,23 +123,44 @@ func (e *expiryClaim) claim(ctx context.Context, observed *coordinationv1.Lease)
 	if err != nil || current.ResourceVersion != observed.ResourceVersion {
 		return
 	}
-	now := metav1.NowMicro()
-	duration := int32(e.c.cfg.LeaseDuration / time.Second)
-	transitions := int32(1)
-	if observed.Spec.LeaseTransitions != nil {
-		transitions += *observed.Spec.LeaseTransitions
+	if e.c.take(ctx, current, "expired lease claimed") {
+		e.signal("lease expired")
 	}
-	claimed := observed.DeepCopy() // carries the observed resourceVersion
-	claimed.Spec.HolderIdentity = &e.c.cfg.Identity
+}
+
+// take writes this candidate as the holder of current, conditional on its
+// resourceVersion, starting a new term; the elector, restarted by the
+// caller's signal, then finds itself the holder and leads at once. It
+// reports whether the write landed: a Conflict means a renewal or another
+// claimant got there first.
+func (c *candidate) take(ctx context.Context, current *coordinationv1.Lease, msg string) bool {
+	now := metav1.NowMicro()
+	duration := int32(c.cfg.LeaseDuration / time.Second)
+	transitions := int32(1)
+	if current.Spec.LeaseTransitions != nil {
+		transitions += *current.Spec.LeaseTransitions
+	}
+	previous := ""
+	if current.Spec.HolderIdentity != nil {
+		previous = *current.Spec.HolderIdentity
+	}
+	claimed := current.DeepCopy() // carries the resourceVersion read
+	claimed.Spec.HolderIdentity = &c.cfg.Identity
 	claimed.Spec.LeaseDurationSeconds = &duration
 	claimed.Spec.AcquireTime = &now
 	claimed.Spec.RenewTime = &now
 	claimed.Spec.LeaseTransitions = &transitions
-	_, err = e.c.cfg.Client.CoordinationV1().Leases(observed.Namespace).Update(ctx, claimed, metav1.UpdateOptions{})
-	if err != nil {
-		// A renewal or another standby got there first (Conflict): nothing expired.
-		return
+	if c.cfg.Incarnation != nil {
+		if claimed.Annotations == nil {
+			claimed.Annotations = map[string]string{}
+		}
+		claimed.Annotations[HolderAnnotation] = c.cfg.Incarnation.annotation()
+	} else {
+		delete(claimed.Annotations, HolderAnnotation)
 	}
-	e.c.log.Info("expired lease claimed", zap.String("previousHolder", *observed.Spec.HolderIdentity))
-	e.signal("lease expired")
+	if _, err := c.cfg.Client.CoordinationV1().Leases(current.Namespace).Update(ctx, claimed, metav1.UpdateOptions{}); err != nil {
+		return false
+	}
+	c.log.Info(msg, zap.String("previousHolder", previous))
+	return true
 }

@@ -3,9 +3,11 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -221,4 +223,85 @@ func (c *Clients) LeaderElectionTimings(ctx context.Context) (leaseDuration, ret
 		return 0, 0, fmt.Errorf("deployment %s sets no --leader-election-lease-duration or --leader-election-retry-period", ControllersDeployment)
 	}
 	return leaseDuration, retryPeriod, nil
+}
+
+// KillHolder SIGKILLs the process holding a controllers Lease and leaves its
+// pod to the kubelet, as a crash or an OOM kill does: the kubelet reports
+// the container terminated and restarts it in the same pod. With wholePod,
+// every process of the pod dies at once, its sandbox included (a pod killed
+// whole, as by a node's OOM killer), and the kubelet recreates the sandbox.
+// Nothing is released. Runs as root on the node.
+func (c *Clients) KillHolder(ctx context.Context, lease string, wholePod bool) (Crash, error) {
+	l, err := c.HeldByRunningPod(ctx, lease)
+	if err != nil {
+		return Crash{}, err
+	}
+	holder := Holder(l)
+	var pids []int
+	if wholePod {
+		pod, err := c.Kube.CoreV1().Pods(OperatorNamespace).Get(ctx, holder, metav1.GetOptions{})
+		if err != nil {
+			return Crash{}, err
+		}
+		if pids, err = processesOfPod(string(pod.UID)); err != nil {
+			return Crash{}, err
+		}
+	} else {
+		pid, err := processOf(holder)
+		if err != nil {
+			return Crash{}, err
+		}
+		pids = []int{pid}
+	}
+	killed := time.Now()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return Crash{}, fmt.Errorf("killing %s (pid %d): %w", holder, pid, err)
+		}
+	}
+	if l, err = c.Lease(ctx, lease); err != nil {
+		return Crash{}, err
+	}
+	return Crash{Holder: holder, Killed: killed, LastRenewal: l.Spec.RenewTime.Time, resourceVersion: l.ResourceVersion}, nil
+}
+
+// WaitNewTerm waits until a term of lease begins after crash: a standby's,
+// or that of the holder's own process restarted in its pod. Its
+// acquireTime is stamped by the new holder (on this one node's clock).
+func (c *Clients) WaitNewTerm(ctx context.Context, lease string, crash Crash, timeout time.Duration) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var began *coordinationv1.Lease
+	err := c.watchLease(ctx, lease, crash.resourceVersion, func(l *coordinationv1.Lease) (bool, error) {
+		if Holder(l) != "" && l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.After(crash.Killed) {
+			began = l
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("after the kill of %s: %w", crash.Holder, err)
+	}
+	return began, nil
+}
+
+// processesOfPod lists every process in the cgroups of the pod with the
+// given UID: its containers' and its sandbox's.
+func processesOfPod(podUID string) ([]int, error) {
+	forms := [][]byte{[]byte(podUID), []byte(strings.ReplaceAll(podUID, "-", "_"))} // cgroupfs, systemd
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, dir := range dirs {
+		cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		if err != nil || !(bytes.Contains(cgroup, forms[0]) || bytes.Contains(cgroup, forms[1])) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(dir)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("no process of pod %s on this node (finding them reads /proc, which needs root)", podUID)
+	}
+	return pids, nil
 }

@@ -7,11 +7,17 @@
 //     (cluster.DeleteHolder: its SIGTERM releases the Lease); time from the
 //     delete to the release, and from the release to the new holder's
 //     acquireTime;
-//   - crash failover: SIGKILL the holder's process and remove its pod at
-//     once (cluster.CrashHolder); nobody releases the Lease, a standby claims
-//     it once it expires; time from the kill to the new holder's
-//     acquireTime, and from the holder's last renewal, which is what the
-//     lease duration bounds;
+//   - crash failover: SIGKILL the holder's process (cluster.KillHolder),
+//     then, separately, every process of its pod; the kubelet reports the
+//     container terminated (a standby claims the Lease) or restarts it (the
+//     restarted process reclaims it); time from the kill to the new term's
+//     acquireTime. The killed pod is then replaced, so that every kill is a
+//     first crash (the kubelet backs off restarting a crash-looping one);
+//   - expiry failover: SIGKILL the holder's process and remove its pod at
+//     once (cluster.CrashHolder), so no kubelet reports the death; a standby
+//     claims the Lease once it expires; time from the kill to the new
+//     holder's acquireTime, and from the holder's last renewal, which is
+//     what the lease duration bounds;
 //   - webhook rollout: `rollout restart` of the webhook while readers GET the
 //     sample at v1 (every read converts), from two seconds before the
 //     restart until it completes; failed reads per rollout.
@@ -33,6 +39,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/test/cluster"
@@ -80,21 +88,34 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 		toRelease, toAcquire, handovers = append(toRelease, r), append(toAcquire, a), append(handovers, r+a)
 		fmt.Fprintf(os.Stderr, "graceful handover %d/%d: released %v after the delete, acquired %v later\n", i+1, runs, r, a)
 	}
+	killed := map[bool][]time.Duration{}
+	for _, wholePod := range []bool{false, true} {
+		for i := range runs {
+			d, how, err := killOver(ctx, c, wholePod)
+			if err != nil {
+				return fmt.Errorf("crash failover %d (whole pod %v): %w", i+1, wholePod, err)
+			}
+			killed[wholePod] = append(killed[wholePod], d)
+			fmt.Fprintf(os.Stderr, "crash failover %d/%d (whole pod %v): new term %v after the kill (%s)\n", i+1, runs, wholePod, d, how)
+		}
+	}
 	for i := range runs {
 		d, r, err := crashOver(ctx, c)
 		if err != nil {
 			return fmt.Errorf("crash failover %d: %w", i+1, err)
 		}
 		crash, sinceRenew = append(crash, d), append(sinceRenew, r)
-		fmt.Fprintf(os.Stderr, "crash failover %d/%d: %v after the kill, %v after the last renewal\n", i+1, runs, d, r)
+		fmt.Fprintf(os.Stderr, "expiry failover %d/%d: %v after the kill, %v after the last renewal\n", i+1, runs, d, r)
 	}
 	fmt.Println("| materialize Lease | runs | p50 | p99 | max |")
 	fmt.Println("|---|---|---|---|---|")
 	row("graceful handover: pod deleted -> new holder", handovers)
 	row("  of which pod deleted -> lease released (kubelet's SIGTERM, reconcilers stop)", toRelease)
 	row("  of which lease released -> new holder", toAcquire)
-	row("crash failover: SIGKILL -> new holder", crash)
-	row("crash failover: holder's last renewal -> new holder", sinceRenew)
+	row("crash failover: holder's process SIGKILLed -> new term", killed[false])
+	row("crash failover: holder's whole pod SIGKILLed -> new term", killed[true])
+	row("expiry failover (pod force-deleted, no kubelet report): SIGKILL -> new holder", crash)
+	row("expiry failover: holder's last renewal -> new holder", sinceRenew)
 
 	fmt.Println("\n| webhook rollout | readers | reads | failed | rollout took |")
 	fmt.Println("|---|---|---|---|---|")
@@ -145,6 +166,31 @@ func handover(ctx context.Context, c *cluster.Clients) (toRelease, toAcquire tim
 		return 0, 0, err
 	}
 	return h.Released.Sub(h.Deleted), h.Acquired.Sub(h.Released), nil
+}
+
+// killOver kills the holder (its process, or its whole pod) and returns the
+// time from the kill to the new term, and who began it.
+func killOver(ctx context.Context, c *cluster.Clients, wholePod bool) (time.Duration, string, error) {
+	if err := standbyReady(ctx, c); err != nil {
+		return 0, "", err
+	}
+	time.Sleep(rand.N(5 * time.Second)) // not always just after a renewal
+	crash, err := c.KillHolder(ctx, lease, wholePod)
+	if err != nil {
+		return 0, "", err
+	}
+	l, err := c.WaitNewTerm(ctx, lease, crash, time.Minute)
+	if err != nil {
+		return 0, "", err
+	}
+	how := "restarted process reclaimed"
+	if cluster.Holder(l) != crash.Holder {
+		how = "standby claimed"
+	}
+	if err := c.Kube.CoreV1().Pods(cluster.OperatorNamespace).Delete(ctx, crash.Holder, metav1.DeleteOptions{}); err != nil {
+		return 0, "", err
+	}
+	return l.Spec.AcquireTime.Sub(crash.Killed), how, nil
 }
 
 func crashOver(ctx context.Context, c *cluster.Clients) (afterKill, afterRenewal time.Duration, err error) {

@@ -55,6 +55,8 @@ type Options struct {
 	RetryPeriod             time.Duration
 	DrainTimeout            time.Duration
 	SpreadLeadership        bool
+	CrashFailover           bool
+	TerminationMessagePath  string
 	Controllers             []string
 	MetricsAddress          string
 	HealthAddress           string
@@ -94,6 +96,10 @@ func NewCommand() *cobra.Command {
 		"on SIGTERM, how long in-flight reconciles may run to completion (their writes still fenced by the Lease) before they are cancelled")
 	fs.BoolVar(&o.SpreadLeadership, "spread-leadership", true,
 		"spread the Leases over the replicas (each leads at most ceil(leases/replicas)), handing one over gracefully when a replica leads two more than another")
+	fs.BoolVar(&o.CrashFailover, "leader-election-crash-failover", true,
+		"take a Lease over as soon as the kubelet reports its holder's process terminated, not when it expires (needs list and watch on pods in the holders' namespace; docs/leader-election.md)")
+	fs.StringVar(&o.TerminationMessagePath, "termination-message-path", "/dev/termination-log",
+		"the container's terminationMessagePath: this process writes its incarnation there, which the kubelet reports once it has terminated")
 	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz (fails when a held Lease is overdue) and /readyz")
@@ -336,6 +342,20 @@ func Run(ctx context.Context, o *Options) error {
 		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 		Logger: log, Metrics: registry, Health: health, DrainTimeout: o.DrainTimeout,
+		WatchHolderPods: o.CrashFailover,
+	}
+	if o.CrashFailover {
+		// The pod's identity is the holder identity only as $POD_NAME.
+		inc, err := leaderelection.NewIncarnation(cli.PodNamespace(), os.Getenv("POD_NAME"), os.Getenv("POD_UID"), o.TerminationMessagePath)
+		switch {
+		case err != nil:
+			log.Info("crash failover off for this process: standbys take its Leases over at expiry", zap.String("reason", err.Error()))
+		case inc.Pod != o.LeaderElectionIdentity:
+			log.Info("crash failover off for this process: its identity is not its pod name")
+		default:
+			leCfg.Incarnation = inc
+			log.Info("crash failover on", zap.String("incarnation", inc.ID))
+		}
 	}
 	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
 		zap.String("leaseNamespace", o.LeaderElectionNamespace))

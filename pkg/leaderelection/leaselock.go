@@ -1,0 +1,128 @@
+package leaderelection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// leaseLock is client-go's resourcelock.LeaseLock plus two things it cannot
+// do: it writes HolderAnnotation whenever it names this process holder, and
+// the first write of a term over a record that already names this identity
+// (a process restarted in the same pod, or one rejoining after a lost
+// Lease) starts a new term — AcquireTime and LeaseTransitions move — where
+// client-go would carry the old term on, so the two lives stay apart in the
+// Lease's history.
+type leaseLock struct {
+	namespace, name string
+	identity        string
+	client          coordinationv1client.LeasesGetter
+	incarnation     *Incarnation // nil: no annotation
+
+	lease  *coordinationv1.Lease // last read or written
+	termed bool                  // this term has written the Lease
+	// The term's start as first written: client-go keeps renewing with the
+	// record it observed before, so a new term stamped here is kept here.
+	acquired    metav1.Time
+	transitions int
+}
+
+var _ resourcelock.Interface = (*leaseLock)(nil)
+
+func (l *leaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	lease, err := l.client.Leases(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.lease = lease
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	raw, err := json.Marshal(*rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, raw, nil
+}
+
+func (l *leaseLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace},
+		Spec:       resourcelock.LeaderElectionRecordToLeaseSpec(&rec),
+	}
+	l.annotate(lease, rec.HolderIdentity)
+	created, err := l.client.Leases(l.namespace).Create(ctx, lease, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	l.lease = created
+	l.began(rec)
+	return nil
+}
+
+func (l *leaseLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if l.lease == nil {
+		return errors.New("lease not initialized, call get or create first")
+	}
+	lease := l.lease.DeepCopy()
+	switch {
+	case rec.HolderIdentity != l.identity:
+	case l.termed:
+		rec.AcquireTime, rec.LeaderTransitions = l.acquired, l.transitions
+	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == l.identity && !l.claimedByThisProcess(lease):
+		// client-go renews a Lease naming its identity as its own; this
+		// process has not led under it yet, so it is a new term.
+		rec.AcquireTime = rec.RenewTime
+		rec.LeaderTransitions++
+	}
+	lease.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&rec)
+	l.annotate(lease, rec.HolderIdentity)
+	updated, err := l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.lease = updated
+	l.began(rec)
+	return nil
+}
+
+// began records the term a write naming this process started.
+func (l *leaseLock) began(rec resourcelock.LeaderElectionRecord) {
+	if rec.HolderIdentity == l.identity && !l.termed {
+		l.termed, l.acquired, l.transitions = true, rec.AcquireTime, rec.LeaderTransitions
+	}
+}
+
+// claimedByThisProcess tells whether the Lease already names this very
+// process: a standby's claim (watch.go) started the term before the elector
+// renewed it.
+func (l *leaseLock) claimedByThisProcess(lease *coordinationv1.Lease) bool {
+	if l.incarnation == nil {
+		return false
+	}
+	inc, ok := parseHolder(lease.Annotations, l.identity)
+	return ok && inc.ID == l.incarnation.ID
+}
+
+// annotate sets HolderAnnotation for this process when it is the holder;
+// a release (empty holder) removes it, so a stale one never names a pod
+// that no longer holds the Lease.
+func (l *leaseLock) annotate(lease *coordinationv1.Lease, holder string) {
+	switch {
+	case holder == l.identity && l.incarnation != nil:
+		if lease.Annotations == nil {
+			lease.Annotations = map[string]string{}
+		}
+		lease.Annotations[HolderAnnotation] = l.incarnation.annotation()
+	case holder == "" || holder == l.identity:
+		delete(lease.Annotations, HolderAnnotation)
+	}
+}
+
+func (l *leaseLock) RecordEvent(string) {}
+func (l *leaseLock) Identity() string   { return l.identity }
+func (l *leaseLock) Describe() string   { return fmt.Sprintf("%s/%s", l.namespace, l.name) }

@@ -1,0 +1,101 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/test/cluster"
+)
+
+// The materialize leader's process is SIGKILLed and its pod left to the
+// kubelet: a new term begins as soon as the kubelet reports that process
+// terminated (a standby's claim) or restarts it (the restarted process
+// reclaims its Lease), not when the Lease expires; the rollout completes and
+// the dead process wrote nothing once the new term began.
+func TestChaosMaterializeLeaderSIGKILLed(t *testing.T) { crashFailover(t, false) }
+
+// The same with every process of the leader's pod killed at once, its
+// sandbox included.
+func TestChaosMaterializeLeaderPodKilledWhole(t *testing.T) { crashFailover(t, true) }
+
+func crashFailover(t *testing.T, wholePod bool) {
+	ctx := context.Background()
+	l := startLoad(t)
+	crash, err := c.KillHolder(ctx, leaderelection.LeaseMaterialize, wholePod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := c.WaitNewTerm(ctx, leaderelection.LeaseMaterialize, crash, 3*leaseDuration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := term.Spec.AcquireTime.Time
+	how := "its restarted process reclaimed it"
+	if h := cluster.Holder(term); h != crash.Holder {
+		how = "standby " + h + " claimed it"
+	}
+	t.Logf("killed %s (whole pod: %v): a new term began %v after the kill, %v after its last renewal (lease %v); %s",
+		crash.Holder, wholePod, began.Sub(crash.Killed).Round(time.Millisecond), began.Sub(crash.LastRenewal).Round(time.Millisecond), leaseDuration, how)
+	if !began.Before(crash.LastRenewal.Add(leaseDuration)) {
+		t.Errorf("the new term began %v after the last renewal: at expiry, not on the kubelet's report", began.Sub(crash.LastRenewal))
+	}
+	l.finish(t, time.Now(), controllers)
+	deadProcessWroteNothing(t, crash, began)
+}
+
+// deadProcessWroteNothing checks the audit log for writes by the killed
+// process: none received after the kill until its pod's restarted process
+// first led, and none that was in flight at the kill and completed after the
+// new term began. Lease writes are the election's own.
+func deadProcessWroteNothing(t *testing.T, crash cluster.Crash, newTerm time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	revived := time.Now().Add(time.Hour) // the restarted process never led
+	raw, err := c.Kube.CoreV1().Pods(operatorNS).GetLogs(crash.Holder, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct{ TS, Msg string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "acquired lease" {
+			if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", line.TS); err == nil {
+				revived = at
+				break
+			}
+		}
+	}
+	events, since, err := cluster.AuditLog(cluster.UserAgent(crash.Holder))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since.After(crash.Killed) {
+		t.Fatalf("the audit log begins at %v, after the kill", since)
+	}
+	ua := cluster.UserAgent(crash.Holder)
+	checked := 0
+	for _, ev := range events {
+		if ev.UserAgent != ua || !ev.IsWrite() || !ev.Succeeded() || (ev.ObjectRef != nil && ev.ObjectRef.Resource == "leases") {
+			continue
+		}
+		checked++
+		received := ev.RequestReceivedTimestamp
+		afterKill := !received.Before(crash.Killed) && received.Before(revived)
+		inFlight := received.Before(crash.Killed) && ev.Stage == "ResponseComplete" && ev.StageTimestamp.After(newTerm)
+		if afterKill || inFlight {
+			t.Errorf("the killed process of %s wrote after its end: %v (killed %v, new term %v, its pod led again %v)",
+				crash.Holder, ev, crash.Killed.Format(time.RFC3339Nano), newTerm.Format(time.RFC3339Nano), revived.Format(time.RFC3339Nano))
+		}
+	}
+	t.Logf("audit log: %d writes by %s checked, none by its killed process after the kill", checked, crash.Holder)
+}
