@@ -30,6 +30,20 @@ ldflags+=" -X $version_pkg.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
 ldflags+=" -X $version_pkg.gitTreeState=clean"
 
 for bin in "$@"; do
+  if [ "$bin" = promcheck ]; then
+    # The project's own checker of alert rules and dashboards, not a pinned
+    # release: rebuilt whenever its source changes. Built as go vet and go
+    # test build its module (make verify runs both), so that the three
+    # share one compilation.
+    src=$(cat "$root"/hack/tools/promtool/go.mod "$root"/hack/tools/promtool/go.sum "$root"/hack/tools/promtool/*.go | sha256sum | cut -c1-16)
+    if [ ! -x "$cache/promcheck" ] || [ "$(cat "$cache/promcheck.source" 2>/dev/null)" != "$src" ]; then
+      echo "kube-binaries: building promcheck (hack/tools/promtool) into $cache" >&2
+      (cd "$root/hack/tools/promtool" && go build -ldflags "-s -w" -o "$cache/promcheck.tmp" .)
+      mv "$cache/promcheck.tmp" "$cache/promcheck"
+      echo "$src" > "$cache/promcheck.source"
+    fi
+    continue
+  fi
   [ -x "$cache/$bin" ] && continue
   module="$tools" flags="$ldflags"
   case "$bin" in
