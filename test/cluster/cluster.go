@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
@@ -37,6 +38,8 @@ const (
 type Clients struct {
 	Kube        kubernetes.Interface
 	Materialize versioned.Interface
+	// Config is what the clients were built from, for other clients.
+	Config *rest.Config
 }
 
 // Connect builds clients from $KUBECONFIG with a client-side rate limit high
@@ -59,7 +62,7 @@ func Connect() (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Kube: kube, Materialize: mz}, nil
+	return &Clients{Kube: kube, Materialize: mz, Config: cfg}, nil
 }
 
 // Pods returns the pods of one of the operator's Deployments as
