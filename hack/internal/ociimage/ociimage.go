@@ -101,9 +101,10 @@ func Layer(files []File, mtime time.Time) (v1.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Compressed once: the digest and every write of the layer read it.
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 }
 
 func layerTar(files []File, mtime time.Time) ([]byte, error) {
