@@ -8,6 +8,15 @@ BIN := bin
 # Packages whose tests run against a real kube-apiserver need its binaries.
 TEST_FLAGS ?= -race -count=1
 TEST_PKGS ?= ./...
+# Releases (docs/releasing.md): REGISTRY is the images' registry host (empty:
+# Docker Hub), IMAGE_REPO their repository prefix (empty: the chart's),
+# RELEASE_VERSION must be the chart's version when set (CI sets the tag's).
+REGISTRY ?=
+IMAGE_REPO ?=
+RELEASE_VERSION ?=
+# Every time in the artefacts is the commit's, so a rebuild gives the same digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+RELEASE_FLAGS = -registry '$(REGISTRY)' -repository '$(IMAGE_REPO)'
 
 .PHONY: help
 help: ## List the targets.
@@ -42,6 +51,8 @@ verify: ## Fail on stale generated files, unformatted code, vet findings or an u
 	@# The webhook benchmark is its own module (it runs controller-runtime's webhook as a peer).
 	$(GO) -C hack/bench/webhook vet ./...
 	$(GO) -C hack/bench/webhook mod tidy -diff
+	@# The GitHub Actions workflows, with actionlint (hack/tools/actionlint, built once like Helm).
+	"$$(hack/kube-binaries.sh actionlint)/actionlint"
 
 .PHONY: kube-binaries
 kube-binaries: ## Build (once) the etcd and kube-apiserver the integration tests run.
@@ -96,4 +107,19 @@ clean: ## Remove build output (the cached Kubernetes binaries stay).
 .PHONY: images
 images: ## Build the OCI image tarballs (bin/images/) of the binaries, the stand-ins and CoreDNS.
 	hack/images/images.sh
+
+.PHONY: release
+release: ## Build and check the linux/amd64+arm64 images (OCI layouts), their SBOMs and the pinned chart in bin/release.
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/release build -out $(BIN)/release $(RELEASE_FLAGS) \
+	  -version '$(RELEASE_VERSION)' -build-version '$(VERSION)'
+	$(GO) run ./hack/release verify -dir $(BIN)/release
+
+.PHONY: release-login
+release-login: ## Store REGISTRY_USERNAME and REGISTRY_PASSWORD (environment) for REGISTRY in the Docker config release-push reads.
+	@printf '%s' "$$REGISTRY_PASSWORD" | $(GO) run ./hack/release login -registry '$(REGISTRY)' -username "$$REGISTRY_USERNAME"
+
+.PHONY: release-push
+release-push: ## Push bin/release's images and SBOMs (same REGISTRY and IMAGE_REPO; Docker config credentials), then check the registry.
+	$(GO) run ./hack/release push -dir $(BIN)/release $(RELEASE_FLAGS)
+	$(GO) run ./hack/release verify -dir $(BIN)/release -remote
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the upstream Kubernetes, etcd and Helm binaries pinned in
-# hack/tools/{kube,helm,helm4} from the Go module proxy into a cache outside the
-# work tree, once. Later calls find them and return at once. Prints the
-# directory holding the binaries.
+# hack/tools/{kube,helm,helm4} (and actionlint, hack/tools/actionlint) from the
+# Go module proxy into a cache outside the work tree, once. Later calls find
+# them and return at once. Prints the directory holding the binaries.
 #
 #   hack/kube-binaries.sh [binary ...]   (default: etcd kube-apiserver)
 set -euo pipefail
@@ -13,6 +13,7 @@ kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$tools/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$tools/go.mod")
 helm_version=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/hack/tools/helm/go.mod")
 helm4_version=$(awk '$1 == "helm.sh/helm/v4" {print $2; exit}' "$root/hack/tools/helm4/go.mod")
+actionlint_version=$(awk '$1 == "github.com/rhysd/actionlint" {print $2; exit}' "$root/hack/tools/actionlint/go.mod")
 # Outside the work tree so that every clone (CI runs a fresh one) shares it.
 cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}-${helm4_version}"
 mkdir -p "$cache"
@@ -44,7 +45,13 @@ for bin in "$@"; do
     fi
     continue
   fi
-  [ -x "$cache/$bin" ] && continue
+  # A tool outside the cache directory's key records its version beside it,
+  # so bumping it rebuilds only it.
+  stamp=
+  [ "$bin" = actionlint ] && stamp=$actionlint_version
+  if [ -x "$cache/$bin" ] && { [ -z "$stamp" ] || [ "$(cat "$cache/$bin.version" 2>/dev/null)" = "$stamp" ]; }; then
+    continue
+  fi
   module="$tools" flags="$ldflags"
   case "$bin" in
     etcd) pkg=go.etcd.io/etcd/server/v3 ;;
@@ -58,6 +65,8 @@ for bin in "$@"; do
           done ;;
     helm4) pkg=helm.sh/helm/v4/cmd/helm; module="$root/hack/tools/helm4"
            flags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm4_version" ;;
+    actionlint) pkg=github.com/rhysd/actionlint/cmd/actionlint; module="$root/hack/tools/actionlint"
+                flags="-s -w -X github.com/rhysd/actionlint.version=$actionlint_version" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet|kubectl)
       pkg=k8s.io/kubernetes/cmd/$bin ;;
     *) echo "kube-binaries: unknown binary $bin" >&2; exit 2 ;;
@@ -65,5 +74,6 @@ for bin in "$@"; do
   echo "kube-binaries: building $bin ($pkg) into $cache (first time only)" >&2
   (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$flags" -o "$cache/$bin.tmp" "$pkg")
   mv "$cache/$bin.tmp" "$cache/$bin"
+  [ -z "$stamp" ] || echo "$stamp" > "$cache/$bin.version"
 done
 echo "$cache"
