@@ -2,7 +2,9 @@
 # Builds the upstream Kubernetes, etcd and Helm binaries pinned in
 # hack/tools/{kube,helm,helm4} (and actionlint, hack/tools/actionlint) from the
 # Go module proxy into a cache outside the work tree, once. Later calls find
-# them and return at once. Prints the directory holding the binaries.
+# them and return at once. Also promcheck, the alert rule and dashboard
+# checker of hack/tools/promtool, rebuilt when its source changes. Prints the
+# directory holding the binaries.
 #
 #   hack/kube-binaries.sh [binary ...]   (default: etcd kube-apiserver)
 set -euo pipefail
