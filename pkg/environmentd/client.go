@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/materializeinc/orchestratord/pkg/tracing"
 )
 
 // Paths of the leader API, relative to an environmentd base URL.
@@ -184,13 +186,14 @@ func (c *Client) Promote(ctx context.Context, baseURL string) error {
 }
 
 // client is the HTTP client of one call: with a password, a copy with its
-// own cookie jar for the session; wrapped by Wrap.
+// own cookie jar for the session; wrapped by Wrap; while tracing is on,
+// each request a child span of the caller's (the reconcile's).
 func (c *Client) client() *http.Client {
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultHTTPClient
 	}
-	if c.Password == "" && c.Wrap == nil {
+	if c.Password == "" && c.Wrap == nil && !tracing.Enabled() {
 		return hc
 	}
 	cp := *hc
@@ -213,7 +216,8 @@ func (c *Client) client() *http.Client {
 	if c.Wrap != nil {
 		base = c.Wrap(base)
 	}
-	cp.Transport = base
+	// Outermost, so a request the fence refuses is in the trace too.
+	cp.Transport = tracing.Transport(base)
 	return &cp
 }
 

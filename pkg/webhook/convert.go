@@ -10,15 +10,19 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
+	"github.com/materializeinc/orchestratord/pkg/tracing"
 )
 
 const (
@@ -87,8 +91,19 @@ type reviewError struct {
 
 func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// While tracing is off this is an atomic load: no allocation.
+	ctx, span := tracing.StartServer(r.Context(), r.Header, spanName)
+	defer span.End()
+	log := h.Log
+	if span.IsRecording() {
+		log = tracing.Logger(log, span)
+	}
 	refuse := func(result string, rerr *reviewError) {
-		h.Log.Info("rejected conversion request", zap.Int("status", rerr.status), zap.String("reason", rerr.msg))
+		log.Info("rejected conversion request", zap.Int("status", rerr.status), zap.String("reason", rerr.msg))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("result", result), attribute.Int("http.response.status_code", rerr.status))
+			span.SetStatus(codes.Error, rerr.msg)
+		}
 		h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 		if rerr.status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", "1")
@@ -139,6 +154,11 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.Metrics.objects.Observe(float64(len(review.objects)))
+	if span.IsRecording() {
+		// Copies: the review's strings share the body's buffer.
+		span.SetAttributes(attribute.String("uid", strings.Clone(review.uid)),
+			attribute.String("desiredAPIVersion", versionLabel(review.desiredAPIVersion)), attribute.Int("objects", len(review.objects)))
+	}
 	resp := newResponse()
 	defer resp.recycle()
 	header := func() {
@@ -149,12 +169,15 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	header()
 	resp.out = append(resp.out, '[')
 	result := "success"
-	if failure := h.convert(r.Context(), review, resp); failure == "" {
+	if failure := h.convert(ctx, log, review, resp); failure == "" {
 		resp.out = append(resp.out, `],"result":{"metadata":{},"status":"Success"}}}`...)
 	} else {
 		result = "failure"
-		h.Log.Info("conversion failed", zap.String("uid", review.uid),
+		log.Info("conversion failed", zap.String("uid", review.uid),
 			zap.String("desiredAPIVersion", review.desiredAPIVersion), zap.String("reason", failure))
+		if span.IsRecording() {
+			span.SetStatus(codes.Error, strings.Clone(failure))
+		}
 		resp.reset()
 		header()
 		resp.out = append(resp.out, `null,"result":{"metadata":{},"status":"Failure","message":`...)
@@ -163,7 +186,13 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	resp.writeTo(w)
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("result", result))
+	}
 }
+
+// spanName names the span of each review.
+const spanName = "ConversionReview"
 
 // refund returns what a body buffer was charged.
 func (h *ConvertHandler) refund(charged int64) {
@@ -300,12 +329,12 @@ func parseReview(body string) (*review, string) {
 // convert appends every object converted, comma-separated, to resp, or
 // returns why one could not be: one failure fails the review, as the API
 // server requires.
-func (h *ConvertHandler) convert(ctx context.Context, rv *review, resp *response) (failure string) {
+func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *review, resp *response) (failure string) {
 	to := versionLabel(rv.desiredAPIVersion)
 	defer func() {
 		// A bug must cost one request, never the process or a hung connection.
 		if p := recover(); p != nil {
-			h.Log.Error("panic converting objects", zap.Any("panic", p), zap.String("uid", rv.uid))
+			log.Error("panic converting objects", zap.Any("panic", p), zap.String("uid", rv.uid))
 			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
 			failure = "internal error converting objects"
 		}
@@ -329,7 +358,7 @@ func (h *ConvertHandler) convert(ctx context.Context, rv *review, resp *response
 		from, _ := obj["apiVersion"].(string)
 		result, err := conversion.ConvertObserved(obj, rv.desiredAPIVersion, func(annotation, reason string) {
 			// A tenant's hand-written annotation: logged and counted, never trusted.
-			h.Log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", reason))
+			log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", reason))
 			h.Metrics.carry.WithLabelValues(carryLabel(annotation)).Inc()
 		})
 		if err != nil {

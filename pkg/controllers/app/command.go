@@ -38,7 +38,6 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
-	"github.com/materializeinc/orchestratord/pkg/logging"
 	"github.com/materializeinc/orchestratord/pkg/outage"
 	"github.com/materializeinc/orchestratord/pkg/profiling"
 )
@@ -46,7 +45,7 @@ import (
 // Options are the controllers' flags; their names are a contract that the
 // Helm chart and other tooling rely on.
 type Options struct {
-	Logging                 logging.Options
+	cli.Observability
 	Kubeconfig              string
 	LeaderElectionNamespace string
 	LeaderElectionIdentity  string
@@ -85,7 +84,7 @@ func NewCommand() *cobra.Command {
 			"Lease, so several replicas run and exactly one reconciles each controller.\n"+
 			"Every flag can also be set by ORCHESTRATORD_<FLAG_WITH_UNDERSCORES>.")
 	fs := cmd.Flags()
-	o.Logging.AddFlags(fs)
+	o.Observability.AddFlags(fs)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Leases; empty means the pod's namespace")
 	fs.StringVar(&o.LeaderElectionIdentity, "leader-election-identity", "", "holder identity; empty means $POD_NAME, else hostname plus a random suffix")
@@ -177,11 +176,11 @@ func (o *Options) environmentdURL() (func(*v1alpha1.Materialize, string, uint64)
 // released. A lost lease is rejoined in process; a controller that fails
 // stops them all with an error (the process exits non-zero).
 func Run(ctx context.Context, o *Options) error {
-	log, err := o.Logging.New(os.Stderr)
+	log, stop, err := o.Observability.Start(os.Stderr, "controllers")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer stop()
 	if err := o.complete(); err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/pkg/tracing"
 )
 
 // Result tells the loop what to do after a successful reconcile.
@@ -46,6 +49,9 @@ type Controller struct {
 	// listKeys lists every key to reconcile when leadership starts.
 	listKeys func() []string
 
+	// spanName names the span of each reconcile: "reconcile <name>".
+	spanName string
+
 	queue   atomic.Pointer[termQueue]
 	metrics *Metrics
 	// changed, when set, tells which keys of a new term's resync a user
@@ -71,7 +77,7 @@ func New(name string, r Reconciler, workers int, log *zap.Logger, metrics *Metri
 	if workers < 1 {
 		workers = 1
 	}
-	return &Controller{name: name, reconciler: r, workers: workers, log: log, metrics: metrics, listKeys: listKeys, synced: synced}
+	return &Controller{name: name, spanName: "reconcile " + name, reconciler: r, workers: workers, log: log, metrics: metrics, listKeys: listKeys, synced: synced}
 }
 
 // Name is the controller's name.
@@ -213,8 +219,20 @@ func (c *Controller) processNext(ctx context.Context, q *termQueue, log *zap.Log
 		return true // the queue is shutting down; the next leader lists every key
 	}
 	start := time.Now()
-	result, err := c.reconcile(ctx, key)
+	rctx, span := tracing.Start(ctx, c.spanName, trace.SpanKindInternal)
+	defer span.End()
+	if span.IsRecording() {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		span.SetAttributes(attribute.String("controller", c.name), attribute.String("namespace", ns), attribute.String("name", name))
+		log = tracing.Logger(log, span)
+		rctx = context.WithValue(rctx, loggerKey{}, log)
+	}
+	result, err := c.reconcile(rctx, key)
 	c.metrics.observe(c.name, err, time.Since(start))
+	tracing.Fail(span, err)
+	if result.RequeueAfter > 0 && span.IsRecording() {
+		span.SetAttributes(attribute.String("requeue_after", result.RequeueAfter.String()))
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Leadership ended mid-reconcile; the next leader starts over.
@@ -233,6 +251,18 @@ func (c *Controller) processNext(ctx context.Context, q *termQueue, log *zap.Log
 		q.order.settle(key, false)
 	}
 	return true
+}
+
+// loggerKey keys the logger of a reconcile in its context.
+type loggerKey struct{}
+
+// Logger is the logger of the reconcile ctx belongs to, with the trace_id
+// and span_id of its span, when tracing is on; else fallback.
+func Logger(ctx context.Context, fallback *zap.Logger) *zap.Logger {
+	if log, ok := ctx.Value(loggerKey{}).(*zap.Logger); ok {
+		return log
+	}
+	return fallback
 }
 
 func stopping(ctx context.Context) bool {

@@ -602,7 +602,7 @@ func (r *reconciler) act(ctx context.Context, e env, out rollout.Output, leader 
 			// A nudge: environmentd refuses it outside catching up (400),
 			// and the rollout promotes once it says ReadyToPromote anyway.
 			if err := leader.SkipCatchup(ctx, url); err != nil && ctx.Err() == nil {
-				r.log.Debug("skip-catchup refused; waiting", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
+				controller.Logger(ctx, r.log).Debug("skip-catchup refused; waiting", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
 			}
 		case rollout.Promote:
 			err = leader.Promote(ctx, url)

@@ -22,7 +22,6 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/cli"
 	"github.com/materializeinc/orchestratord/pkg/crds"
-	"github.com/materializeinc/orchestratord/pkg/logging"
 	"github.com/materializeinc/orchestratord/pkg/servingcert"
 	"github.com/materializeinc/orchestratord/pkg/webhook"
 )
@@ -37,7 +36,7 @@ const (
 // Options are the webhook's flags; their names are a contract that the Helm
 // chart and other tooling rely on.
 type Options struct {
-	Logging            logging.Options
+	cli.Observability
 	Kubeconfig         string
 	ListenAddress      string
 	MetricsAddress     string
@@ -71,7 +70,7 @@ func NewCommand() *cobra.Command {
 			"v1alpha1 <-> v1 over HTTPS. Every flag can also be set by\n"+
 			"ORCHESTRATORD_<FLAG_WITH_UNDERSCORES>.")
 	fs := cmd.Flags()
-	o.Logging.AddFlags(fs)
+	o.Observability.AddFlags(fs)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.ListenAddress, "listen-address", ":9443", "HTTPS address of /convert")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "plain-HTTP address of /metrics (may equal --health-address)")
@@ -114,11 +113,11 @@ type certSource interface {
 
 // Run starts the webhook and blocks until ctx ends and it has drained.
 func Run(ctx context.Context, o *Options) error {
-	logger, err := o.Logging.New(os.Stderr)
+	logger, stop, err := o.Observability.Start(os.Stderr, "webhook")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logger.Sync() }()
+	defer stop()
 	if err := o.complete(); err != nil {
 		return err
 	}
