@@ -14,6 +14,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Lease returns one of the controllers' Leases.
@@ -232,9 +233,17 @@ func (c *Clients) LeaderElectionTimings(ctx context.Context) (leaseDuration, ret
 // whole, as by a node's OOM killer), and the kubelet recreates the sandbox.
 // Nothing is released. Runs as root on the node.
 func (c *Clients) KillHolder(ctx context.Context, lease string, wholePod bool) (Crash, error) {
-	l, err := c.HeldByRunningPod(ctx, lease)
+	// A Lease being handed over (placement) is released for a moment.
+	var l *coordinationv1.Lease
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		l, err = c.HeldByRunningPod(ctx, lease)
+		return err == nil, nil
+	})
 	if err != nil {
-		return Crash{}, err
+		if _, err = c.HeldByRunningPod(ctx, lease); err != nil {
+			return Crash{}, err
+		}
 	}
 	holder := Holder(l)
 	var pids []int

@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/materializeinc/orchestratord/hack/bench/guard"
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
@@ -49,19 +50,68 @@ func main() {
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
 	gogc := flag.String("gogc", "50", "GOGC of the controllers: the chart's controllers.gogc by default; empty for the runtime's 100")
+	guardDoc := flag.String("guard", "", "compare the summary with the one recorded in this file (docs/benchmarks.md) and fail when a figure got worse by more than 20%")
+	record := flag.Bool("record", false, "with -guard: write this run's summary into the file instead")
 	flag.Parse()
 	limit, err := resource.ParseQuantity(*memoryLimit)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	if err := run(*n, *workers, *qps, limit.Value(), *heapProfile, *gogc); err != nil {
+	figures, err := run(*n, *workers, *qps, limit.Value(), *heapProfile, *gogc)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
 	}
+	name := fmt.Sprintf("controllers n=%d workers=%d qps=%d", *n, *workers, *qps)
+	line := guard.Line(name, figures)
+	fmt.Println("\n" + line)
+	if *guardDoc != "" {
+		if err := check(*guardDoc, name, line, figures, *record); err != nil {
+			fmt.Fprintln(os.Stderr, "controllers-bench:", err)
+			os.Exit(1)
+		}
+	}
 }
 
-func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error {
+// check compares the figures with those recorded in doc, or records them.
+func check(doc, name, line string, figures map[string]float64, record bool) error {
+	text, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	if record {
+		updated, err := guard.Record(text, line)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(doc, updated, 0o644)
+	}
+	recorded, ok := guard.Recorded(text, name)
+	if !ok {
+		return fmt.Errorf("%s records no summary %q; run with -record once", doc, name)
+	}
+	worse := 0
+	for _, c := range guard.Compare(recorded, figures, 0.2) {
+		fmt.Println("  " + c.String())
+		if c.Regressed {
+			worse++
+		}
+	}
+	if worse > 0 {
+		return fmt.Errorf("%d figures worse by more than 20%% than recorded in %s", worse, doc)
+	}
+	return nil
+}
+
+func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) (map[string]float64, error) {
+	figures := map[string]float64{}
+	return figures, measure(n, workers, qps, memoryLimit, heapProfile, gogc, figures)
+}
+
+// measure runs the bench, filling figures with the summary's headline
+// figures (all lower-is-better).
+func measure(n, workers, qps int, memoryLimit int64, heapProfile, gogc string, figures map[string]float64) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -145,10 +195,13 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error
 	fmt.Printf("| all %d rolled out (UpToDate=True, Console Ready) | %v (%.1f Materializes/s) |\n",
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
 	mem.print("after convergence")
+	figures["first_rollout_s"] = converged.Seconds()
+	figures["rss_converged_mib"] = float64(mem.rss) / (1 << 20)
+	figures["rollout_cpu_s"] = mem.cpuSeconds
 	if live != "" {
 		fmt.Printf("| live heap after a collection (the runtime's HeapAlloc, scraped right after the heap profile's collection) | %s |\n", live)
 	}
-	if err := printWrites(cp, "bench-1", n, "first rollout"); err != nil {
+	if figures["rollout_writes_per_materialize"], err = printWrites(cp, "bench-1", n, "first rollout"); err != nil {
 		return err
 	}
 
@@ -195,7 +248,10 @@ func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) error
 	fmt.Printf("| the standby leads the materialize Lease | %v after the leader was stopped |\n", leading.Round(time.Millisecond))
 	fmt.Printf("| the Materialize changed during the hand-over, acted on (status.observedGeneration caught up) | %v after the new leader led |\n", (acted - leading).Round(time.Millisecond))
 	mem.print("after the resync")
-	if err := printWrites(cp, "bench-2", n, "resync"); err != nil {
+	figures["resync_s"] = time.Since(stopped.Add(leading)).Seconds()
+	figures["change_acted_after_lead_s"] = (acted - leading).Seconds()
+	figures["resync_standby_cpu_s"] = mem.cpuSeconds
+	if figures["resync_writes_per_materialize"], err = printWrites(cp, "bench-2", n, "resync"); err != nil {
 		return err
 	}
 	_ = proc.Process.Signal(syscall.SIGTERM)
@@ -337,10 +393,10 @@ func reconciles(metrics, controller string) (int, error) {
 // printWrites reports the writes a controllers process made, per
 // Materialize, from the audit log: Lease writes (the election) apart,
 // Events apart, the rest by resource.
-func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase string) error {
+func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase string) (perMaterialize float64, err error) {
 	events, err := cp.AuditEvents()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	byResource := map[string]int{}
 	perObject := map[string]int{} // resource and name: writes of one object
@@ -389,7 +445,7 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 	}
 	sort.Strings(again)
 	fmt.Printf("| of which second and later writes of one object, per Materialize | %s |\n", strings.Join(again, ", "))
-	return nil
+	return float64(total) / float64(n), nil
 }
 
 // saveHeapProfile writes the controllers' heap profile, taken after a

@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,7 @@ func main() {
 	runs := flag.Int("runs", 20, "handovers and crashes to measure, each")
 	rollouts := flag.Int("rollouts", 5, "webhook rollouts to measure")
 	readers := flag.Int("readers", 8, "concurrent readers during a webhook rollout")
+	modes := flag.String("modes", "handover,kill,expiry", "which failovers to measure: handover, kill (process and whole pod), expiry")
 	flag.Parse()
 	if *runs < 1 || *rollouts < 0 || *readers < 1 {
 		fmt.Fprintln(os.Stderr, "failover-bench: -runs and -readers must be at least 1, -rollouts at least 0")
@@ -57,7 +59,7 @@ func main() {
 	}
 	c, err := cluster.Connect()
 	if err == nil {
-		err = run(context.Background(), c, *runs, *rollouts, *readers)
+		err = run(context.Background(), c, *runs, *rollouts, *readers, strings.Split(*modes, ","))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "failover-bench:", err)
@@ -67,7 +69,7 @@ func main() {
 
 const lease = leaderelection.LeaseMaterialize
 
-func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) error {
+func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int, modes []string) error {
 	if err := standbyReady(ctx, c); err != nil {
 		return err
 	}
@@ -80,7 +82,7 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 	}
 
 	var toRelease, toAcquire, handovers, crash, sinceRenew []time.Duration
-	for i := range runs {
+	for i := range count(runs, modes, "handover") {
 		r, a, err := handover(ctx, c)
 		if err != nil {
 			return fmt.Errorf("graceful handover %d: %w", i+1, err)
@@ -90,7 +92,7 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 	}
 	killed := map[bool][]time.Duration{}
 	for _, wholePod := range []bool{false, true} {
-		for i := range runs {
+		for i := range count(runs, modes, "kill") {
 			d, how, err := killOver(ctx, c, wholePod)
 			if err != nil {
 				return fmt.Errorf("crash failover %d (whole pod %v): %w", i+1, wholePod, err)
@@ -99,7 +101,7 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 			fmt.Fprintf(os.Stderr, "crash failover %d/%d (whole pod %v): new term %v after the kill (%s)\n", i+1, runs, wholePod, d, how)
 		}
 	}
-	for i := range runs {
+	for i := range count(runs, modes, "expiry") {
 		d, r, err := crashOver(ctx, c)
 		if err != nil {
 			return fmt.Errorf("crash failover %d: %w", i+1, err)
@@ -117,8 +119,10 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 	row("expiry failover (pod force-deleted, no kubelet report): SIGKILL -> new holder", crash)
 	row("expiry failover: holder's last renewal -> new holder", sinceRenew)
 
-	fmt.Println("\n| webhook rollout | readers | reads | failed | rollout took |")
-	fmt.Println("|---|---|---|---|---|")
+	if rollouts > 0 {
+		fmt.Println("\n| webhook rollout | readers | reads | failed | rollout took |")
+		fmt.Println("|---|---|---|---|---|")
+	}
 	var failed int64
 	for i := range rollouts {
 		got, took, err := c.WebhookRolloutUnderReads(ctx, readers, 0, 5*time.Minute)
@@ -137,7 +141,18 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int) e
 	return nil
 }
 
+// count is runs when mode is one of modes, else 0.
+func count(runs int, modes []string, mode string) int {
+	if slices.Contains(modes, mode) {
+		return runs
+	}
+	return 0
+}
+
 func row(name string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
 	slices.Sort(ds)
 	fmt.Printf("| %s | %d | %v | %v | %v |\n", name, len(ds), pct(ds, 0.50), pct(ds, 0.99), ds[len(ds)-1].Round(time.Millisecond))
 }
