@@ -8,9 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -75,17 +72,7 @@ func (h *holderWatch) run(ctx context.Context, inc *Incarnation, leaseNamespace,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pods := h.c.cfg.Client.CoreV1().Pods(inc.Namespace)
-	selector := fields.OneTermEqualSelector("metadata.name", inc.Pod).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return pods.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return pods.Watch(ctx, opts)
-		},
-	}
+	lw := byName(inc.Pod, pods.List, pods.Watch)
 	var once sync.Once
 	onPod := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)

@@ -22,17 +22,7 @@ import (
 // elector on that signal; it ignores it while leading.
 func (c *candidate) watch(ctx context.Context, released chan<- string) {
 	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace)
-	selector := fields.OneTermEqualSelector("metadata.name", c.name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return leases.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return leases.Watch(ctx, opts)
-		},
-	}
+	lw := byName(c.name, leases.List, leases.Watch)
 	signal := func(reason string) {
 		select {
 		case released <- reason:
@@ -69,6 +59,23 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		},
 	})
 	informer.RunWithContext(ctx)
+}
+
+// byName lists and watches the one object called name through a typed
+// client's List and Watch (a metadata.name field selector).
+func byName[L runtime.Object](name string, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return list(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			return watchFn(ctx, opts)
+		},
+	}
 }
 
 // expiryClaim takes over a Lease whose holder stopped renewing, as soon as
