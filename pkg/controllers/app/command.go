@@ -282,6 +282,8 @@ func Run(ctx context.Context, o *Options) error {
 		deps.Recorder = recorderFor(name)
 		switch name {
 		case "materialize":
+			// Counted from the cache every replica keeps, leader or not.
+			registry.MustRegister(materialize.ConditionsCollector(mzInformers.Materialize().V1alpha1().Materializes().Lister()))
 			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
 				Config: o.Environment,
 				// Promotions are writes: the lease fence bounds them too.

@@ -149,6 +149,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	server.GetCertificate, server.Ready = source.GetCertificate, source.Ready
+	registry.MustRegister(servingcert.ExpiryCollector(source.GetCertificate))
 	logger.Info("starting webhook", zap.String("tlsMode", o.TLSMode), zap.String("namespace", o.Namespace),
 		zap.String("service", o.ServiceName), zap.Int64("maxInFlightMemory", memory))
 
