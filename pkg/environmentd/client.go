@@ -217,7 +217,7 @@ func (c *Client) client() *http.Client {
 		base = c.Wrap(base)
 	}
 	// Outermost, so a request the fence refuses is in the trace too.
-	cp.Transport = tracing.Transport(base)
+	cp.Transport = tracing.Transport(base, route)
 	return &cp
 }
 
@@ -270,6 +270,18 @@ func (c *Client) do(ctx context.Context, method, baseURL, path string) ([]byte, 
 		return nil, fmt.Errorf("environmentd %s %s: response body exceeds %d bytes", method, url, MaxBodyBytes)
 	}
 	return body, nil
+}
+
+// route is the leader API path a request is for, without the base URL's
+// own path (--environmentd-url-template may put the generation's name
+// there): span names stay as few as the API's paths.
+func route(req *http.Request) string {
+	for _, p := range []string{StatusPath, PromotePath, SkipCatchupPath, LoginPath} {
+		if strings.HasSuffix(req.URL.Path, p) {
+			return p
+		}
+	}
+	return req.URL.Path
 }
 
 // truncate shortens b for inclusion in an error message.

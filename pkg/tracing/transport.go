@@ -13,14 +13,20 @@ import (
 )
 
 // Transport traces each request rt makes within a recording span as a
-// client span, its child, named "<method> <path>" (the paths it is used
-// for are fixed: environmentd's leader API), and passes the trace on in a
-// W3C traceparent header. Outside a recording span it only calls rt.
-// (otelhttp does this and more, but also records metrics and links
-// another module for four calls per rollout.)
-func Transport(rt http.RoundTripper) http.RoundTripper { return &transport{rt: rt} }
+// client span, its child, named "<method> <route>", and passes the trace on
+// in a W3C traceparent header. route gives a request's path with whatever
+// varies per object taken out (nil: the path as it is), so that span names
+// stay few. Outside a recording span it only calls rt. (otelhttp does this
+// and more, but also records metrics and links another module for four
+// calls per rollout.)
+func Transport(rt http.RoundTripper, route func(*http.Request) string) http.RoundTripper {
+	return &transport{rt: rt, route: route}
+}
 
-type transport struct{ rt http.RoundTripper }
+type transport struct {
+	rt    http.RoundTripper
+	route func(*http.Request) string
+}
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := trace.SpanFromContext(req.Context())
@@ -39,7 +45,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p, err := strconv.Atoi(port); err == nil {
 		attrs = append(attrs, attribute.Int("server.port", p))
 	}
-	ctx, span := parent.TracerProvider().Tracer(Scope).Start(req.Context(), req.Method+" "+req.URL.Path,
+	route := req.URL.Path
+	if t.route != nil {
+		route = t.route(req)
+		attrs = append(attrs, attribute.String("url.template", route))
+	}
+	ctx, span := parent.TracerProvider().Tracer(Scope).Start(req.Context(), req.Method+" "+route,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	// A RoundTripper must not change the request it is given.
 	req = req.Clone(ctx)

@@ -25,7 +25,7 @@ func TestTransportMakesChildSpans(t *testing.T) {
 		_, _ = io.WriteString(w, `{"status":"IsLeader"}`)
 	}))
 	defer srv.Close()
-	client := &http.Client{Transport: Transport(http.DefaultTransport)}
+	client := &http.Client{Transport: Transport(http.DefaultTransport, nil)}
 	get := func(ctx context.Context, method, path string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
@@ -90,7 +90,7 @@ func TestTransportRecordsTransportErrors(t *testing.T) {
 	srv.Close()
 	ctx, parent := Start(context.Background(), "reconcile materialize", trace.SpanKindInternal)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/leader/status", nil)
-	if _, err := (&http.Client{Transport: Transport(http.DefaultTransport)}).Do(req); err == nil {
+	if _, err := (&http.Client{Transport: Transport(http.DefaultTransport, nil)}).Do(req); err == nil {
 		t.Fatal("a closed server answered")
 	}
 	parent.End()
