@@ -386,3 +386,38 @@ flags, rendered from upstream's value names as upstream's chart renders them
 - "--scheduler-name={{ . }}"
 {{- end }}
 {{- end -}}
+
+{{/*
+Both components' tracing flags (upstream orchestratord's), from
+.Values.tracing; the OpenTelemetry ones only with an endpoint.
+*/}}
+{{- define "orchestratord.tracingArgs" -}}
+{{- with .Values.tracing.startupLogFilter }}
+- {{ printf "--startup-log-filter=%s" . | quote }}
+{{- end }}
+{{- with .Values.tracing.opentelemetry }}
+{{- if .endpoint }}
+{{- if and .headers .headersSecret }}
+{{- fail "tracing.opentelemetry: set headers or headersSecret, not both (the flag would hide the Secret's variable)" }}
+{{- end }}
+- {{ printf "--opentelemetry-endpoint=%s" .endpoint | quote }}
+- {{ printf "--opentelemetry-protocol=%s" .protocol | quote }}
+{{- range $name, $value := .headers }}
+- {{ printf "--opentelemetry-header=%s=%s" $name $value | quote }}
+{{- end }}
+{{- range $name, $value := .resource }}
+- {{ printf "--opentelemetry-resource=%s=%s" $name $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The environment of the tracing flags: headers from a Secret. */}}
+{{- define "orchestratord.tracingEnv" -}}
+{{- with .Values.tracing.opentelemetry }}
+{{- if and .endpoint .headersSecret }}
+- name: ORCHESTRATORD_OPENTELEMETRY_HEADER
+  valueFrom: {secretKeyRef: {name: {{ .headersSecret.name | quote }}, key: {{ .headersSecret.key | quote }}}}
+{{- end }}
+{{- end }}
+{{- end -}}
