@@ -196,9 +196,11 @@ func platformDir(root string, p v1.Platform) string {
 }
 
 // compile cross-compiles the programs for p into dir. Reproducible: no
-// paths (-trimpath), no build ID, no cgo, the baseline instruction set.
+// paths (-trimpath), no build ID, no cgo, the baseline instruction set, and
+// the commit recorded from a git checkout whatever GOFLAGS says (the SBOM
+// names it), so that every machine builds the same binary.
 func compile(ctx context.Context, src, module, version string, p v1.Platform, dir string) error {
-	args := []string{"build", "-trimpath",
+	args := []string{"build", "-trimpath", "-buildvcs=auto",
 		"-ldflags", "-s -w -buildid= -X " + module + "/pkg/version.Version=" + version,
 		"-o", dir + "/"}
 	for _, prog := range programs {
