@@ -118,6 +118,10 @@ release: ## Build and check the linux/amd64+arm64 images (OCI layouts), their SB
 	  -version '$(RELEASE_VERSION)' -build-version '$(VERSION)'
 	$(GO) run ./hack/release verify -dir $(BIN)/release
 
+.PHONY: release-check
+release-check: ## Build the release twice from two copies of the tree and compare every byte (TestReleaseIsReproducible; not in make test: minutes cold).
+	ORCHESTRATORD_RELEASE_TEST=1 $(GO) test -count=1 -run TestReleaseIsReproducible ./hack/release
+
 .PHONY: release-login
 release-login: ## Store REGISTRY_USERNAME and REGISTRY_PASSWORD (environment) for REGISTRY in the Docker config release-push reads.
 	@printf '%s' "$$REGISTRY_PASSWORD" | $(GO) run ./hack/release login -registry '$(REGISTRY)' -username "$$REGISTRY_USERNAME"
