@@ -45,7 +45,8 @@ type Options struct {
 	MaxConcurrentExports int
 	SchedDelay           time.Duration
 	MaxExportTimeout     time.Duration
-	// Upstream's Sentry flags are read only to say they do nothing here.
+	// Upstream's Sentry flags: this operator does not report to Sentry;
+	// the controllers pass them on to environmentd, as upstream does.
 	SentryDSN, SentryEnvironment string
 	SentryTags                   []string
 }
@@ -67,9 +68,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.SchedDelay, o.MaxExportTimeout = 5*time.Second, 30*time.Second
 	fs.Var(humanDuration{&o.SchedDelay}, "opentelemetry-sched-delay", "the longest a span waits for its batch to be exported (humantime, e.g. 5000ms)")
 	fs.Var(humanDuration{&o.MaxExportTimeout}, "opentelemetry-max-export-timeout", "how long an export may take, retries included (humantime)")
-	fs.StringVar(&o.SentryDSN, "sentry-dsn", "", "upstream's Sentry reporting: not supported, ignored with a warning")
-	fs.StringVar(&o.SentryEnvironment, "sentry-environment", "", "upstream's Sentry reporting: not supported, ignored with a warning")
-	fs.StringSliceVar(&o.SentryTags, "sentry-tag", nil, "upstream's Sentry reporting: not supported, ignored with a warning")
+	fs.StringVar(&o.SentryDSN, "sentry-dsn", "", "upstream's Sentry reporting: this operator does not report to Sentry (a warning says so); the controllers pass it on to environmentd, as upstream")
+	fs.StringVar(&o.SentryEnvironment, "sentry-environment", "", "with --sentry-dsn, passed on to environmentd by the controllers, as upstream; not used here")
+	fs.StringSliceVar(&o.SentryTags, "sentry-tag", nil, "upstream's Sentry tags: not supported, not used (upstream does not pass them on either)")
 }
 
 // Start turns tracing on when --opentelemetry-endpoint is set: the spans
@@ -79,7 +80,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Start(log *zap.Logger, component string) (stop func(context.Context) error, err error) {
 	stop = func(context.Context) error { return nil }
 	if o.SentryDSN != "" || o.SentryEnvironment != "" || len(o.SentryTags) > 0 {
-		log.Warn("Sentry is not supported: --sentry-dsn, --sentry-environment and --sentry-tag are ignored (errors are logged; set --opentelemetry-endpoint for traces)")
+		log.Warn("this operator does not report to Sentry: --sentry-dsn, --sentry-environment and --sentry-tag are not used here " +
+			"(the controllers pass --sentry-dsn and --sentry-environment on to environmentd, as upstream does); errors are logged, and traced with --opentelemetry-endpoint")
 	}
 	headers, err := keyValues("--opentelemetry-header", o.Headers)
 	if err != nil {

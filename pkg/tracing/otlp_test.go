@@ -211,7 +211,7 @@ func TestSentryIsNotSupported(t *testing.T) {
 	if _, err := options(t, "--sentry-dsn=https://key@sentry.example/1", "--sentry-tag=a=b").Start(log, "controllers"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "Sentry is not supported") {
+	if !strings.Contains(buf.String(), "does not report to Sentry") {
 		t.Errorf("no warning: %s", buf.String())
 	}
 }

@@ -87,3 +87,32 @@ func TestStartServerJoinsTheCallersTrace(t *testing.T) {
 		t.Errorf("scope %q", Scope)
 	}
 }
+
+// go test -run '^$' -bench Span -benchmem ./pkg/tracing
+//
+// What a reconcile or a review pays for its span, off and on (recorded in
+// memory, not exported).
+func BenchmarkSpan(b *testing.B) {
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			var tp trace.TracerProvider
+			if on {
+				tp = sdktrace.NewTracerProvider()
+			}
+			b.Cleanup(Use(tp))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, span := Start(ctx, "reconcile materialize", trace.SpanKindInternal)
+				if span.IsRecording() {
+					span.SetAttributes()
+				}
+				span.End()
+			}
+		})
+	}
+}

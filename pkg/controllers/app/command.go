@@ -40,6 +40,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/outage"
 	"github.com/materializeinc/orchestratord/pkg/profiling"
+	"github.com/materializeinc/orchestratord/pkg/tracing"
 )
 
 // Options are the controllers' flags; their names are a contract that the
@@ -153,6 +154,13 @@ func (o *Options) complete() error {
 	if o.Environment.OperatorNamespace == "" {
 		o.Environment.OperatorNamespace = o.LeaderElectionNamespace
 	}
+	// Upstream passes its tracing endpoint and Sentry settings on to
+	// environmentd; the endpoint only when it is OTLP/gRPC, which is all
+	// environmentd speaks.
+	if o.Tracing.Protocol == tracing.ProtocolGRPC {
+		o.Environment.OpenTelemetryEndpoint = o.Tracing.Endpoint
+	}
+	o.Environment.SentryDSN, o.Environment.SentryEnvironment = o.Tracing.SentryDSN, o.Tracing.SentryEnvironment
 	return o.Environment.Complete()
 }
 

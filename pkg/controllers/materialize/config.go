@@ -52,6 +52,13 @@ type Config struct {
 	SegmentAPIKey     string
 	SegmentClientSide bool
 
+	// OpenTelemetryEndpoint, SentryDSN and SentryEnvironment are the
+	// operator's own --opentelemetry-endpoint, --sentry-dsn and
+	// --sentry-environment (pkg/tracing's flags, set by the controllers),
+	// passed on to environmentd as upstream passes them. Empty passes none.
+	OpenTelemetryEndpoint        string
+	SentryDSN, SentryEnvironment string
+
 	// OperatorNamespace and OperatorPodSelectorLabels let the operator's own
 	// pods through the internal network policies to the leader API.
 	OperatorNamespace         string

@@ -276,9 +276,11 @@ func (e env) generationArgs(gen uint64) []string {
 	for _, k := range sortedKeys(s.PodLabels) {
 		add("--orchestrator-kubernetes-service-label=" + k + "=" + s.PodLabels[k])
 	}
-	add("--orchestrator-kubernetes-name-prefix=mz"+e.id+"-",
-		"--log-format=json",
-		"--opentelemetry-resource=organization_id="+e.organizationID(),
+	add("--orchestrator-kubernetes-name-prefix=mz"+e.id+"-", "--log-format=json")
+	if c.OpenTelemetryEndpoint != "" {
+		add("--opentelemetry-endpoint=" + c.OpenTelemetryEndpoint)
+	}
+	add("--opentelemetry-resource=organization_id="+e.organizationID(),
 		"--opentelemetry-resource=environment_name="+e.mz.Name)
 	if c.SegmentAPIKey != "" {
 		add("--segment-api-key=" + c.SegmentAPIKey)
@@ -298,6 +300,13 @@ func (e env) generationArgs(gen uint64) []string {
 	add("--orchestrator-kubernetes-service-fs-group=999")
 	if s.SystemParameterConfigmapName != "" {
 		add("--config-sync-file-path=/system-params/"+SystemParamsFile, "--config-sync-loop-interval=1s")
+	}
+	if c.SentryDSN != "" {
+		add("--sentry-dsn=" + c.SentryDSN)
+		if c.SentryEnvironment != "" {
+			add("--sentry-environment=" + c.SentryEnvironment)
+		}
+		add("--sentry-tag=region=" + c.Region)
 	}
 	add(fmt.Sprintf("--persist-pubsub-url=http://%s:%d", e.persistPubSubName(gen), c.PersistPubSubPort),
 		fmt.Sprintf("--internal-persist-pubsub-listen-addr=0.0.0.0:%d", c.PersistPubSubPort),

@@ -1,0 +1,35 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// The controllers pass their tracing endpoint (when it speaks gRPC, as
+// environmentd does) and Sentry settings on to environmentd, as upstream.
+func TestTracingPassedToEnvironmentd(t *testing.T) {
+	for _, tc := range []struct {
+		args                   []string
+		endpoint, dsn, sentEnv string
+	}{
+		{nil, "", "", ""},
+		{[]string{"--opentelemetry-endpoint=http://otel:4317"}, "http://otel:4317", "", ""},
+		{[]string{"--opentelemetry-endpoint=http://otel:4318", "--opentelemetry-protocol=http/protobuf"}, "", "", ""},
+		{[]string{"--sentry-dsn=https://k@sentry.example/1", "--sentry-environment=prod"}, "", "https://k@sentry.example/1", "prod"},
+	} {
+		o := &Options{Controllers: knownControllers, EnvironmentdClusterRole: "role", LeaderElectionNamespace: "ops", LeaderElectionIdentity: "pod"}
+		fs := pflag.NewFlagSet("controllers", pflag.ContinueOnError)
+		o.Observability.AddFlags(fs)
+		o.Environment.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.complete(); err != nil {
+			t.Fatal(err)
+		}
+		if e := o.Environment; e.OpenTelemetryEndpoint != tc.endpoint || e.SentryDSN != tc.dsn || e.SentryEnvironment != tc.sentEnv {
+			t.Errorf("%q: environmentd gets endpoint %q, Sentry %q %q", tc.args, e.OpenTelemetryEndpoint, e.SentryDSN, e.SentryEnvironment)
+		}
+	}
+}
