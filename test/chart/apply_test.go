@@ -78,11 +78,13 @@ func restrictedNamespace(t *testing.T, name string) {
 // Deployments would create (checked by a server-side dry run: there is no
 // kube-controller-manager to create them).
 func TestRenderedObjectsApplyInRestrictedNamespace(t *testing.T) {
-	for i, args := range [][]string{nil, {"-f", "testdata/all-options.yaml", "--set", "serviceMonitor.enabled=false"}} {
+	// The ServiceMonitor and PrometheusRule need prometheus-operator's CRDs.
+	for i, args := range [][]string{nil, {"-f", "testdata/all-options.yaml", "--set", "serviceMonitor.enabled=false,monitoring.prometheusRule.enabled=false"}} {
 		ns := fmt.Sprintf("restricted-%d", i)
 		restrictedNamespace(t, ns)
 		if i == 1 {
 			restrictedNamespace(t, "leases")
+			restrictedNamespace(t, "grafana") // the dashboard's ConfigMap
 		}
 		objs := render(t, ns, append(args, "--set", "crds.enabled="+fmt.Sprint(i == 0))...)
 		applyAll(t, objs)
