@@ -726,3 +726,53 @@ func TestUpstreamValuesCarryOver(t *testing.T) {
 		t.Errorf("StorageClass rendered with upstream's create: false: %v", names(got))
 	}
 }
+
+// Upstream's port numbers (metrics 3100, the webhook 8001 on its pod and its
+// Service) can be kept, so that scrape configs and firewall rules naming
+// them carry over: every place that names a port follows the values.
+func TestUpstreamPortNumbers(t *testing.T) {
+	objs := render(t, "ops", "--set", "controllers.ports.metrics=3100,webhook.ports.metrics=3100,webhook.ports.https=8001,webhook.service.port=8001")
+	if args := controllersArgs(t, "--set", "controllers.ports.metrics=3100"); !slices.Contains(args, "--metrics-address=:3100") {
+		t.Errorf("controllers args %v lack --metrics-address=:3100", args)
+	}
+	dep := find(objs, "Deployment", "orchestratord-webhook")
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	for _, want := range []string{"--listen-address=:8001", "--metrics-address=:3100"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("webhook args %v lack %s", args, want)
+		}
+	}
+	ports := map[string]int64{}
+	for _, p := range c["ports"].([]any) {
+		m := p.(map[string]any)
+		ports[m["name"].(string)] = number(m["containerPort"])
+	}
+	if ports["https"] != 8001 || ports["metrics"] != 3100 {
+		t.Errorf("webhook container ports %v, want https 8001 and metrics 3100", ports)
+	}
+	svcPorts, _, _ := unstructured.NestedSlice(find(objs, "Service", "orchestratord-webhook").Object, "spec", "ports")
+	if p := svcPorts[0].(map[string]any); p["name"] != "https" || number(p["port"]) != 8001 {
+		t.Errorf("webhook Service's first port %v, want https 8001", p)
+	}
+	crd := find(objs, "CustomResourceDefinition", "materializes.materialize.cloud")
+	port, _, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "port")
+	if number(port) != 8001 {
+		t.Errorf("the CRD's conversion webhook calls port %v, want 8001", port)
+	}
+}
+
+// number reads a rendered number, decoded as int64 or float64.
+func number(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return -1
+}
