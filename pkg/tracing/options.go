@@ -142,6 +142,7 @@ func (o *Options) Start(log *zap.Logger, component string) (stop func(context.Co
 			sdktrace.WithExportTimeout(o.MaxExportTimeout)),
 		// Later attributes win over earlier ones of the same key.
 		sdktrace.WithResource(resource.NewSchemaless(res...)),
+		sdktrace.WithRawSpanLimits(SpanLimits()),
 		// Every span, unless a caller's trace (the API server's) was not sampled.
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 	)

@@ -9,10 +9,12 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
@@ -68,6 +70,21 @@ func StartServer(ctx context.Context, header http.Header, name string) (context.
 	return t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
 }
 
+// MaxText bounds every text a span keeps that a request can fill (a
+// review's uid, an error naming an object): spans wait in the export queue
+// (--opentelemetry-max-batch-queue-size of them) long after their request,
+// so a client must not make one hold megabytes.
+const MaxText = 1024
+
+// SpanLimits are the limits of this process's spans: the SDK's, with
+// attribute values (an error's message in its event included) cut at
+// MaxText.
+func SpanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	l.AttributeValueLengthLimit = MaxText
+	return l
+}
+
 // Fail marks span as failed with err's message (a no-op for a span that
 // records nothing, or a nil err).
 func Fail(span trace.Span, err error) {
@@ -75,7 +92,26 @@ func Fail(span trace.Span, err error) {
 		return
 	}
 	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+	SetError(span, err.Error())
+}
+
+// SetError marks span as failed, with Text(description): the SDK limits
+// attributes, not a status.
+func SetError(span trace.Span, description string) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetStatus(codes.Error, Text(description))
+}
+
+// Text is s cut at MaxText bytes (on a rune boundary) and copied, for a
+// span to keep: a slice of a request's string would keep the whole
+// request's buffer alive as long as the span.
+func Text(s string) string {
+	if len(s) > MaxText {
+		s = strings.ToValidUTF8(s[:MaxText], "")
+	}
+	return strings.Clone(s)
 }
 
 // Logger is log with the trace_id and span_id of span, so a line written

@@ -10,13 +10,11 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -102,7 +100,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Info("rejected conversion request", zap.Int("status", rerr.status), zap.String("reason", rerr.msg))
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("result", result), attribute.Int("http.response.status_code", rerr.status))
-			span.SetStatus(codes.Error, rerr.msg)
+			tracing.SetError(span, rerr.msg)
 		}
 		h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 		if rerr.status == http.StatusTooManyRequests {
@@ -155,8 +153,8 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Metrics.objects.Observe(float64(len(review.objects)))
 	if span.IsRecording() {
-		// Copies: the review's strings share the body's buffer.
-		span.SetAttributes(attribute.String("uid", strings.Clone(review.uid)),
+		// A copy (tracing.Text): the review's strings share the body's buffer.
+		span.SetAttributes(attribute.String("uid", tracing.Text(review.uid)),
 			attribute.String("desiredAPIVersion", versionLabel(review.desiredAPIVersion)), attribute.Int("objects", len(review.objects)))
 	}
 	resp := newResponse()
@@ -175,9 +173,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result = "failure"
 		log.Info("conversion failed", zap.String("uid", review.uid),
 			zap.String("desiredAPIVersion", review.desiredAPIVersion), zap.String("reason", failure))
-		if span.IsRecording() {
-			span.SetStatus(codes.Error, strings.Clone(failure))
-		}
+		tracing.SetError(span, failure)
 		resp.reset()
 		header()
 		resp.out = append(resp.out, `null,"result":{"metadata":{},"status":"Failure","message":`...)

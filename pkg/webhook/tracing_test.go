@@ -24,7 +24,7 @@ import (
 // carries the span's ids.
 func TestReviewSpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
-	t.Cleanup(tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+	t.Cleanup(tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithRawSpanLimits(tracing.SpanLimits()))))
 	var buf bytes.Buffer
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zapcore.InfoLevel))
 	h := &ConvertHandler{Log: log, Metrics: NewMetrics(prometheus.NewRegistry())}
@@ -37,11 +37,10 @@ func TestReviewSpan(t *testing.T) {
 	send(reviewBody("materialize.cloud/v1", alphaObject))
 	send(reviewBody("materialize.cloud/v9", alphaObject))
 	send("{")
+	// A client's uid of 64 KiB: the span, queued for export long after the
+	// request, keeps at most tracing.MaxText of it.
+	send(strings.Replace(reviewBody("materialize.cloud/v1", alphaObject), `"uid":"u-1"`, `"uid":"`+strings.Repeat("u", 64<<10)+`"`, 1))
 
-	spans := rec.Ended()
-	if len(spans) != 3 {
-		t.Fatalf("%d spans, want one per review", len(spans))
-	}
 	attrs := func(s sdktrace.ReadOnlySpan) map[string]string {
 		m := map[string]string{}
 		for _, kv := range s.Attributes() {
@@ -49,6 +48,14 @@ func TestReviewSpan(t *testing.T) {
 		}
 		return m
 	}
+	spans := rec.Ended()
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want one per review", len(spans))
+	}
+	if a := attrs(spans[3]); len(a["uid"]) == 0 || len(a["uid"]) > tracing.MaxText {
+		t.Errorf("a 64 KiB uid kept as %d bytes, want 1..%d", len(a["uid"]), tracing.MaxText)
+	}
+	spans = spans[:3]
 	ok, failed, bad := spans[0], spans[1], spans[2]
 	for _, s := range spans {
 		if s.Name() != "ConversionReview" || s.SpanKind() != trace.SpanKindServer ||
