@@ -92,7 +92,8 @@ func check(doc, name, line string, figures map[string]float64, record bool) erro
 		return fmt.Errorf("%s records no summary %q; run with -record once", doc, name)
 	}
 	worse := 0
-	for _, c := range guard.Compare(recorded, figures, 0.2) {
+	// 0.05: of a second, a write per Materialize, a MiB, a CPU-second.
+	for _, c := range guard.Compare(recorded, figures, 0.2, 0.05) {
 		fmt.Println("  " + c.String())
 		if c.Regressed {
 			worse++

@@ -108,7 +108,10 @@ func (c Change) String() string {
 }
 
 // Compare compares now with recorded; threshold is a fraction (0.2: 20 %).
-func Compare(recorded, now map[string]float64, threshold float64) []Change {
+// A move smaller than floor is within, whatever its ratio: near zero a
+// ratio means nothing (one write more in a resync of 1 000 that wrote one
+// is +100 %).
+func Compare(recorded, now map[string]float64, threshold, floor float64) []Change {
 	keys := make([]string, 0, len(now))
 	for k := range now {
 		keys = append(keys, k)
@@ -123,9 +126,11 @@ func Compare(recorded, now map[string]float64, threshold float64) []Change {
 			case was == 0 && now[k] == 0:
 				c.Ratio = 1
 			case was == 0:
-				c.Ratio, c.Regressed = math.Inf(1), true
+				c.Ratio = math.Inf(1)
 			default:
 				c.Ratio = now[k] / was
+			}
+			if math.Abs(now[k]-was) >= floor {
 				c.Regressed = c.Ratio > 1+threshold
 				c.Improved = c.Ratio < 1-threshold
 			}

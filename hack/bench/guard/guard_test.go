@@ -40,7 +40,7 @@ func TestRecordReplacesOnlyItsLine(t *testing.T) {
 }
 
 func TestCompareFlagsMovesBeyondTheThreshold(t *testing.T) {
-	changes := Compare(map[string]float64{"a": 10, "b": 10, "c": 10, "z": 0}, map[string]float64{"a": 12.5, "b": 7.5, "c": 11, "z": 1, "new": 5}, 0.2)
+	changes := Compare(map[string]float64{"a": 10, "b": 10, "c": 10, "z": 0, "tiny": 0.001}, map[string]float64{"a": 12.5, "b": 7.5, "c": 11, "z": 1, "new": 5, "tiny": 0.003}, 0.2, 0.05)
 	got := map[string]Change{}
 	for _, c := range changes {
 		got[c.Key] = c
@@ -56,6 +56,9 @@ func TestCompareFlagsMovesBeyondTheThreshold(t *testing.T) {
 	}
 	if !got["z"].Regressed {
 		t.Errorf("z 0 -> 1: %+v, want regressed", got["z"])
+	}
+	if got["tiny"].Regressed || got["tiny"].Improved {
+		t.Errorf("tiny 0.001 -> 0.003: %+v, want within (below the floor)", got["tiny"])
 	}
 	if !got["new"].NotRecorded || got["new"].Regressed {
 		t.Errorf("new: %+v, want not recorded", got["new"])
