@@ -50,6 +50,28 @@ func crashFailover(t *testing.T, wholePod bool) {
 	}
 	l.finish(t, time.Now(), controllers)
 	deadProcessWroteNothing(t, crash, began)
+	newLeaderActed(t, cluster.Holder(term), crash, began)
+}
+
+// newLeaderActed reports what a user sees of the failover: the first write
+// (not a Lease's, not an Event) the new holder made in its term, carrying on the rollout
+// that was in progress, timed from the kill. There must be one.
+func newLeaderActed(t *testing.T, holder string, crash cluster.Crash, began time.Time) {
+	t.Helper()
+	ua := cluster.UserAgent(holder)
+	events, _, err := cluster.AuditLog(ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.UserAgent != ua || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil ||
+			ev.ObjectRef.Resource == "leases" || ev.ObjectRef.Resource == "events" || ev.RequestReceivedTimestamp.Before(began) {
+			continue
+		}
+		t.Logf("the new leader's first write, %v, %v after the kill", ev, ev.RequestReceivedTimestamp.Sub(crash.Killed).Round(time.Millisecond))
+		return
+	}
+	t.Errorf("%s wrote nothing in its new term: the rollout in progress was not carried on", holder)
 }
 
 // deadProcessWroteNothing checks the audit log for writes by the killed
