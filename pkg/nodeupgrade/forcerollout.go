@@ -1,0 +1,78 @@
+package nodeupgrade
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/conversion"
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
+)
+
+// ForceRolloutAnnotation is upstream's: its value goes into the v1 rollout
+// hash, so a new value requests a new generation without touching the spec
+// (which infrastructure-as-code tools own and would fight over).
+const ForceRolloutAnnotation = conversion.ForceRolloutAnnotation
+
+// state is what decides whether a Materialize may be triggered.
+type state struct {
+	deleting          bool
+	rolloutInProgress bool
+}
+
+func readState(stored []byte) (state, error) {
+	var mz v1alpha1.Materialize
+	if err := json.Unmarshal(stored, &mz); err != nil {
+		return state{}, fmt.Errorf("decoding the Materialize: %w", err)
+	}
+	return state{
+		deleting: mz.DeletionTimestamp != nil,
+		// Upstream's rollout_requested, with UUIDs compared as upstream
+		// reads them (absent is the nil UUID).
+		rolloutInProgress: mzuuid.Value(mz.Spec.RequestRollout) != mzuuid.Value(mz.Status.LastCompletedRolloutRequest),
+	}, nil
+}
+
+// forceRolloutPatch is the merge patch that leaves the stored (v1alpha1)
+// Materialize as upstream's trigger leaves it: upstream merge-patches the
+// force-rollout annotation through the v1 endpoint, and the conversion to
+// the storage version derives spec.requestRollout from the new rollout hash.
+// This patch writes both at the storage version (the controllers never need
+// the conversion webhook), with the resourceVersion it was computed on.
+func forceRolloutPatch(stored []byte, value string) ([]byte, error) {
+	// Numbers stay as written: the rollout hash covers quantities as
+	// written.
+	dec := json.NewDecoder(bytes.NewReader(stored))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("decoding the Materialize: %w", err)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		return nil, fmt.Errorf("the Materialize has no metadata")
+	}
+	rv, _ := meta["resourceVersion"].(string)
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+		meta["annotations"] = annotations
+	}
+	annotations[ForceRolloutAnnotation] = value
+	forced, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := conversion.V1RolloutHash(forced)
+	if err != nil {
+		return nil, fmt.Errorf("computing the v1 rollout hash: %w", err)
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": rv,
+			"annotations":     map[string]string{ForceRolloutAnnotation: value},
+		},
+		"spec": map[string]any{"requestRollout": conversion.RolloutRequest(hash)},
+	})
+}
