@@ -1,0 +1,456 @@
+package gke_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/api/option"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
+	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
+	"github.com/materializeinc/orchestratord/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	var err error
+	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = cp.Stop()
+	os.Exit(code)
+}
+
+const (
+	project     = "my-project"
+	cluster     = "my-cluster"
+	location    = "us-central1"
+	subPath     = "projects/" + project + "/subscriptions/my-sub"
+	clusterPath = "projects/" + project + "/locations/" + location + "/clusters/" + cluster
+)
+
+// fakeGoogle serves the GKE v1beta1 node pool reads and Pub/Sub's pull and
+// acknowledge on loopback.
+type fakeGoogle struct {
+	mu sync.Mutex
+	// pools: name -> [status, blue-green phase]; a phase of "" has no
+	// blueGreenInfo at all.
+	pools  map[string][2]string
+	queue  []map[string]any
+	acked  map[string]bool
+	lists  int
+	nextID int
+}
+
+func newFakeGoogle(t *testing.T) (*fakeGoogle, *httptest.Server) {
+	f := &fakeGoogle{pools: map[string][2]string{}, acked: map[string]bool{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+func (f *fakeGoogle) setPool(name, status, phase string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pools[name] = [2]string{status, phase}
+}
+
+// publish queues a message with attrs and returns its ack id.
+func (f *fakeGoogle) publish(attrs map[string]string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	id := fmt.Sprintf("ack-%d", f.nextID)
+	f.queue = append(f.queue, map[string]any{"ackId": id, "message": map[string]any{
+		"messageId": fmt.Sprint(f.nextID), "attributes": attrs, "data": "", "publishTime": "2026-07-22T00:00:00Z"}})
+	return id
+}
+
+func (f *fakeGoogle) isAcked(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acked[id]
+}
+
+func (f *fakeGoogle) listed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
+}
+
+func (f *fakeGoogle) poolJSON(name string, p [2]string) map[string]any {
+	np := map[string]any{"name": name, "status": p[0]}
+	if p[1] != "" {
+		np["updateInfo"] = map[string]any{"blueGreenInfo": map[string]any{"phase": p[1]}}
+	}
+	return np
+}
+
+func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reply := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1beta1/"+clusterPath+"/nodePools":
+		f.lists++
+		var pools []any
+		for name, p := range f.pools {
+			pools = append(pools, f.poolJSON(name, p))
+		}
+		reply(map[string]any{"nodePools": pools})
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1beta1/"+clusterPath+"/nodePools/"):
+		name := strings.TrimPrefix(r.URL.Path, "/v1beta1/"+clusterPath+"/nodePools/")
+		p, ok := f.pools[name]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			reply(map[string]any{"error": map[string]any{"code": 404, "message": "not found"}})
+			return
+		}
+		reply(f.poolJSON(name, p))
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/"+subPath+":pull":
+		var req struct {
+			MaxMessages int `json:"maxMessages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if len(f.queue) == 0 {
+			// Pub/Sub holds an empty pull open for a while.
+			f.mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			f.mu.Lock()
+		}
+		n := min(req.MaxMessages, len(f.queue))
+		msgs := f.queue[:n]
+		f.queue = f.queue[n:]
+		reply(map[string]any{"receivedMessages": msgs})
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/"+subPath+":acknowledge":
+		var req struct {
+			AckIDs []string `json:"ackIds"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		for _, id := range req.AckIDs {
+			f.acked[id] = true
+		}
+		reply(map[string]any{})
+	default:
+		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+	}
+}
+
+func upgradeEvent(pool string) map[string]string {
+	payload, _ := json.Marshal(map[string]string{
+		"resourceType": "NODE_POOL", "operation": "operation-1234", "operationStartTime": "2026-07-22T00:00:00Z",
+		"currentVersion": "1.32.1-gke.1", "targetVersion": "1.33.1-gke.1", "resource": clusterPath + "/nodePools/" + pool,
+	})
+	return map[string]string{"type_url": gke.UpgradeEventType, "cluster_name": cluster, "cluster_location": location,
+		"project_id": "1234567890", "payload": string(payload)}
+}
+
+// world is the cluster a test runs in: nodes, namespaces with a settled
+// Materialize each, and data-plane pods on the nodes.
+type world struct {
+	t      *testing.T
+	kube   kubernetes.Interface
+	mz     versioned.Interface
+	prefix string
+}
+
+func newWorld(t *testing.T, prefix string) *world {
+	return &world{t: t, kube: kubernetes.NewForConfigOrDie(cp.Config), mz: versioned.NewForConfigOrDie(cp.Config), prefix: prefix}
+}
+
+func (w *world) node(name, pool string, cordoned bool) string {
+	w.t.Helper()
+	name = w.prefix + "-" + name
+	_, err := w.kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gke.NodePoolLabel: pool}},
+		Spec:       corev1.NodeSpec{Unschedulable: cordoned},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return name
+}
+
+const settled = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10"
+
+// environment makes a namespace with a Materialize "mz" whose last rollout
+// completed, and returns the namespace.
+func (w *world) environment(name string) string {
+	w.t.Helper()
+	ctx := context.Background()
+	ns := w.prefix + "-" + name
+	if _, err := w.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	created, err := w.mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: "mz"},
+		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: "materialize/environmentd:v26.1.0", BackendSecretName: "backend",
+			RequestRollout: settled},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.completeRollout(created)
+	return ns
+}
+
+func (w *world) completeRollout(m *v1alpha1.Materialize) {
+	w.t.Helper()
+	m.Status.LastCompletedRolloutRequest = m.Spec.RequestRollout
+	if _, err := w.mz.MaterializeV1alpha1().Materializes(m.Namespace).UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// pod binds a pod of app (environmentd, clusterd, balancerd) of the
+// namespace's Materialize to node, labelled as upstream labels them.
+func (w *world) pod(ns, name, app, node string) {
+	w.t.Helper()
+	_, err := w.kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"app.kubernetes.io/name": app, "materialize.cloud/organization-name": "mz", "materialize.cloud/organization-namespace": ns}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: app, Image: app}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) get(ns string) *v1alpha1.Materialize {
+	w.t.Helper()
+	m, err := w.mz.MaterializeV1alpha1().Materializes(ns).Get(context.Background(), "mz", metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return m
+}
+
+func (w *world) forceRollout(ns string) string {
+	return w.get(ns).Annotations[nodeupgrade.ForceRolloutAnnotation]
+}
+
+// run starts the watcher; the returned stop cancels it and waits for it.
+func run(t *testing.T, w *world, srv *httptest.Server, watched []string) (logs *observer.ObservedLogs, stop func()) {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(core)
+	cfg := gke.Config{
+		Subscription: subPath, ClusterName: cluster, ClusterLocation: location, WatchedNodePools: watched,
+		ScanInterval: 100 * time.Millisecond, PollInterval: time.Hour, Cooldown: 200 * time.Millisecond,
+		ContainerEndpoint: srv.URL + "/", PubSubEndpoint: srv.URL + "/",
+		ClientOptions: []option.ClientOption{option.WithoutAuthentication()},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tr := &nodeupgrade.Trigger{Kube: w.kube, MZ: w.mz, Log: log, Cooldown: cfg.Cooldown}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { gke.Run(ctx, cfg, tr, log); close(done) }()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10s of its context ending")
+		}
+		if t.Failed() {
+			for _, e := range logs.All() {
+				t.Logf("%s %s %v", e.Level, e.Message, e.ContextMap())
+			}
+		}
+	})
+	t.Cleanup(stop)
+	return logs, stop
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func logged(logs *observer.ObservedLogs, msg string, fields ...zap.Field) int {
+	n := 0
+	for _, e := range logs.FilterMessage(msg).All() {
+		m := e.ContextMap()
+		ok := true
+		for _, f := range fields {
+			if m[f.Key] != f.String {
+				ok = false
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// A blue-green upgrade notified over Pub/Sub: nothing while the blue pool
+// is being cordoned, then exactly one forced rollout of each Materialize
+// with environmentd or clusterd pods on the pool's cordoned nodes, none of
+// one on an unaffected pool, nothing for a pool cordoned by hand; malformed
+// and foreign notifications are acknowledged and ignored; the pool is
+// disarmed when the upgrade is over.
+func TestUpgradeNotificationTriggersOneRolloutEach(t *testing.T) {
+	w := newWorld(t, "notified")
+	blue1, blue2 := w.node("blue-1", "materialize", true), w.node("blue-2", "materialize", true)
+	green1 := w.node("green-1", "materialize", false)
+	handCordoned := w.node("other-1", "other", true)
+	generic1 := w.node("generic-1", "generic", false)
+	a, b, c := w.environment("a"), w.environment("b"), w.environment("c")
+	w.pod(a, "environmentd-1-0", "environmentd", blue1)
+	w.pod(a, "clusterd-u1", "clusterd", green1)
+	w.pod(b, "clusterd-u1", "clusterd", blue2)
+	w.pod(b, "balancerd", "balancerd", green1)
+	// c runs on a pool cordoned by hand (no upgrade) and on an unaffected
+	// pool; its balancerd, which needs no rollout, on the upgrading pool.
+	w.pod(c, "environmentd-1-0", "environmentd", handCordoned)
+	w.pod(c, "clusterd-u1", "clusterd", generic1)
+	w.pod(c, "balancerd", "balancerd", blue1)
+
+	f, srv := newFakeGoogle(t)
+	for _, p := range []string{"materialize", "other", "generic"} {
+		f.setPool(p, "RUNNING", "")
+	}
+	logs, stop := run(t, w, srv, nil)
+	eventually(t, "the GKE API polled at start", func() bool { return f.listed() > 0 })
+	time.Sleep(500 * time.Millisecond) // a few scans
+	if n := logged(logs, "node upgrade: arming node pool"); n != 0 {
+		t.Fatalf("armed %d pools with no upgrade in progress", n)
+	}
+
+	// The upgrade starts; its notification arrives among others.
+	f.setPool("materialize", "RECONCILING", gke.PhaseCordoningBluePool)
+	bad := upgradeEvent("materialize")
+	bad["payload"] = "{not json"
+	foreign := upgradeEvent("materialize")
+	foreign["cluster_name"] = "other-cluster"
+	acks := []string{f.publish(bad), f.publish(foreign), f.publish(map[string]string{"type_url": "type.googleapis.com/google.container.v1beta1.SecurityBulletinEvent"}),
+		f.publish(upgradeEvent("materialize"))}
+	eventually(t, "every notification acknowledged", func() bool {
+		for _, id := range acks {
+			if !f.isAcked(id) {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, "the pool armed by its notification", func() bool {
+		return logged(logs, "node upgrade: arming node pool", zap.String("pool", "materialize"),
+			zap.String("reason", "received a GKE node pool UpgradeEvent notification")) == 1
+	})
+	if n := logged(logs, "node upgrade: malformed GKE notification; acknowledging it"); n != 1 {
+		t.Errorf("%d malformed notifications logged, want 1", n)
+	}
+	if n := logged(logs, "node upgrade: arming node pool"); n != 1 {
+		t.Errorf("%d pools armed, want 1", n)
+	}
+	time.Sleep(500 * time.Millisecond) // a few scans while cordoning
+	for _, ns := range []string{a, b, c} {
+		if v := w.forceRollout(ns); v != "" {
+			t.Fatalf("%s triggered while the blue pool was still being cordoned", ns)
+		}
+	}
+
+	// Every blue node cordoned.
+	f.setPool("materialize", "RECONCILING", gke.PhaseDrainingBluePool)
+	eventually(t, "a and b triggered", func() bool { return w.forceRollout(a) != "" && w.forceRollout(b) != "" })
+	first := map[string]string{a: w.forceRollout(a), b: w.forceRollout(b)}
+	requests := map[string]string{a: w.get(a).Spec.RequestRollout, b: w.get(b).Spec.RequestRollout}
+	for ns, r := range requests {
+		if r == settled {
+			t.Errorf("%s: requestRollout unchanged; the reconciler would not roll out", ns)
+		}
+	}
+	// Their rollouts complete (the old pods stay where they are here)
+	// and the cooldown passes: still exactly one each.
+	w.completeRollout(w.get(a))
+	w.completeRollout(w.get(b))
+	time.Sleep(time.Second)
+	for ns, v := range first {
+		if got := w.forceRollout(ns); got != v || w.get(ns).Spec.RequestRollout != requests[ns] {
+			t.Errorf("%s triggered again: %q after %q", ns, got, v)
+		}
+	}
+	if v := w.forceRollout(c); v != "" {
+		t.Errorf("c (hand-cordoned and unaffected pools) triggered: %q", v)
+	}
+	if n := logged(logs, "node upgrade: triggering rollout: the Materialize has pods on nodes going away"); n != 2 {
+		t.Errorf("%d rollouts triggered, want 2", n)
+	}
+
+	// The upgrade is over.
+	f.setPool("materialize", "RUNNING", "")
+	eventually(t, "the pool disarmed", func() bool {
+		return logged(logs, "node upgrade: disarming node pool", zap.String("pool", "materialize")) == 1
+	})
+	stop()
+}
+
+// A notification missed (sent while no replica led): the poll at start
+// finds the upgrade in progress and arms the pool. A pool cordoned by hand
+// with no upgrade stays unarmed, watched or not; an unwatched pool's
+// upgrade is ignored.
+func TestMissedNotificationCaughtByPoll(t *testing.T) {
+	w := newWorld(t, "missed")
+	blue := w.node("blue-1", "late", true)
+	unwatchedBlue := w.node("unwatched-1", "unwatched", true)
+	handCordoned := w.node("manual-1", "manual", true)
+	d, e, g := w.environment("d"), w.environment("e"), w.environment("g")
+	w.pod(d, "clusterd-u1", "clusterd", blue)
+	w.pod(e, "environmentd-1-0", "environmentd", handCordoned)
+	w.pod(g, "environmentd-1-0", "environmentd", unwatchedBlue)
+
+	f, srv := newFakeGoogle(t)
+	f.setPool("late", "RUNNING", gke.PhaseNodePoolSoaking) // soaking: RUNNING again, blueGreenInfo still there
+	f.setPool("manual", "RUNNING", "")
+	f.setPool("unwatched", "RECONCILING", gke.PhaseDrainingBluePool)
+	logs, stop := run(t, w, srv, []string{"late", "manual"})
+	eventually(t, "d triggered", func() bool { return w.forceRollout(d) != "" })
+	if n := logged(logs, "node upgrade: arming node pool", zap.String("pool", "late"), zap.String("reason", "GKE API reports an upgrade in progress")); n != 1 {
+		t.Errorf("late armed %d times by the poll, want 1", n)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if v := w.forceRollout(e); v != "" {
+		t.Errorf("e, on a node cordoned by hand, triggered: %q", v)
+	}
+	if v := w.forceRollout(g); v != "" {
+		t.Errorf("g, on an unwatched pool, triggered: %q", v)
+	}
+	if n := logged(logs, "node upgrade: arming node pool"); n != 1 {
+		t.Errorf("%d pools armed, want 1", n)
+	}
+	stop()
+}

@@ -1,0 +1,185 @@
+package nodeupgrade_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/conversion"
+	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
+	"github.com/materializeinc/orchestratord/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	var err error
+	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = cp.Stop()
+	os.Exit(code)
+}
+
+const settled = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10"
+
+// materialize creates a Materialize whose last rollout has completed.
+func materialize(t *testing.T, mz versioned.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	created, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: "materialize/environmentd:v26.1.0", BackendSecretName: "backend",
+			RequestRollout: settled},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	completeRollout(t, mz, created)
+}
+
+func completeRollout(t *testing.T, mz versioned.Interface, m *v1alpha1.Materialize) {
+	t.Helper()
+	m.Status.LastCompletedRolloutRequest = m.Spec.RequestRollout
+	if _, err := mz.MaterializeV1alpha1().Materializes(m.Namespace).UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func namespace(t *testing.T, kube kubernetes.Interface) string {
+	t.Helper()
+	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "nodeupgrade-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// RollOut against a real API server: one forced rollout per scope, none
+// within the cooldown whatever the scope, none while a rollout is in
+// progress, and the stored object as the conversion would leave it.
+func TestRollOut(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	mz := versioned.NewForConfigOrDie(cp.Config)
+	ns := namespace(t, kube)
+	materialize(t, mz, ns, "a")
+	materialize(t, mz, ns, "b")
+	a, b := nodeupgrade.Instance{Namespace: ns, Name: "a"}, nodeupgrade.Instance{Namespace: ns, Name: "b"}
+	gone := nodeupgrade.Instance{Namespace: ns, Name: "gone"}
+
+	now := time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
+	values := 0
+	tr := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Cooldown: time.Minute, Now: func() time.Time { return now },
+		NewValue: func() string { values++; return fmt.Sprintf("value-%d", values) }}
+	affected := map[nodeupgrade.Instance][]string{a: {"n1"}, gone: {"n1"}}
+	expect := func(got map[nodeupgrade.Instance]nodeupgrade.Outcome, want map[nodeupgrade.Instance]nodeupgrade.Outcome) {
+		t.Helper()
+		for inst, w := range want {
+			if got[inst] != w {
+				t.Errorf("%s: %q, want %q", inst, got[inst], w)
+			}
+		}
+	}
+	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.Triggered, gone: nodeupgrade.Gone})
+	stored, err := mz.MaterializeV1alpha1().Materializes(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stored.Annotations[nodeupgrade.ForceRolloutAnnotation]; got != "value-1" {
+		t.Fatalf("force-rollout annotation %q", got)
+	}
+	raw, err := mz.MaterializeV1alpha1().RESTClient().Get().Namespace(ns).Resource("materializes").Name("a").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := conversion.V1RolloutHash(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Spec.RequestRollout != conversion.RolloutRequest(hash) || stored.Spec.RequestRollout == settled {
+		t.Errorf("requestRollout %q is not the one the conversion derives from the new hash", stored.Spec.RequestRollout)
+	}
+
+	// Same scope: never again, even once the rollout completed and past
+	// the cooldown.
+	completeRollout(t, mz, stored)
+	now = now.Add(time.Hour)
+	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.AlreadyDone})
+	// Another scope within the cooldown: no.
+	now = now.Add(time.Hour)
+	expect(tr.RollOut(ctx, "pool-2", "test", map[nodeupgrade.Instance][]string{b: {"n2"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.Triggered})
+	now = now.Add(30 * time.Second)
+	expect(tr.RollOut(ctx, "pool-3", "test", map[nodeupgrade.Instance][]string{b: {"n3"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.CoolingDown})
+	// Past the cooldown, but b's rollout is still in progress.
+	now = now.Add(time.Minute)
+	expect(tr.RollOut(ctx, "pool-3", "test", map[nodeupgrade.Instance][]string{b: {"n3"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.InProgress})
+	// A forgotten scope triggers again.
+	tr.Forget("pool-1")
+	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.Triggered})
+	if values != 3 {
+		t.Errorf("%d force-rollout values drawn, want 3", values)
+	}
+}
+
+// Nodes and Affected page through real lists.
+func TestNodesAndAffectedPage(t *testing.T) {
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ns := namespace(t, kube)
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100 // more than two pages of 500
+	for i := range n {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("paging-%04d", i), Labels: map[string]string{"paging": "yes"}},
+			Spec: corev1.NodeSpec{Unschedulable: i%2 == 0}}
+		if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = kube.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "paging=yes"})
+	})
+	tr := &nodeupgrade.Trigger{Kube: kube}
+	nodes, err := tr.Nodes(ctx, "paging=yes", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != n/2 || !nodes["paging-1098"] || nodes["paging-1099"] {
+		t.Fatalf("%d cordoned nodes", len(nodes))
+	}
+	// The last pod of the last page is the affected one.
+	for i := range 1001 {
+		labels := map[string]string{"app.kubernetes.io/name": "clusterd", "materialize.cloud/organization-name": "x",
+			"materialize.cloud/organization-namespace": ns}
+		node := "paging-0001" // schedulable
+		if i == 1000 {
+			labels["materialize.cloud/organization-name"] = "last"
+			node = "paging-1098"
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%04d", i), Labels: labels},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "c"}}}}
+		if _, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	affected, err := tr.Affected(ctx, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(affected) != 1 || affected[nodeupgrade.Instance{Namespace: ns, Name: "last"}] == nil {
+		t.Errorf("affected %v", affected)
+	}
+}
