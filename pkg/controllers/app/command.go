@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"text/template"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -38,6 +40,8 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
+	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/pkg/outage"
 	"github.com/materializeinc/orchestratord/pkg/profiling"
 	"github.com/materializeinc/orchestratord/pkg/tracing"
@@ -73,6 +77,10 @@ type Options struct {
 	KubeAPIBurst            int
 	// Environment is how environmentd runs: upstream orchestratord's flags.
 	Environment materialize.Config
+	// GCPNodeUpgrade is upstream's GKE node upgrade rollout trigger, run
+	// under the materialize controller's Lease when enabled.
+	EnableGCPNodeUpgrade bool
+	GCPNodeUpgrade       gke.Config
 }
 
 var knownControllers = []string{"materialize", "balancer", "console"}
@@ -117,10 +125,25 @@ func NewCommand() *cobra.Command {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 50, "steady requests per second to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	o.Environment.AddFlags(fs)
+	o.addNodeUpgradeFlags(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return Run(cmd.Context(), o)
 	}
 	return cmd
+}
+
+// addNodeUpgradeFlags adds upstream's flags of the GKE node upgrade
+// rollout trigger.
+func (o *Options) addNodeUpgradeFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.EnableGCPNodeUpgrade, "enable-gcp-node-upgrade-rollout-trigger", false,
+		"trigger rollouts of Materializes when GKE upgrades the node pools under them (needs --cloud-provider=gcp; the watched pools should use blue-green upgrades; docs/node-upgrades.md)")
+	fs.StringVar(&o.GCPNodeUpgrade.Subscription, "gcp-node-upgrade-notification-subscription", "",
+		"Pub/Sub subscription receiving the GKE cluster's notifications, projects/{project}/subscriptions/{subscription} (required with --enable-gcp-node-upgrade-rollout-trigger)")
+	fs.StringVar(&o.GCPNodeUpgrade.ClusterName, "gcp-cluster-name", "", "name of the GKE cluster this runs in (required with --enable-gcp-node-upgrade-rollout-trigger)")
+	fs.StringVar(&o.GCPNodeUpgrade.ClusterLocation, "gcp-cluster-location", "",
+		"location (region or zone) of the GKE cluster this runs in (required with --enable-gcp-node-upgrade-rollout-trigger)")
+	fs.StringArrayVar(&o.GCPNodeUpgrade.WatchedNodePools, "gcp-node-upgrade-watched-node-pool", nil,
+		"a node pool to watch for GKE node upgrades; repeatable; none means every pool")
 }
 
 func (o *Options) complete() error {
@@ -161,7 +184,35 @@ func (o *Options) complete() error {
 		o.Environment.OpenTelemetryEndpoint = o.Tracing.Endpoint
 	}
 	o.Environment.SentryDSN, o.Environment.SentryEnvironment = o.Tracing.SentryDSN, o.Tracing.SentryEnvironment
-	return o.Environment.Complete()
+	if err := o.Environment.Complete(); err != nil {
+		return err
+	}
+	return o.completeNodeUpgrade()
+}
+
+// completeNodeUpgrade checks the GKE node upgrade trigger's flags as
+// upstream does.
+func (o *Options) completeNodeUpgrade() error {
+	if !o.EnableGCPNodeUpgrade {
+		return nil
+	}
+	if o.Environment.CloudProvider != "gcp" {
+		return errors.New("--enable-gcp-node-upgrade-rollout-trigger requires --cloud-provider=gcp")
+	}
+	// It runs under the materialize controller's Lease.
+	if !slices.Contains(o.Controllers, "materialize") {
+		return errors.New("--enable-gcp-node-upgrade-rollout-trigger requires the materialize controller (--controllers)")
+	}
+	for flag, v := range map[string]string{
+		"--gcp-node-upgrade-notification-subscription": o.GCPNodeUpgrade.Subscription,
+		"--gcp-cluster-name":                           o.GCPNodeUpgrade.ClusterName,
+		"--gcp-cluster-location":                       o.GCPNodeUpgrade.ClusterLocation,
+	} {
+		if v == "" {
+			return fmt.Errorf("%s is required when --enable-gcp-node-upgrade-rollout-trigger is set", flag)
+		}
+	}
+	return o.GCPNodeUpgrade.Validate()
 }
 
 // environmentdURL turns --environmentd-url-template into the reconciler's hook.
@@ -285,6 +336,8 @@ func Run(ctx context.Context, o *Options) error {
 		Workers:       o.Workers,
 	}
 	var ctrls []*controller.Controller
+	// alongside runs with a controller, in the same lead context.
+	alongside := map[string]func(context.Context){}
 	for _, name := range o.Controllers {
 		deps := deps
 		deps.Recorder = recorderFor(name)
@@ -301,6 +354,12 @@ func Run(ctx context.Context, o *Options) error {
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
 				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
+			if o.EnableGCPNodeUpgrade {
+				// Its Materialize writes go through the fenced clients with
+				// the materialize Lease's lead context, as the reconciler's.
+				trigger := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Log: log}
+				alongside[name] = func(ctx context.Context) { gke.Run(ctx, o.GCPNodeUpgrade, trigger, log) }
+			}
 		case "balancer":
 			env := &o.Environment
 			ctrls = append(ctrls, balancer.New(deps, balancer.Config{
@@ -396,7 +455,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	errs := make(chan error, len(ctrls))
 	for _, c := range ctrls {
-		go func() { errs <- campaign(runCtx, leCfg, c, log) }()
+		go func() { errs <- campaign(runCtx, leCfg, c, alongside[c.Name()], log) }()
 	}
 	var first error
 	for range ctrls {
@@ -419,14 +478,38 @@ func Run(ctx context.Context, o *Options) error {
 // controller then rejoins the election in process, its informers still
 // warm, instead of exiting: a restarted container would wait out
 // CrashLoopBackOff after repeated outages, and the caches would start cold.
-func campaign(ctx context.Context, cfg leaderelection.Config, c *controller.Controller, log *zap.Logger) error {
+// alongside, when not nil, runs with the controller in each term's lead
+// context (the GKE node upgrade trigger with the materialize controller).
+func campaign(ctx context.Context, cfg leaderelection.Config, c *controller.Controller, alongside func(context.Context), log *zap.Logger) error {
 	lease := leaderelection.LeaseName(c.Name())
+	lead := c.Run
+	if alongside != nil {
+		lead = together(c.Run, alongside)
+	}
 	for {
-		err := leaderelection.Run(ctx, cfg, lease, c.Run)
+		err := leaderelection.Run(ctx, cfg, lease, lead)
 		if !errors.Is(err, leaderelection.ErrLeadershipLost) || ctx.Err() != nil {
 			return err
 		}
 		log.Warn("lease lost; rejoining the election", zap.String("lease", lease))
+	}
+}
+
+// together runs run and alongside in one lead context and returns once
+// both have: alongside is stopped when run returns, so that the term ends
+// with nothing of it still running.
+func together(run, alongside func(context.Context)) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			alongside(ctx)
+		}()
+		run(ctx)
+		cancel()
+		<-done
 	}
 }
 
