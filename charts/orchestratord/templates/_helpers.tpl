@@ -242,6 +242,19 @@ flags, rendered from upstream's value names as upstream's chart renders them
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if eq $v.cloudProvider.type "gcp" }}
+{{- with $v.cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger }}
+{{- if .enabled }}
+- "--enable-gcp-node-upgrade-rollout-trigger"
+- "--gcp-node-upgrade-notification-subscription={{ required "nodeUpgradeRolloutTrigger.notificationSubscription is required when nodeUpgradeRolloutTrigger is enabled" .notificationSubscription }}"
+- "--gcp-cluster-name={{ required "nodeUpgradeRolloutTrigger.clusterName is required when nodeUpgradeRolloutTrigger is enabled" .clusterName }}"
+- "--gcp-cluster-location={{ required "nodeUpgradeRolloutTrigger.clusterLocation is required when nodeUpgradeRolloutTrigger is enabled" .clusterLocation }}"
+{{- range .watchedNodePools }}
+- "--gcp-node-upgrade-watched-node-pool={{ . }}"
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 - "--orchestratord-namespace={{ .Release.Namespace }}"
 {{- range $key, $value := include "orchestratord.selectorLabels" (list . "controllers") | fromYaml }}
 - "--orchestratord-pod-selector-labels={{ $key }}={{ $value }}"
@@ -420,4 +433,14 @@ Both components' tracing flags (upstream orchestratord's), from
   valueFrom: {secretKeyRef: {name: {{ .headersSecret.name | quote }}, key: {{ .headersSecret.key | quote }}}}
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/*
+Whether the controllers run the GKE node upgrade rollout trigger: enabled
+with the gcp cloud provider, as the flags above render it.
+*/}}
+{{- define "orchestratord.gcpNodeUpgradeTrigger" -}}
+{{- if and (eq .Values.cloudProvider.type "gcp") .Values.cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.enabled -}}
+true
+{{- end -}}
 {{- end -}}
