@@ -107,6 +107,19 @@ func (t *Trigger) Forget(scope string) {
 	delete(t.done, scope)
 }
 
+// Retain keeps in scope only the Materializes in affected: one that no
+// longer has pods on the nodes going away is forgotten, so that nodes
+// marked again later trigger it again.
+func (t *Trigger) Retain(scope string, affected map[Instance][]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for inst := range t.done[scope] {
+		if _, ok := affected[inst]; !ok {
+			delete(t.done[scope], inst)
+		}
+	}
+}
+
 // Nodes lists the nodes matching selector for which keep is true, page by
 // page, at most MaxNodes of them.
 func (t *Trigger) Nodes(ctx context.Context, selector string, keep func(*corev1.Node) bool) (map[string]bool, error) {

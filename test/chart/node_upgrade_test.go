@@ -205,3 +205,25 @@ func TestGCPNodeUpgradeRBACIsEnough(t *testing.T) {
 		t.Errorf("not rolled out: %v %s", live.Annotations, live.Spec.RequestRollout)
 	}
 }
+
+// controllers.nodeRemovalRolloutTrigger renders its flag and the same
+// cluster-wide reads, on any cloud provider.
+func TestNodeRemovalRolloutTriggerValue(t *testing.T) {
+	objs := renderValues(t, "--set", "controllers.nodeRemovalRolloutTrigger=true")
+	args := containerArgs(t, component(t, objs, "controllers"))
+	if !hasFlag(args, "node-removal-rollout-trigger") || len(nodeUpgradeFlagsIn(args)) != 0 {
+		t.Errorf("flags %q", args)
+	}
+	if err := app.NewCommand().ParseFlags(args); err != nil {
+		t.Errorf("the controllers refuse the flags: %v", err)
+	}
+	if find(objs, "ClusterRole", "orchestratord-controllers-node-upgrades") == nil {
+		t.Error("no node-upgrades ClusterRole")
+	}
+	if hasFlag(controllersArgs(t), "node-removal-rollout-trigger") {
+		t.Error("on by default")
+	}
+	if out := renderFails(t, "--set-string", "controllers.nodeRemovalRolloutTrigger=yes"); !strings.Contains(out, "nodeRemovalRolloutTrigger") {
+		t.Errorf("a string accepted:\n%s", out)
+	}
+}

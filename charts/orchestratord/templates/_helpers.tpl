@@ -436,11 +436,12 @@ Both components' tracing flags (upstream orchestratord's), from
 {{- end -}}
 
 {{/*
-Whether the controllers run the GKE node upgrade rollout trigger: enabled
-with the gcp cloud provider, as the flags above render it.
+Whether the controllers run a node trigger, which lists nodes and pods
+cluster wide: the GKE node upgrade rollout trigger (enabled with the gcp
+cloud provider, as the flags above render it) or the node removal one.
 */}}
-{{- define "orchestratord.gcpNodeUpgradeTrigger" -}}
-{{- if and (eq .Values.cloudProvider.type "gcp") .Values.cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.enabled -}}
+{{- define "orchestratord.nodeTriggers" -}}
+{{- if or (and (eq .Values.cloudProvider.type "gcp") .Values.cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.enabled) .Values.controllers.nodeRemovalRolloutTrigger -}}
 true
 {{- end -}}
 {{- end -}}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/template"
 	"time"
@@ -42,6 +43,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
+	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
 	"github.com/materializeinc/orchestratord/pkg/outage"
 	"github.com/materializeinc/orchestratord/pkg/profiling"
 	"github.com/materializeinc/orchestratord/pkg/tracing"
@@ -81,6 +83,9 @@ type Options struct {
 	// under the materialize controller's Lease when enabled.
 	EnableGCPNodeUpgrade bool
 	GCPNodeUpgrade       gke.Config
+	// NodeRemovalTrigger rolls Materializes off nodes Karpenter or the
+	// cluster autoscaler marked for removal (not upstream's; off by default).
+	NodeRemovalTrigger bool
 }
 
 var knownControllers = []string{"materialize", "balancer", "console"}
@@ -144,6 +149,8 @@ func (o *Options) addNodeUpgradeFlags(fs *pflag.FlagSet) {
 		"location (region or zone) of the GKE cluster this runs in (required with --enable-gcp-node-upgrade-rollout-trigger)")
 	fs.StringArrayVar(&o.GCPNodeUpgrade.WatchedNodePools, "gcp-node-upgrade-watched-node-pool", nil,
 		"a node pool to watch for GKE node upgrades; repeatable; none means every pool")
+	fs.BoolVar(&o.NodeRemovalTrigger, "node-removal-rollout-trigger", false,
+		"trigger rollouts of Materializes with environmentd or clusterd pods on nodes tainted karpenter.sh/disrupted or ToBeDeletedByClusterAutoscaler (any cloud; docs/node-upgrades.md)")
 }
 
 func (o *Options) complete() error {
@@ -193,6 +200,9 @@ func (o *Options) complete() error {
 // completeNodeUpgrade checks the GKE node upgrade trigger's flags as
 // upstream does.
 func (o *Options) completeNodeUpgrade() error {
+	if o.NodeRemovalTrigger && !slices.Contains(o.Controllers, "materialize") {
+		return errors.New("--node-removal-rollout-trigger requires the materialize controller (--controllers)")
+	}
 	if !o.EnableGCPNodeUpgrade {
 		return nil
 	}
@@ -354,11 +364,8 @@ func Run(ctx context.Context, o *Options) error {
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
 				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
-			if o.EnableGCPNodeUpgrade {
-				// Its Materialize writes go through the fenced clients with
-				// the materialize Lease's lead context, as the reconciler's.
-				trigger := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Log: log}
-				alongside[name] = func(ctx context.Context) { gke.Run(ctx, o.GCPNodeUpgrade, trigger, log) }
+			if run := o.nodeTriggers(kube, mz, log); run != nil {
+				alongside[name] = run
 			}
 		case "balancer":
 			env := &o.Environment
@@ -492,6 +499,31 @@ func campaign(ctx context.Context, cfg leaderelection.Config, c *controller.Cont
 			return err
 		}
 		log.Warn("lease lost; rejoining the election", zap.String("lease", lease))
+	}
+}
+
+// nodeTriggers returns what runs the enabled node triggers, nil when none
+// is. Their Materialize writes go through the fenced clients with the
+// materialize Lease's lead context, as the reconciler's; one Trigger, so
+// its cooldown spans both.
+func (o *Options) nodeTriggers(kube kubernetes.Interface, mz versioned.Interface, log *zap.Logger) func(context.Context) {
+	var runs []func(context.Context)
+	trigger := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Log: log}
+	if o.EnableGCPNodeUpgrade {
+		runs = append(runs, func(ctx context.Context) { gke.Run(ctx, o.GCPNodeUpgrade, trigger, log) })
+	}
+	if o.NodeRemovalTrigger {
+		runs = append(runs, func(ctx context.Context) { noderemoval.Run(ctx, 0, trigger, log) })
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, run := range runs {
+			wg.Go(func() { run(ctx) })
+		}
+		wg.Wait()
 	}
 }
 

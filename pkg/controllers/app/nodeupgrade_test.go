@@ -40,6 +40,9 @@ func TestGCPNodeUpgradeFlags(t *testing.T) {
 			wantErr: "expected projects/{project}/subscriptions/{subscription}"},
 		{args: []string{"--cloud-provider=gcp", "--enable-gcp-node-upgrade-rollout-trigger", sub, name, location, "--controllers=balancer,console"},
 			wantErr: "requires the materialize controller"},
+		// Any cloud provider.
+		{args: []string{"--node-removal-rollout-trigger"}},
+		{args: []string{"--node-removal-rollout-trigger", "--controllers=balancer"}, wantErr: "requires the materialize controller"},
 	} {
 		o := &Options{Controllers: knownControllers, EnvironmentdClusterRole: "role", LeaderElectionNamespace: "ops", LeaderElectionIdentity: "pod"}
 		fs := pflag.NewFlagSet("controllers", pflag.ContinueOnError)
