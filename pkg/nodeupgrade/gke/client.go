@@ -51,10 +51,11 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
 		// One byte more tells a body of exactly the limit from a longer one.
 		var one [1]byte
-		if n, _ := b.ReadCloser.Read(one[:]); n > 0 {
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
 			return 0, errResponseTooLarge
 		}
-		return b.ReadCloser.Read(p)
+		return 0, err
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]

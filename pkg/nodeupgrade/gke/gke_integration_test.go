@@ -61,6 +61,10 @@ type fakeGoogle struct {
 	acked  map[string]bool
 	lists  int
 	nextID int
+	// hugeBatches answers a pull of more than one message with a body
+	// past the client's limit.
+	hugeBatches bool
+	pullSizes   []int
 }
 
 func newFakeGoogle(t *testing.T) (*fakeGoogle, *httptest.Server) {
@@ -136,6 +140,12 @@ func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			MaxMessages int `json:"maxMessages"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.pullSizes = append(f.pullSizes, req.MaxMessages)
+		if f.hugeBatches && req.MaxMessages > 1 && len(f.queue) > 0 {
+			reply(map[string]any{"receivedMessages": []any{map[string]any{"ackId": "huge",
+				"message": map[string]any{"data": strings.Repeat("A", 17<<20)}}}})
+			return
+		}
 		if len(f.queue) == 0 {
 			// Pub/Sub holds an empty pull open for a while.
 			f.mu.Unlock()
@@ -454,3 +464,35 @@ func TestMissedNotificationCaughtByPoll(t *testing.T) {
 	}
 	stop()
 }
+
+// A pull whose response is past the client's limit is not read whole and
+// not retried as is: the next pulls ask for one message at a time, and the
+// notification still arms its pool.
+func TestOversizedPullIsRetriedOneMessageAtATime(t *testing.T) {
+	w := newWorld(t, "oversized")
+	f, srv := newFakeGoogle(t)
+	f.setPool("big", "RUNNING", "")
+	f.mu.Lock()
+	f.hugeBatches = true
+	f.mu.Unlock()
+	logs, stop := run(t, w, srv, nil)
+	id := f.publish(upgradeEvent("big"))
+	eventually(t, "the notification acknowledged", func() bool { return f.isAcked(id) })
+	if n := logged(logs, "node upgrade: arming node pool", zap.String("pool", "big")); n != 1 {
+		t.Errorf("big armed %d times, want 1", n)
+	}
+	if n := logged(logs, "node upgrade: Pub/Sub pull response too large; pulling one message at a time"); n != 1 {
+		t.Errorf("%d oversized pulls logged, want 1", n)
+	}
+	if f.isAcked("huge") {
+		t.Error("a message from a response past the limit was acknowledged")
+	}
+	f.mu.Lock()
+	sizes := append([]int(nil), f.pullSizes...)
+	f.mu.Unlock()
+	if len(sizes) < 2 || sizes[len(sizes)-1] != 1 {
+		t.Errorf("pull sizes %v: not one message at a time after the oversized pull", sizes)
+	}
+	stop()
+}
+

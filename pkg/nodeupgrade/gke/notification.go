@@ -50,7 +50,7 @@ func (c *Config) upgradingPool(attrs map[string]string) (pool, ignored string, e
 		return "", "", errMalformed{"UpgradeEvent payload is not JSON: " + err.Error()}
 	}
 	if ev.ResourceType != "NODE_POOL" {
-		return "", "an UpgradeEvent of a " + ev.ResourceType + ", not a node pool", nil
+		return "", "an UpgradeEvent of a " + truncate(ev.ResourceType, 64) + ", not a node pool", nil
 	}
 	// projects/{project}/locations/{location}/clusters/{cluster}/nodePools/{pool}
 	parts := strings.Split(ev.Resource, "/")
