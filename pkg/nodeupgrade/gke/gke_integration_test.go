@@ -495,4 +495,3 @@ func TestOversizedPullIsRetriedOneMessageAtATime(t *testing.T) {
 	}
 	stop()
 }
-
