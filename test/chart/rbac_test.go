@@ -132,6 +132,12 @@ var unexercised = map[string]map[string]string{
 		// grant such a reconcile fails and is retried.
 		"|services|get":                         "read-your-writes of a Service the cache has not seen yet (component.Current)",
 		"networking.k8s.io|networkpolicies|get": "read-your-writes of the console's NetworkPolicy the cache has not seen yet (component.Current)",
+		// A Balancer or Console the materialize reconciler applies names its
+		// resource id in its spec, which is recorded with its first Ready
+		// condition; one a user creates without spec.resourceId has a random
+		// id assigned on a fresh read (component.Owner.ResourceID).
+		"materialize.cloud|balancers|get": "assigning a resource id to a Balancer created without spec.resourceId",
+		"materialize.cloud|consoles|get":  "assigning a resource id to a Console created without spec.resourceId",
 		// client-go's event recorder sends an Event repeated within its
 		// correlator's window as a patch of the first one's count; which
 		// Events repeat in a run depends on timing.

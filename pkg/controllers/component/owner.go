@@ -103,9 +103,16 @@ func (o Owner[T, AC]) Load(ctx context.Context, key string, cached func(namespac
 // else spec.resourceId, else a random one, written to status before any
 // child is created. The assignment reads the object from the API server and
 // applies with its resourceVersion, so a stale cache cannot assign twice.
+// An id the spec names (the materialize reconciler names its own) is the
+// same for every writer, so it is not written on its own: WriteReady
+// records it with the first Ready condition, one status write and one
+// read fewer per object.
 func (o Owner[T, AC]) ResourceID(ctx context.Context, key string, cr T) (T, string, error) {
 	var zero T
 	if id := o.Kind.Status(cr).ResourceID; id != "" {
+		return cr, id, nil
+	}
+	if id := o.Kind.SpecResourceID(cr); id != "" {
 		return cr, id, nil
 	}
 	client := o.Kind.Client(cr.GetNamespace())

@@ -209,6 +209,11 @@ func TestResourceIDOverrides(t *testing.T) {
 	if got := ctrl.Events.Reasons(ns, "from-status"); slices.Contains(got, "ResourceIDAssigned") {
 		t.Errorf("events %v: an already assigned resourceId was assigned again", got)
 	}
+	// The id the spec names is recorded with the first Ready condition, not
+	// by a status write (and Event) of its own.
+	if got := ctrl.Events.Reasons(ns, "from-spec"); slices.Contains(got, "ResourceIDAssigned") {
+		t.Errorf("events %v: spec.resourceId written to status on its own", got)
+	}
 }
 
 func TestSpecChangeDriftAndDeletion(t *testing.T) {
