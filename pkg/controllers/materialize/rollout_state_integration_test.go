@@ -36,9 +36,8 @@ func TestLeaderAPIWaitsForAReadyPod(t *testing.T) {
 		return c != nil && c.Reason == materialize.ReasonApplying && strings.Contains(c.Message, "waiting for its pod to be ready"), nil
 	})
 	id := mz.Status.ResourceID
-	if !stsExists(t, ns, id, 1) {
-		t.Fatal("generation 1 not created")
-	}
+	// The status is written first, then the generation applied.
+	waitFor(t, "generation 1 created", func() (bool, error) { return stsExists(t, ns, id, 1), nil })
 	r := mz.Status.Rollout
 	if r == nil || r.Generation != 1 || r.Request != mz.Spec.RequestRollout || r.StartedAt.IsZero() || r.PromotionSentAt != nil ||
 		r.EnvironmentdImageRef != mz.Spec.EnvironmentdImageRef {

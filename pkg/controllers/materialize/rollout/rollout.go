@@ -315,20 +315,28 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 	// generation is ready, so a spec reverted meanwhile is not taken as
 	// applied, and a rollout that fails half-way is retried.
 	st.ResourcesHash = ""
-	if starting {
-		// Recorded before anything is deleted or applied: a rollout that
-		// fails from here on is in progress (its clock runs, its condition
-		// says so), never mistaken for the settled state it left.
-		setCondition(&st, in, metav1.ConditionUnknown, ReasonApplying, fmt.Sprintf("Applying changes for generation %d", desired)+in.Note)
-		return Output{Status: st, Actions: []Action{{Kind: WriteStatus}}, Poll: true}
-	}
 	if in.ApplyFailed != "" {
 		setCondition(&st, in, metav1.ConditionFalse, ReasonFailedDeploy,
 			fmt.Sprintf("Failed to apply changes for generation %d: %s", desired, in.ApplyFailed))
 		return Output{Status: st, Actions: []Action{{Kind: WriteStatus}}, RecheckAfter: recheck}
 	}
+	if starting && obs.Ready {
+		// A generation left running by an earlier attempt: recorded first,
+		// and observed afresh by the next step.
+		setCondition(&st, in, metav1.ConditionUnknown, ReasonApplying, fmt.Sprintf("Applying changes for generation %d", desired)+in.Note)
+		return Output{Status: st, Actions: []Action{{Kind: WriteStatus}}, Poll: true}
+	}
 
 	var out Output
+	if starting {
+		// Recorded before anything is deleted or applied: a rollout that
+		// fails from here on is in progress (its clock runs, its condition
+		// says so), never mistaken for the settled state it left. The
+		// status written is the one the apply leads to (waiting for the
+		// pod), so the step after it has nothing to rewrite: one status
+		// write per transition.
+		out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+	}
 	if in.DeleteActiveFirst && active > 0 {
 		// The only reason to choose this strategy is having no room for two
 		// generations: the old one goes first.
@@ -339,7 +347,9 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		setCondition(&st, in, metav1.ConditionUnknown, ReasonApplying,
 			fmt.Sprintf("Applying changes for generation %d: %s", desired, detail)+in.Note)
 		out.Status = st
-		out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+		if !starting {
+			out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+		}
 		out.Poll = true
 		return out
 	}

@@ -152,11 +152,20 @@ func TestStep(t *testing.T) {
 		// Starting and applying.
 		{"first rollout of a new environment", []mod{func(in *Input) {
 			in.Status = v1alpha1.MaterializeStatus{ResourceID: "abc", LastCompletedRolloutEnvironmentdImageRef: imgActive}
-		}}, want{actions: "WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying,
-			message: "Applying changes for generation 1", poll: true, rollout: "r1/1/1h0m0s", hash: str("")}},
+		}}, want{actions: "WriteStatus ApplyGeneration(1)", status: metav1.ConditionUnknown, reason: ReasonApplying,
+			message: "Applying changes for generation 1: waiting for its pod to be ready", poll: true, rollout: "r1/1/1h0m0s", hash: str("")}},
 		{"requested: the rollout is recorded before anything is touched", []mod{newRequest},
-			want{actions: "WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
+			want{actions: "WriteStatus ApplyGeneration(2)", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
 				rollout: "r2/2/1h0m0s", hash: str(""), lastRequest: "r1", active: 1}},
+		{"requested, with a generation 2 left running: recorded, then observed afresh", []mod{newRequest, leader(ReadyToPromote)},
+			want{actions: "WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
+				message: "Applying changes for generation 2", rollout: "r2/2/1h0m0s", hash: str("")}},
+		{"requested, ImmediatelyPromoteCausingDowntime: recorded before the active generation goes", []mod{newRequest, immediate},
+			want{actions: "WriteStatus DeleteGeneration(1) ApplyGeneration(2)", reason: ReasonApplying, poll: true, rollout: "r2/2/1h0m0s"}},
+		{"requested, and the API server refuses the generation: the rollout is recorded, failed", []mod{newRequest,
+			func(in *Input) { in.ApplyFailed = "StatefulSet is invalid" }},
+			want{actions: "WriteStatus", status: metav1.ConditionFalse, reason: ReasonFailedDeploy, message: "StatefulSet is invalid",
+				recheck: 15 * time.Second, rollout: "r2/2/1h0m0s"}},
 		{"recorded: generation 2 is applied", []mod{rolling(t0.Add(time.Hour), ReasonApplying)},
 			want{actions: "ApplyGeneration(2) WriteStatus", status: metav1.ConditionUnknown, reason: ReasonApplying, poll: true,
 				message: "waiting for its pod to be ready", rollout: "r2/2/1h0m0s", hash: str("")}},
@@ -199,7 +208,7 @@ func TestStep(t *testing.T) {
 		{"forced rollouts never time out", []mod{rolling(t0, ReasonApplying), at(48 * time.Hour), forced},
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true}},
 		{"a new request restarts the clock", []mod{rolling(t0, ReasonApplying), at(25 * time.Hour), func(in *Input) { in.Request = "r3" }},
-			want{actions: "WriteStatus", reason: ReasonApplying, poll: true, rollout: "r3/2/25h0m0s"}},
+			want{actions: "WriteStatus ApplyGeneration(2)", reason: ReasonApplying, poll: true, rollout: "r3/2/25h0m0s"}},
 
 		// Cannot go on.
 		{"blocked before anything is created", []mod{newRequest, func(in *Input) { in.Blocked = `backend Secret "mz" has no "license_key" entry` }},
