@@ -131,7 +131,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	for i := range 2 {
-		if err := start("controllers", "--kubeconfig="+cp.KubeconfigPath, "--leader-election-namespace="+namespace,
+		if err := start("controllers", "--kubeconfig="+cp.KubeconfigPath, "--cloud-provider=local", "--region=kind", "--leader-election-namespace="+namespace,
 			fmt.Sprintf("--leader-election-identity=controllers-%d", i), "--health-address="+freeAddr(), "--metrics-address="+freeAddr(),
 			"--environmentd-url-template="+standinURL+"/mz{{.ResourceID}}-environmentd-{{.Generation}}"); err != nil {
 			return err

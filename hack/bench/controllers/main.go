@@ -142,7 +142,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, gogc string, f
 		return err
 	}
 	start := func(identity, health, metrics string) (*exec.Cmd, error) {
-		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--leader-election-namespace=default",
+		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--cloud-provider=local", "--region=kind", "--leader-election-namespace=default",
 			"--leader-election-identity="+identity, "--health-address="+health, "--metrics-address="+metrics,
 			"--profiling="+strconv.FormatBool(heapProfile != ""), "--memory-limit="+strconv.FormatInt(memoryLimit, 10),
 			"--workers="+strconv.Itoa(workers), "--log-level=warn",
@@ -412,7 +412,15 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 	byResource := map[string]int{}
 	perObject := map[string]int{} // resource and name: writes of one object
 	total, leases, recorded := 0, 0, 0
+	gets := map[string]int{} // reads of one object, which the informers' caches are there to spare
 	for _, ev := range events {
+		if ev.UserAgent == "orchestratord-controllers/"+identity && ev.Verb == "get" && ev.ObjectRef != nil && ev.ObjectRef.Resource != "leases" {
+			r := ev.ObjectRef.Resource
+			if ev.ObjectRef.Subresource != "" {
+				r += "/" + ev.ObjectRef.Subresource
+			}
+			gets[r]++
+		}
 		if ev.UserAgent != "orchestratord-controllers/"+identity || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil {
 			continue
 		}
@@ -456,6 +464,12 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 	}
 	sort.Strings(again)
 	fmt.Printf("| of which second and later writes of one object, per Materialize | %s |\n", strings.Join(again, ", "))
+	reads := make([]string, 0, len(gets))
+	for r, count := range gets {
+		reads = append(reads, fmt.Sprintf("%s %.2f", r, float64(count)/float64(n)))
+	}
+	sort.Strings(reads)
+	fmt.Printf("| GETs per Materialize, %s (Leases apart) | %s |\n", phase, strings.Join(reads, ", "))
 	return float64(total) / float64(n), nil
 }
 

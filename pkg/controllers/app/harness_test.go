@@ -115,6 +115,7 @@ func startReplica(t *testing.T, leaseNamespace, identity string, extra ...string
 	r.log = logFile.Name()
 	r.cmd = exec.Command(controllersBin,
 		"--kubeconfig="+cp.KubeconfigPath,
+		"--cloud-provider=local", "--region=kind",
 		"--leader-election-namespace="+leaseNamespace,
 		"--leader-election-identity="+identity,
 		"--leader-election-lease-duration="+leaseDuration.String(),

@@ -50,7 +50,8 @@ func TestGCPNodeUpgradeFlags(t *testing.T) {
 		o.Environment.AddFlags(fs)
 		o.addNodeUpgradeFlags(fs)
 		fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "")
-		if err := fs.Parse(tc.args); err != nil {
+		// Required flags first; a case's own come later and win.
+		if err := fs.Parse(append([]string{"--cloud-provider=local", "--region=kind"}, tc.args...)); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
 		err := o.complete()

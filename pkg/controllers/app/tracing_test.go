@@ -22,7 +22,7 @@ func TestTracingPassedToEnvironmentd(t *testing.T) {
 		fs := pflag.NewFlagSet("controllers", pflag.ContinueOnError)
 		o.Observability.AddFlags(fs)
 		o.Environment.AddFlags(fs)
-		if err := fs.Parse(tc.args); err != nil {
+		if err := fs.Parse(append([]string{"--cloud-provider=local", "--region=kind"}, tc.args...)); err != nil {
 			t.Fatal(err)
 		}
 		if err := o.complete(); err != nil {

@@ -143,6 +143,8 @@ func DefaultConfig() Config {
 	c := Config{}
 	fs := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
 	c.AddFlags(fs)
+	// The program requires both, as upstream's; a development cluster's.
+	c.CloudProvider, c.Region = "local", "kind"
 	if err := c.Complete(); err != nil {
 		panic(err) // the defaults are valid
 	}
@@ -151,8 +153,10 @@ func DefaultConfig() Config {
 
 // AddFlags registers the environment flags under upstream's names.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.CloudProvider, "cloud-provider", "local", "cloud provider of the environments: local, aws, gcp, azure or generic (part of environmentd's --environment-id)")
-	fs.StringVar(&c.Region, "region", "kind", "region of the environments (part of environmentd's --environment-id; AWS_REGION of environmentd)")
+	// Required, as upstream's: a default would give every environment of a
+	// production install a development cluster's environment id.
+	fs.StringVar(&c.CloudProvider, "cloud-provider", "", "cloud provider of the environments: local, aws, gcp, azure or generic (required: part of environmentd's --environment-id)")
+	fs.StringVar(&c.Region, "region", "", "region of the environments (required: part of environmentd's --environment-id; AWS_REGION of environmentd)")
 	fs.StringVar(&c.HelmChartVersion, "helm-chart-version", "", "passed to environmentd as --helm-chart-version")
 	fs.StringVar(&c.SecretsController, "secrets-controller", "kubernetes", "environmentd's --secrets-controller")
 	fs.BoolVar(&c.CollectPodMetrics, "collect-pod-metrics", false, "let environmentd collect clusterd pod metrics (else --orchestrator-kubernetes-disable-pod-metrics-collection)")
@@ -251,11 +255,14 @@ var cloudProviders = map[string]bool{"local": true, "docker": true, "mzcompose":
 // Complete validates the flags and parses their JSON values.
 func (c *Config) Complete() error {
 	c.CloudProvider = strings.ToLower(c.CloudProvider)
+	if c.CloudProvider == "" {
+		return fmt.Errorf("--cloud-provider is required: aws, gcp, azure or generic where the environments run (local for a development cluster); it is part of every environment's id")
+	}
 	if !cloudProviders[c.CloudProvider] {
 		return fmt.Errorf("--cloud-provider: %q is not one of local, docker, mzcompose, cloudtest, aws, gcp, azure, generic", c.CloudProvider)
 	}
 	if c.Region == "" {
-		return fmt.Errorf("--region is required")
+		return fmt.Errorf("--region is required: the region the environments run in (kind for a development cluster); it is part of every environment's id")
 	}
 	if c.CloudProvider == "aws" && c.AWSAccountID == "" {
 		return fmt.Errorf("--aws-account-id is required when using --cloud-provider=aws")

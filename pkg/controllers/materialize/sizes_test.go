@@ -68,7 +68,7 @@ func TestConfigRefusesSizesEnvironmentdRefuses(t *testing.T) {
 		var cfg Config
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		cfg.AddFlags(fs)
-		if err := fs.Parse(c.args); err != nil {
+		if err := fs.Parse(append([]string{"--cloud-provider=local", "--region=kind"}, c.args...)); err != nil {
 			t.Fatal(err)
 		}
 		if err := cfg.Complete(); err == nil || !strings.Contains(err.Error(), c.want) {

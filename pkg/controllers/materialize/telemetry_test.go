@@ -19,10 +19,37 @@ func configFrom(t *testing.T, args ...string) (*Config, error) {
 	var c Config
 	fs := pflag.NewFlagSet("environment", pflag.ContinueOnError)
 	c.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	// The required flags first; args come later and win.
+	if err := fs.Parse(append([]string{"--cloud-provider=local", "--region=kind"}, args...)); err != nil {
 		t.Fatal(err)
 	}
 	return &c, c.Complete()
+}
+
+// As upstream's, the program has no default cloud provider or region: a
+// silent one would give a production install's environments a
+// development cluster's ids.
+func TestCloudProviderAndRegionRequired(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, "--cloud-provider is required"},
+		{[]string{"--region=us-east-1"}, "--cloud-provider is required"},
+		{[]string{"--cloud-provider=gcp"}, "--region is required"},
+		{[]string{"--cloud-provider=gcp", "--region=us-central1"}, ""},
+	} {
+		var c Config
+		fs := pflag.NewFlagSet("environment", pflag.ContinueOnError)
+		c.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Complete()
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.wantErr)
+		}
+	}
 }
 
 // --segment-api-key and --segment-client-side reach environmentd where
