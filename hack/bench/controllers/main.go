@@ -51,6 +51,7 @@ func main() {
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
+	cpuProfile := flag.String("cpu-profile", "", "write the new leader's CPU profile of the hand-over and its resync (8 s from just before the leader stops) to this file (go tool pprof)")
 	gogc := flag.String("gogc", "50", "GOGC of the controllers: the chart's controllers.gogc by default; empty for the runtime's 100")
 	guardDoc := flag.String("guard", "", "compare the summary with the one recorded in this file (docs/benchmarks.md) and fail when a figure got worse by more than 20%")
 	record := flag.Bool("record", false, "with -guard: write this run's summary into the file instead")
@@ -60,7 +61,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	figures, err := run(*n, *workers, *qps, limit.Value(), *heapProfile, *gogc)
+	figures, err := run(*n, *workers, *qps, limit.Value(), *heapProfile, *cpuProfile, *gogc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
@@ -107,14 +108,14 @@ func check(doc, name, line string, figures map[string]float64, record bool) erro
 	return nil
 }
 
-func run(n, workers, qps int, memoryLimit int64, heapProfile, gogc string) (map[string]float64, error) {
+func run(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, gogc string) (map[string]float64, error) {
 	figures := map[string]float64{}
-	return figures, measure(n, workers, qps, memoryLimit, heapProfile, gogc, figures)
+	return figures, measure(n, workers, qps, memoryLimit, heapProfile, cpuProfile, gogc, figures)
 }
 
 // measure runs the bench, filling figures with the summary's headline
 // figures (all lower-is-better).
-func measure(n, workers, qps int, memoryLimit int64, heapProfile, gogc string, figures map[string]float64) error {
+func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, gogc string, figures map[string]float64) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -144,7 +145,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, gogc string, f
 	start := func(identity, health, metrics string) (*exec.Cmd, error) {
 		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--cloud-provider=local", "--region=kind", "--leader-election-namespace=default",
 			"--leader-election-identity="+identity, "--health-address="+health, "--metrics-address="+metrics,
-			"--profiling="+strconv.FormatBool(heapProfile != ""), "--memory-limit="+strconv.FormatInt(memoryLimit, 10),
+			"--profiling="+strconv.FormatBool(heapProfile != "" || cpuProfile != ""), "--memory-limit="+strconv.FormatInt(memoryLimit, 10),
 			"--workers="+strconv.Itoa(workers), "--log-level=warn",
 			"--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps),
 			"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
@@ -229,6 +230,13 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, gogc string, f
 	// The standby's CPU with its caches synced, before it leads: the
 	// resync's own CPU is what it uses from here.
 	warm := snapshot(standby.Process.Pid, metrics)
+	profiled := make(chan error, 1)
+	if cpuProfile != "" {
+		go func() { profiled <- saveProfile("http://"+health2+"/debug/pprof/profile?seconds=8", cpuProfile) }()
+		time.Sleep(100 * time.Millisecond)
+	} else {
+		profiled <- nil
+	}
 	_ = proc.Process.Signal(syscall.SIGTERM)
 	time.Sleep(200 * time.Millisecond) // draining: it takes no new work
 	changed := fmt.Sprintf("mz-%04d", n-1)
@@ -261,6 +269,9 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, gogc string, f
 	fmt.Printf("| controller CPU of the resync (from caches synced, as a standby, to the resync done) | %.2f s |\n", figures["resync_cpu_s"])
 	if figures["resync_writes_per_materialize"], err = printWrites(cp, "bench-2", n, "resync"); err != nil {
 		return err
+	}
+	if err := <-profiled; err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
 	}
 	_ = proc.Process.Signal(syscall.SIGTERM)
 	_ = proc.Wait()
@@ -479,24 +490,8 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 // was allocated in between), where the profile's sampled sizes are
 // estimates.
 func saveHeapProfile(health, metrics, path string) (string, error) {
-	resp, err := http.Get("http://" + health + "/debug/pprof/heap?gc=1")
-	if err != nil {
+	if err := saveProfile("http://"+health+"/debug/pprof/heap?gc=1", path); err != nil {
 		return "", fmt.Errorf("heap profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("heap profile: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		return "", err
 	}
 	live, err := program.Metric(metrics, "go_memstats_heap_alloc_bytes")
 	if err != nil {
@@ -559,3 +554,24 @@ func procStatus(pid int) map[string]int64 {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// saveProfile writes what url (a pprof endpoint) returns to file.
+func saveProfile(url, file string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -83,20 +83,18 @@ func apply[T any, AC any](ctx context.Context, live T, exists bool, desired AC,
 const OwnedDigestAnnotation = "orchestratord.materialize.cloud/cached-owned-fields-digest"
 
 // Digest fingerprints an apply configuration for the no-op check: two
-// digests are equal when the configurations' JSON values are (and, for
-// JSON the API server wrote, only then).
+// digests of configurations of one type are equal when their JSON is. The
+// desired configuration and the one extracted from the live object are
+// always of one Go type, whose encoding is already canonical (fields in
+// declaration order, map keys sorted, each number in its field's type), so
+// it is hashed as encoded: decoding and encoding again, which the no-op
+// check of every child in a resync did, took a third of a resync's CPU.
 func Digest(ac any) (string, error) {
-	v, err := asJSON(ac)
+	raw, err := json.Marshal(ac)
 	if err != nil {
 		return "", err
 	}
-	// Marshalled from decoded JSON: map keys sorted, numbers as float64,
-	// one encoding per value.
-	canonical, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(canonical)
+	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:]), nil
 }
 
