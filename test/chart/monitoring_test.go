@@ -345,7 +345,16 @@ func startMonitoredWebhook(t *testing.T) string {
 	}
 	// An idle connection, then a second one, which evicts it.
 	for range 2 {
-		conn, err := tls.Dial("tcp", https, tlsConfig)
+		// As above, the review's connection may still be counted for a
+		// moment, and a handshake then refused (reset): dial again.
+		var conn *tls.Conn
+		var err error
+		for attempt := 0; attempt < 20; attempt++ {
+			if conn, err = tls.Dial("tcp", https, tlsConfig); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
