@@ -10,6 +10,8 @@
 #   hack/cluster/cluster.sh audit-log   print the API server's audit log's path
 #   hack/cluster/cluster.sh restart NAME...  stop components (etcd, kube-apiserver,
 #                                       ...) gracefully, then start them again
+#   hack/cluster/cluster.sh kill NAME...  SIGKILL components (a crash: no
+#                                       shutdown, no flush), then start them again
 #   hack/cluster/cluster.sh load TAR... import OCI/Docker image tarballs
 #   hack/cluster/cluster.sh purge       down, then delete the state directory
 #
@@ -860,9 +862,12 @@ cmd_status() {
 # A component restarted on its own, as a node's supervisor would after an
 # upgrade or a crash: the chaos tests restart etcd and kube-apiserver with
 # the operator running.
+# cmd_restart SECONDS NAME...: stop (SIGKILL after SECONDS; 0 is a crash)
+# and start the named components again.
 cmd_restart() {
   [ "$(id -u)" = 0 ] || die "must run as root"
-  [ $# -gt 0 ] || die "usage: cluster.sh restart NAME..."
+  local wait=$1; shift
+  [ $# -gt 0 ] || die "usage: cluster.sh restart|kill NAME..."
   local name
   for name in "$@"; do
     case $name in
@@ -872,7 +877,16 @@ cmd_restart() {
   done
   exec 9>"$work/.lock"
   flock 9
-  stop 30 "$@"
+  if [ "$wait" = 0 ]; then
+    local pid
+    for name in "$@"; do
+      if pid=$(running_pid "$name"); then
+        log "killing $name (pid $pid)"
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+    done
+  fi
+  stop "$wait" "$@"
   cmd_up
 }
 
@@ -892,7 +906,8 @@ case ${1:-} in
   status) cmd_status ;;
   kubeconfig) echo "$admin_kubeconfig" ;;
   audit-log) echo "$logs/audit.log" ;;
-  restart) shift; cmd_restart "$@" ;;
+  restart) shift; cmd_restart 30 "$@" ;;
+  kill) shift; cmd_restart 0 "$@" ;;
   load) shift; cmd_load "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

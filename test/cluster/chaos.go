@@ -39,6 +39,17 @@ func RestartComponents(ctx context.Context, names ...string) error {
 	return nil
 }
 
+// KillComponents SIGKILLs the node's control-plane components named (a
+// crash: etcd gets no chance to flush or close its files) and starts them
+// again, returning once the node is Ready. Runs as root on the node.
+func KillComponents(ctx context.Context, names ...string) error {
+	out, err := exec.CommandContext(ctx, clusterScript(), append([]string{"kill"}, names...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cluster.sh kill %s: %w\n%s", strings.Join(names, " "), err, out)
+	}
+	return nil
+}
+
 // AuditLog reads the API server's audit log, its rotated backup included,
 // decoding only the lines that contain containing. It also returns when
 // the oldest file read begins: nothing before can be checked.
