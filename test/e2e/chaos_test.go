@@ -156,12 +156,16 @@ func TestChaosAPIServerRestartedMidRollout(t *testing.T) {
 	restartedMidRollout(t, "kube-apiserver", cluster.RestartComponents)
 }
 
-func TestChaosEtcdRestartedMidRollout(t *testing.T) { restartedMidRollout(t, "etcd", cluster.RestartComponents) }
+func TestChaosEtcdRestartedMidRollout(t *testing.T) {
+	restartedMidRollout(t, "etcd", cluster.RestartComponents)
+}
 
 // etcd crashes (SIGKILL: no shutdown, no flush) and comes back: what it
 // acknowledged survives, so the rollout completes with no generation lost
 // or duplicated and no write of a fenced leader.
-func TestChaosEtcdSIGKILLedMidRollout(t *testing.T) { restartedMidRollout(t, "etcd", cluster.KillComponents) }
+func TestChaosEtcdSIGKILLedMidRollout(t *testing.T) {
+	restartedMidRollout(t, "etcd", cluster.KillComponents)
+}
 
 // restartedMidRollout stops a control-plane component of the node (stop
 // is RestartComponents, SIGTERM, or KillComponents, SIGKILL), starts it
