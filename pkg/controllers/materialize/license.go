@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 )
 
@@ -60,7 +61,7 @@ func (r *reconciler) readBackendSecret(ctx context.Context, mz *v1alpha1.Materia
 // licenseKeyState reads the backend Secret's license key. An error reading
 // the Secret other than its absence leaves the condition as it is: a
 // passing API problem is not a licence problem.
-func (r *reconciler) licenseKeyState(mz *v1alpha1.Materialize, backend backendSecret) licenseState {
+func (r *reconciler) licenseKeyState(ctx context.Context, mz *v1alpha1.Materialize, backend backendSecret) licenseState {
 	now := r.o.Now()
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
 		return &metav1.Condition{Type: ConditionLicenseKey, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...),
@@ -72,7 +73,7 @@ func (r *reconciler) licenseKeyState(mz *v1alpha1.Materialize, backend backendSe
 	case apierrors.IsNotFound(err):
 		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid, "backend Secret %q does not exist", name)}
 	case err != nil:
-		r.d.Log.Info("license key not checked", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
+		controller.Logger(ctx, r.d.Log).Info("license key not checked", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
 		return licenseState{}
 	}
 	raw := secret.Data[LicenseKeyEntry]

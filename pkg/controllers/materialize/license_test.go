@@ -79,7 +79,7 @@ func TestLicenseKeyCondition(t *testing.T) {
 		if _, err := kube.CoreV1().Secrets(mz.Namespace).Update(context.Background(), secret, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		l := r.licenseKeyState(mz, r.readBackendSecret(context.Background(), mz))
+		l := r.licenseKeyState(context.Background(), mz, r.readBackendSecret(context.Background(), mz))
 		before := *st.DeepCopy()
 		setLicenseCondition(&st, l)
 		r.licenseEvent(mz, before, st)

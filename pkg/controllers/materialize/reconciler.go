@@ -489,7 +489,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 			in.Desired = r.observeLeader(ctx, leader, r.o.EnvironmentdURL(mz, e.id, desired), pre.problem)
 		}
 	}
-	license := r.licenseKeyState(mz, backend)
+	license := r.licenseKeyState(ctx, mz, backend)
 	out := rollout.Step(in)
 	setLicenseCondition(&out.Status, license)
 	err = r.act(ctx, e, out, leader)
