@@ -3,67 +3,22 @@ package nodeupgrade_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
-	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/nodeupgradetest"
 )
 
 var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	var err error
-	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cp.Stop()
-	os.Exit(code)
-}
-
-const settled = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10"
-
-// materialize creates a Materialize whose last rollout has completed.
-func materialize(t *testing.T, mz versioned.Interface, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	created, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, &v1alpha1.Materialize{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: "materialize/environmentd:v26.1.0", BackendSecretName: "backend",
-			RequestRollout: settled},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	completeRollout(t, mz, created)
-}
-
-func completeRollout(t *testing.T, mz versioned.Interface, m *v1alpha1.Materialize) {
-	t.Helper()
-	m.Status.LastCompletedRolloutRequest = m.Spec.RequestRollout
-	if _, err := mz.MaterializeV1alpha1().Materializes(m.Namespace).UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func namespace(t *testing.T, kube kubernetes.Interface) string {
-	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "nodeupgrade-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	controlplane.Main(m, controlplane.Options{}, func(started *controlplane.ControlPlane) { cp = started })
 }
 
 // RollOut against a real API server: one forced rollout per scope, none
@@ -71,11 +26,11 @@ func namespace(t *testing.T, kube kubernetes.Interface) string {
 // progress, and the stored object as the conversion would leave it.
 func TestRollOut(t *testing.T) {
 	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	mz := versioned.NewForConfigOrDie(cp.Config)
-	ns := namespace(t, kube)
-	materialize(t, mz, ns, "a")
-	materialize(t, mz, ns, "b")
+	w := nodeupgradetest.New(t, cp.Config)
+	kube, mz := w.Kube, w.MZ
+	ns := w.Namespace("", "nodeupgrade-")
+	w.Materialize(ns, "a")
+	w.Materialize(ns, "b")
 	a, b := nodeupgrade.Instance{Namespace: ns, Name: "a"}, nodeupgrade.Instance{Namespace: ns, Name: "b"}
 	gone := nodeupgrade.Instance{Namespace: ns, Name: "gone"}
 
@@ -108,13 +63,13 @@ func TestRollOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored.Spec.RequestRollout != conversion.RolloutRequest(hash) || stored.Spec.RequestRollout == settled {
+	if stored.Spec.RequestRollout != conversion.RolloutRequest(hash) || stored.Spec.RequestRollout == nodeupgradetest.Settled {
 		t.Errorf("requestRollout %q is not the one the conversion derives from the new hash", stored.Spec.RequestRollout)
 	}
 
 	// Same scope: never again, even once the rollout completed and past
 	// the cooldown.
-	completeRollout(t, mz, stored)
+	w.CompleteRollout(stored)
 	now = now.Add(time.Hour)
 	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.AlreadyDone})
 	// Another scope within the cooldown: no.
@@ -136,11 +91,9 @@ func TestRollOut(t *testing.T) {
 // Nodes and Affected page through real lists.
 func TestNodesAndAffectedPage(t *testing.T) {
 	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	ns := namespace(t, kube)
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w := nodeupgradetest.New(t, cp.Config)
+	kube := w.Kube
+	ns := w.Namespace("", "nodeupgrade-")
 	const n = 1100 // more than two pages of 500
 	for i := range n {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("paging-%04d", i), Labels: map[string]string{"paging": "yes"}},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,29 +16,18 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/api/option"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
-	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/nodeupgradetest"
 )
 
 var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	var err error
-	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cp.Stop()
-	os.Exit(code)
+	controlplane.Main(m, controlplane.Options{}, func(started *controlplane.ControlPlane) { cp = started })
 }
 
 const (
@@ -179,91 +167,30 @@ func upgradeEvent(pool string) map[string]string {
 		"project_id": "1234567890", "payload": string(payload)}
 }
 
-// world is the cluster a test runs in: nodes, namespaces with a settled
-// Materialize each, and data-plane pods on the nodes.
+// world is nodeupgradetest's, with names made unique per test by prefix.
 type world struct {
+	*nodeupgradetest.World
 	t      *testing.T
-	kube   kubernetes.Interface
-	mz     versioned.Interface
 	prefix string
 }
 
 func newWorld(t *testing.T, prefix string) *world {
-	return &world{t: t, kube: kubernetes.NewForConfigOrDie(cp.Config), mz: versioned.NewForConfigOrDie(cp.Config), prefix: prefix}
+	return &world{World: nodeupgradetest.New(t, cp.Config), t: t, prefix: prefix}
 }
 
+// node creates a Node of GKE node pool pool, and returns its name.
 func (w *world) node(name, pool string, cordoned bool) string {
 	w.t.Helper()
 	name = w.prefix + "-" + name
-	_, err := w.kube.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gke.NodePoolLabel: pool}},
-		Spec:       corev1.NodeSpec{Unschedulable: cordoned},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	w.Node(name, map[string]string{gke.NodePoolLabel: pool}, corev1.NodeSpec{Unschedulable: cordoned})
 	return name
 }
 
-const settled = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10"
-
-// environment makes a namespace with a Materialize "mz" whose last rollout
-// completed, and returns the namespace.
+// environment makes a namespace with a settled Materialize "mz", and
+// returns the namespace.
 func (w *world) environment(name string) string {
 	w.t.Helper()
-	ctx := context.Background()
-	ns := w.prefix + "-" + name
-	if _, err := w.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	if _, err := w.kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-	created, err := w.mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, &v1alpha1.Materialize{
-		ObjectMeta: metav1.ObjectMeta{Name: "mz"},
-		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: "materialize/environmentd:v26.1.0", BackendSecretName: "backend",
-			RequestRollout: settled},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.completeRollout(created)
-	return ns
-}
-
-func (w *world) completeRollout(m *v1alpha1.Materialize) {
-	w.t.Helper()
-	m.Status.LastCompletedRolloutRequest = m.Spec.RequestRollout
-	if _, err := w.mz.MaterializeV1alpha1().Materializes(m.Namespace).UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// pod binds a pod of app (environmentd, clusterd, balancerd) of the
-// namespace's Materialize to node, labelled as upstream labels them.
-func (w *world) pod(ns, name, app, node string) {
-	w.t.Helper()
-	_, err := w.kube.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"app.kubernetes.io/name": app, "materialize.cloud/organization-name": "mz", "materialize.cloud/organization-namespace": ns}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: app, Image: app}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-func (w *world) get(ns string) *v1alpha1.Materialize {
-	w.t.Helper()
-	m, err := w.mz.MaterializeV1alpha1().Materializes(ns).Get(context.Background(), "mz", metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return m
-}
-
-func (w *world) forceRollout(ns string) string {
-	return w.get(ns).Annotations[nodeupgrade.ForceRolloutAnnotation]
+	return w.Environment(w.prefix + "-" + name)
 }
 
 // run starts the watcher; the returned stop cancels it and waits for it.
@@ -280,7 +207,7 @@ func run(t *testing.T, w *world, srv *httptest.Server, watched []string) (logs *
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	tr := &nodeupgrade.Trigger{Kube: w.kube, MZ: w.mz, Log: log, Cooldown: cfg.Cooldown}
+	tr := &nodeupgrade.Trigger{Kube: w.Kube, MZ: w.MZ, Log: log, Cooldown: cfg.Cooldown}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { gke.Run(ctx, cfg, tr, log); close(done) }()
@@ -340,15 +267,15 @@ func TestUpgradeNotificationTriggersOneRolloutEach(t *testing.T) {
 	handCordoned := w.node("other-1", "other", true)
 	generic1 := w.node("generic-1", "generic", false)
 	a, b, c := w.environment("a"), w.environment("b"), w.environment("c")
-	w.pod(a, "environmentd-1-0", "environmentd", blue1)
-	w.pod(a, "clusterd-u1", "clusterd", green1)
-	w.pod(b, "clusterd-u1", "clusterd", blue2)
-	w.pod(b, "balancerd", "balancerd", green1)
+	w.Pod(a, "environmentd-1-0", "environmentd", blue1)
+	w.Pod(a, "clusterd-u1", "clusterd", green1)
+	w.Pod(b, "clusterd-u1", "clusterd", blue2)
+	w.Pod(b, "balancerd", "balancerd", green1)
 	// c runs on a pool cordoned by hand (no upgrade) and on an unaffected
 	// pool; its balancerd, which needs no rollout, on the upgrading pool.
-	w.pod(c, "environmentd-1-0", "environmentd", handCordoned)
-	w.pod(c, "clusterd-u1", "clusterd", generic1)
-	w.pod(c, "balancerd", "balancerd", blue1)
+	w.Pod(c, "environmentd-1-0", "environmentd", handCordoned)
+	w.Pod(c, "clusterd-u1", "clusterd", generic1)
+	w.Pod(c, "balancerd", "balancerd", blue1)
 
 	f, srv := newFakeGoogle(t)
 	for _, p := range []string{"materialize", "other", "generic"} {
@@ -389,32 +316,32 @@ func TestUpgradeNotificationTriggersOneRolloutEach(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // a few scans while cordoning
 	for _, ns := range []string{a, b, c} {
-		if v := w.forceRollout(ns); v != "" {
+		if v := w.ForceRollout(ns); v != "" {
 			t.Fatalf("%s triggered while the blue pool was still being cordoned", ns)
 		}
 	}
 
 	// Every blue node cordoned.
 	f.setPool("materialize", "RECONCILING", gke.PhaseDrainingBluePool)
-	eventually(t, "a and b triggered", func() bool { return w.forceRollout(a) != "" && w.forceRollout(b) != "" })
-	first := map[string]string{a: w.forceRollout(a), b: w.forceRollout(b)}
-	requests := map[string]string{a: w.get(a).Spec.RequestRollout, b: w.get(b).Spec.RequestRollout}
+	eventually(t, "a and b triggered", func() bool { return w.ForceRollout(a) != "" && w.ForceRollout(b) != "" })
+	first := map[string]string{a: w.ForceRollout(a), b: w.ForceRollout(b)}
+	requests := map[string]string{a: w.Get(a).Spec.RequestRollout, b: w.Get(b).Spec.RequestRollout}
 	for ns, r := range requests {
-		if r == settled {
+		if r == nodeupgradetest.Settled {
 			t.Errorf("%s: requestRollout unchanged; the reconciler would not roll out", ns)
 		}
 	}
 	// Their rollouts complete (the old pods stay where they are here)
 	// and the cooldown passes: still exactly one each.
-	w.completeRollout(w.get(a))
-	w.completeRollout(w.get(b))
+	w.CompleteRollout(w.Get(a))
+	w.CompleteRollout(w.Get(b))
 	time.Sleep(time.Second)
 	for ns, v := range first {
-		if got := w.forceRollout(ns); got != v || w.get(ns).Spec.RequestRollout != requests[ns] {
+		if got := w.ForceRollout(ns); got != v || w.Get(ns).Spec.RequestRollout != requests[ns] {
 			t.Errorf("%s triggered again: %q after %q", ns, got, v)
 		}
 	}
-	if v := w.forceRollout(c); v != "" {
+	if v := w.ForceRollout(c); v != "" {
 		t.Errorf("c (hand-cordoned and unaffected pools) triggered: %q", v)
 	}
 	if n := logged(logs, "node upgrade: triggering rollout: the Materialize has pods on nodes going away"); n != 2 {
@@ -439,24 +366,24 @@ func TestMissedNotificationCaughtByPoll(t *testing.T) {
 	unwatchedBlue := w.node("unwatched-1", "unwatched", true)
 	handCordoned := w.node("manual-1", "manual", true)
 	d, e, g := w.environment("d"), w.environment("e"), w.environment("g")
-	w.pod(d, "clusterd-u1", "clusterd", blue)
-	w.pod(e, "environmentd-1-0", "environmentd", handCordoned)
-	w.pod(g, "environmentd-1-0", "environmentd", unwatchedBlue)
+	w.Pod(d, "clusterd-u1", "clusterd", blue)
+	w.Pod(e, "environmentd-1-0", "environmentd", handCordoned)
+	w.Pod(g, "environmentd-1-0", "environmentd", unwatchedBlue)
 
 	f, srv := newFakeGoogle(t)
 	f.setPool("late", "RUNNING", gke.PhaseNodePoolSoaking) // soaking: RUNNING again, blueGreenInfo still there
 	f.setPool("manual", "RUNNING", "")
 	f.setPool("unwatched", "RECONCILING", gke.PhaseDrainingBluePool)
 	logs, stop := run(t, w, srv, []string{"late", "manual"})
-	eventually(t, "d triggered", func() bool { return w.forceRollout(d) != "" })
+	eventually(t, "d triggered", func() bool { return w.ForceRollout(d) != "" })
 	if n := logged(logs, "node upgrade: arming node pool", zap.String("pool", "late"), zap.String("reason", "GKE API reports an upgrade in progress")); n != 1 {
 		t.Errorf("late armed %d times by the poll, want 1", n)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if v := w.forceRollout(e); v != "" {
+	if v := w.ForceRollout(e); v != "" {
 		t.Errorf("e, on a node cordoned by hand, triggered: %q", v)
 	}
-	if v := w.forceRollout(g); v != "" {
+	if v := w.ForceRollout(g); v != "" {
 		t.Errorf("g, on an unwatched pool, triggered: %q", v)
 	}
 	if n := logged(logs, "node upgrade: arming node pool"); n != 1 {

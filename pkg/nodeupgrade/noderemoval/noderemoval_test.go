@@ -2,8 +2,6 @@ package noderemoval_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -11,27 +9,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
-	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/nodeupgradetest"
 )
 
 var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	var err error
-	cp, err = controlplane.Start(context.Background(), controlplane.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = cp.Stop()
-	os.Exit(code)
+	controlplane.Main(m, controlplane.Options{}, func(started *controlplane.ControlPlane) { cp = started })
 }
 
 func TestMarkedForRemoval(t *testing.T) {
@@ -59,8 +47,8 @@ const settled = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10"
 // again after it was unmarked triggers again.
 func TestTaintedNodesTriggerOneRolloutEach(t *testing.T) {
 	ctx := context.Background()
-	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	mz := versioned.NewForConfigOrDie(cp.Config)
+	w := nodeupgradetest.New(t, cp.Config)
+	kube := w.Kube
 	taint := func(key string) []corev1.Taint {
 		if key == "" {
 			return nil
@@ -74,55 +62,15 @@ func TestTaintedNodesTriggerOneRolloutEach(t *testing.T) {
 		"other":      {Taints: taint("dedicated")},
 	}
 	for name, spec := range nodes {
-		if _, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		w.Node(name, nil, spec)
 	}
 	for name := range nodes {
-		ns := "env-on-" + name
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		m, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, &v1alpha1.Materialize{ObjectMeta: metav1.ObjectMeta{Name: "mz"},
-			Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: "materialize/environmentd:v26.1.0", BackendSecretName: "backend", RequestRollout: settled}},
-			metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Status.LastCompletedRolloutRequest = settled
-		if _, err := mz.MaterializeV1alpha1().Materializes(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "clusterd-u1", Labels: map[string]string{"app.kubernetes.io/name": "clusterd",
-				"materialize.cloud/organization-name": "mz", "materialize.cloud/organization-namespace": ns}},
-			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "clusterd", Image: "clusterd"}}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		w.Pod(w.Environment("env-on-"+name), "clusterd-u1", "clusterd", name)
 	}
-	force := func(ns string) string {
-		m, err := mz.MaterializeV1alpha1().Materializes(ns).Get(ctx, "mz", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Annotations[nodeupgrade.ForceRolloutAnnotation]
-	}
-	completeRollout := func(ns string) {
-		m, err := mz.MaterializeV1alpha1().Materializes(ns).Get(ctx, "mz", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Status.LastCompletedRolloutRequest = m.Spec.RequestRollout
-		if _, err := mz.MaterializeV1alpha1().Materializes(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	force := w.ForceRollout
+	completeRollout := func(ns string) { w.CompleteRollout(w.Get(ns)) }
 
-	tr := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Log: zap.NewNop(), Cooldown: 200 * time.Millisecond}
+	tr := &nodeupgrade.Trigger{Kube: kube, MZ: w.MZ, Log: zap.NewNop(), Cooldown: 200 * time.Millisecond}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { noderemoval.Run(runCtx, 100*time.Millisecond, tr, zap.NewNop()); close(done) }()
