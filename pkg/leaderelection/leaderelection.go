@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	k8sle "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
@@ -126,6 +127,11 @@ type Config struct {
 	// finishing in-flight work under a valid lead context (see Stopping).
 	// Zero cancels the lead context at once.
 	DrainTimeout time.Duration
+	// Pod, when set, is the Pod this replica runs in, in Namespace: its
+	// presence Lease (see Spread) names it as owner, so the garbage
+	// collector deletes the Lease with the Pod when the replica could not
+	// (SIGKILL, OOM kill, a node lost).
+	Pod *metav1.OwnerReference
 }
 
 type stoppingKey struct{}

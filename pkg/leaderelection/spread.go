@@ -89,9 +89,13 @@ func (s *Spread) Run(ctx context.Context) {
 	}
 	tick := time.NewTicker(s.cfg.RetryPeriod)
 	defer tick.Stop()
+	var swept time.Time
 	for {
 		if err := s.heartbeat(ctx, name); err != nil && ctx.Err() == nil {
 			log.Warn("replica presence lease not renewed", zap.String("lease", name), zap.Error(err))
+		}
+		if now := time.Now(); now.Sub(swept) >= sweepEvery && s.sweep(ctx, now, log) {
+			swept = now
 		}
 		select {
 		case <-ctx.Done():
@@ -133,7 +137,7 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 		spec.AcquireTime = &now
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ReplicaLabel: "true"},
-				Annotations: map[string]string{CampaignsAnnotation: campaigns}},
+				Annotations: map[string]string{CampaignsAnnotation: campaigns}, OwnerReferences: s.owners()},
 			Spec: spec,
 		}, metav1.CreateOptions{})
 		return err
@@ -143,8 +147,65 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 	}
 	current.Spec.HolderIdentity, current.Spec.LeaseDurationSeconds, current.Spec.RenewTime = spec.HolderIdentity, spec.LeaseDurationSeconds, spec.RenewTime
 	metav1.SetMetaDataAnnotation(&current.ObjectMeta, CampaignsAnnotation, campaigns)
+	if owners := s.owners(); owners != nil {
+		current.OwnerReferences = owners
+	}
 	_, err = leases.Update(ctx, current, metav1.UpdateOptions{})
 	return err
+}
+
+// A presence Lease not renewed for staleAfter belongs to a replica that is
+// gone and could not delete it (SIGKILL, OOM kill, a lost node) and whose
+// Pod was not its owner (Config.Pod unset: not run in a Pod, or a Lease
+// written by an older version): sweep deletes it, checked every sweepEvery
+// by every replica. A replica that was only cut off that long makes its
+// Lease again on its next heartbeat.
+const (
+	staleAfter = time.Hour
+	sweepEvery = 10 * time.Minute
+)
+
+// sweep deletes the presence Leases stale at now, each only at the version
+// seen stale (a replica that renewed it in between keeps it). It reports
+// whether it looked: not before the informer has synced.
+func (s *Spread) sweep(ctx context.Context, now time.Time, log *zap.Logger) bool {
+	if !s.synced() {
+		return false
+	}
+	all, err := s.lister.List(labels.SelectorFromSet(labels.Set{ReplicaLabel: "true"}))
+	if err != nil {
+		return false
+	}
+	for _, l := range all {
+		if !presenceStale(l, now) {
+			continue
+		}
+		rv := l.ResourceVersion
+		err := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		switch {
+		case err == nil:
+			log.Info("stale replica presence lease deleted", zap.String("lease", l.Name), zap.Time("renewed", l.Spec.RenewTime.Time))
+		case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil:
+			log.Warn("stale replica presence lease not deleted", zap.String("lease", l.Name), zap.Error(err))
+		}
+	}
+	return true
+}
+
+func presenceStale(l *coordinationv1.Lease, now time.Time) bool {
+	renewed := l.CreationTimestamp.Time
+	if l.Spec.RenewTime != nil {
+		renewed = l.Spec.RenewTime.Time
+	}
+	return now.Sub(renewed) > staleAfter
+}
+
+// owners is the presence Lease's owner: this replica's Pod, if known.
+func (s *Spread) owners() []metav1.OwnerReference {
+	if s.cfg.Pod == nil {
+		return nil
+	}
+	return []metav1.OwnerReference{*s.cfg.Pod}
 }
 
 // MayAcquire tells whether this replica may take the free Lease named lease.

@@ -95,6 +95,60 @@ func requestRolloutAndWait(t *testing.T) {
 
 func TestLeasesHeldByRunningControllerPods(t *testing.T) {
 	leasesHeldByRunningPods(t)
+	presenceLeasesOwnedByLivePods(t)
+}
+
+// presenceLeasesOwnedByLivePods waits until each running controllers pod's
+// presence Lease names that pod as owner, every presence Lease with an
+// owner is owned by a Pod that exists with that UID (the garbage collector,
+// or the replica itself, removes the Lease of a pod that is gone), and any
+// without an owner (written by an older version) is younger than the sweep's
+// hour: none pile up.
+func presenceLeasesOwnedByLivePods(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var bad []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Kube.CoordinationV1().Leases(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: leaderelection.ReplicaLabel + "=true"})
+		if err != nil {
+			return false, nil
+		}
+		running, err := c.Kube.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controllers"})
+		if err != nil {
+			return false, nil
+		}
+		var found []string
+		owned := map[string]bool{}
+		for _, l := range list.Items {
+			refs := l.OwnerReferences
+			if len(refs) == 0 {
+				if time.Since(l.CreationTimestamp.Time) > time.Hour+10*time.Minute {
+					found = append(found, l.Name+": no owner, and not swept an hour on")
+				}
+				continue
+			}
+			if len(refs) != 1 || refs[0].Kind != "Pod" {
+				found = append(found, fmt.Sprintf("%s: owners %v", l.Name, refs))
+				continue
+			}
+			p, err := c.Kube.CoreV1().Pods(operatorNS).Get(ctx, refs[0].Name, metav1.GetOptions{})
+			if err != nil || p.UID != refs[0].UID {
+				found = append(found, fmt.Sprintf("%s: owner %s/%s not a live pod (%v)", l.Name, refs[0].Name, refs[0].UID, err))
+				continue
+			}
+			owned[p.Name] = l.Name == leaderelection.ReplicaLeaseName(p.Name)
+		}
+		for _, p := range running.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && !owned[p.Name] {
+				found = append(found, p.Name+": no presence Lease owned by it")
+			}
+		}
+		bad = found
+		return len(bad) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("presence Leases: %v", bad)
+	}
 }
 
 func leasesHeldByRunningPods(t *testing.T) {

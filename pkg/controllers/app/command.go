@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -418,6 +420,9 @@ func Run(ctx context.Context, o *Options) error {
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 		Logger: log, Metrics: registry, Health: health, DrainTimeout: o.DrainTimeout,
 		WatchHolderPods: o.CrashFailover,
+	}
+	if pod, uid := os.Getenv("POD_NAME"), os.Getenv("POD_UID"); pod != "" && uid != "" && cli.PodNamespace() == o.LeaderElectionNamespace {
+		leCfg.Pod = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod, UID: types.UID(uid)}
 	}
 	if o.CrashFailover {
 		// The pod's identity is the holder identity only as $POD_NAME.
