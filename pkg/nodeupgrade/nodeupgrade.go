@@ -69,6 +69,8 @@ type Trigger struct {
 	// UUIDs, as upstream's); tests replace them.
 	Now      func() time.Time
 	NewValue func() string
+	// Metrics, when set, counts the triggers' decisions and failures.
+	Metrics *Metrics
 
 	mu   sync.Mutex
 	last map[Instance]time.Time
@@ -224,6 +226,25 @@ const (
 	Failed      Outcome = "failed"
 )
 
+// label is the outcome as a metric label value.
+func (o Outcome) label() string {
+	switch o {
+	case Triggered:
+		return "triggered"
+	case AlreadyDone:
+		return "already_triggered"
+	case CoolingDown:
+		return "cooling_down"
+	case InProgress:
+		return "in_progress"
+	case Gone:
+		return "gone"
+	case Deleting:
+		return "deleting"
+	}
+	return "failed"
+}
+
 // RollOut requests one forced rollout of each affected Materialize, unless
 // it was already triggered in scope, was triggered by any scope within the
 // cooldown, or has a rollout in progress. reason says why, for the log.
@@ -245,6 +266,7 @@ func (t *Trigger) RollOut(ctx context.Context, scope, reason string, affected ma
 			zap.String("scope", scope), zap.Strings("nodes", nodes))
 		outcome, value, err := t.rollOut(ctx, scope, inst)
 		out[inst] = outcome
+		t.Metrics.rollout(scope, outcome)
 		switch outcome {
 		case Triggered:
 			log.Info("node upgrade: triggering rollout: the Materialize has pods on nodes going away",

@@ -3,9 +3,12 @@ package nodeupgrade_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,8 +39,9 @@ func TestRollOut(t *testing.T) {
 
 	now := time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
 	values := 0
+	reg := prometheus.NewRegistry()
 	tr := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Cooldown: time.Minute, Now: func() time.Time { return now },
-		NewValue: func() string { values++; return fmt.Sprintf("value-%d", values) }}
+		NewValue: func() string { values++; return fmt.Sprintf("value-%d", values) }, Metrics: nodeupgrade.NewMetrics(reg)}
 	affected := map[nodeupgrade.Instance][]string{a: {"n1"}, gone: {"n1"}}
 	expect := func(got map[nodeupgrade.Instance]nodeupgrade.Outcome, want map[nodeupgrade.Instance]nodeupgrade.Outcome) {
 		t.Helper()
@@ -47,7 +51,7 @@ func TestRollOut(t *testing.T) {
 			}
 		}
 	}
-	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.Triggered, gone: nodeupgrade.Gone})
+	expect(tr.RollOut(ctx, "upgrade/pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.Triggered, gone: nodeupgrade.Gone})
 	stored, err := mz.MaterializeV1alpha1().Materializes(ns).Get(ctx, "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -71,20 +75,33 @@ func TestRollOut(t *testing.T) {
 	// the cooldown.
 	w.CompleteRollout(stored)
 	now = now.Add(time.Hour)
-	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.AlreadyDone})
+	expect(tr.RollOut(ctx, "upgrade/pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.AlreadyDone})
 	// Another scope within the cooldown: no.
 	now = now.Add(time.Hour)
-	expect(tr.RollOut(ctx, "pool-2", "test", map[nodeupgrade.Instance][]string{b: {"n2"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.Triggered})
+	expect(tr.RollOut(ctx, "upgrade/pool-2", "test", map[nodeupgrade.Instance][]string{b: {"n2"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.Triggered})
 	now = now.Add(30 * time.Second)
-	expect(tr.RollOut(ctx, "pool-3", "test", map[nodeupgrade.Instance][]string{b: {"n3"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.CoolingDown})
+	expect(tr.RollOut(ctx, "upgrade/pool-3", "test", map[nodeupgrade.Instance][]string{b: {"n3"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.CoolingDown})
 	// Past the cooldown, but b's rollout is still in progress.
 	now = now.Add(time.Minute)
-	expect(tr.RollOut(ctx, "pool-3", "test", map[nodeupgrade.Instance][]string{b: {"n3"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.InProgress})
+	expect(tr.RollOut(ctx, "upgrade/pool-3", "test", map[nodeupgrade.Instance][]string{b: {"n3"}}), map[nodeupgrade.Instance]nodeupgrade.Outcome{b: nodeupgrade.InProgress})
 	// A forgotten scope triggers again.
-	tr.Forget("pool-1")
-	expect(tr.RollOut(ctx, "pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.Triggered})
+	tr.Forget("upgrade/pool-1")
+	expect(tr.RollOut(ctx, "upgrade/pool-1", "test", affected), map[nodeupgrade.Instance]nodeupgrade.Outcome{a: nodeupgrade.Triggered})
 	if values != 3 {
 		t.Errorf("%d force-rollout values drawn, want 3", values)
+	}
+	// Each decision counted under the scope's trigger ("upgrade").
+	want := `
+# HELP orchestratord_node_trigger_rollouts_total Decisions of the node triggers for a Materialize with pods on nodes going away, by trigger (gke-node-pool, node-removal) and outcome (triggered, already_triggered, cooling_down, in_progress, gone, deleting, failed).
+# TYPE orchestratord_node_trigger_rollouts_total counter
+orchestratord_node_trigger_rollouts_total{outcome="already_triggered",trigger="upgrade"} 1
+orchestratord_node_trigger_rollouts_total{outcome="cooling_down",trigger="upgrade"} 1
+orchestratord_node_trigger_rollouts_total{outcome="gone",trigger="upgrade"} 3
+orchestratord_node_trigger_rollouts_total{outcome="in_progress",trigger="upgrade"} 1
+orchestratord_node_trigger_rollouts_total{outcome="triggered",trigger="upgrade"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "orchestratord_node_trigger_rollouts_total"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -381,8 +381,11 @@ func startMonitoredControllers(t *testing.T) string {
 	release, tenant := namespaces[0], namespaces[1]
 	args := containerArgs(t, find(render(t, release), "Deployment", "orchestratord-controllers"))
 	health, metrics := freeAddr(t), freeAddr(t)
+	// The node removal trigger on, as a user would turn it on, for its
+	// series.
 	startProcess(t, buildBinary(t, "cmd/controllers"), append(args, "--kubeconfig="+cp.KubeconfigPath,
-		"--leader-election-identity=monitoring-test", "--health-address="+health, "--metrics-address="+metrics)...)
+		"--leader-election-identity=monitoring-test", "--health-address="+health, "--metrics-address="+metrics,
+		"--node-removal-rollout-trigger")...)
 	waitHTTP(t, "http://"+health+"/readyz")
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: tenant},

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,39 @@ type Readers struct {
 
 	mu       sync.Mutex
 	failures []string
+	// byCause counts failures by FailureCause; lastFailure is when the
+	// latest one happened.
+	byCause     map[string]int64
+	lastFailure time.Time
+}
+
+// Causes of a failed read, as the API server reports the webhook call's
+// error (FailureCause).
+const (
+	// CauseCut: the connection was reset while the request was on it (in
+	// flight when the webhook process died).
+	CauseCut = "cut"
+	// CauseClosed: the request was sent on a connection already closed by
+	// the peer (EOF), a race with the API server noticing the close.
+	CauseClosed = "closed"
+	// CauseRefused: a new connection reached a pod with no listener.
+	CauseRefused = "refused"
+	// CauseOther: anything else (the API server itself down, a timeout).
+	CauseOther = "other"
+)
+
+// FailureCause classifies a failed read's error.
+func FailureCause(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "connection refused") && strings.Contains(msg, "conversion webhook"):
+		return CauseRefused
+	case strings.Contains(msg, "connection reset by peer"), strings.Contains(msg, "broken pipe"):
+		return CauseCut
+	case strings.HasSuffix(msg, ": EOF") || strings.Contains(msg, ": EOF "):
+		return CauseClosed
+	}
+	return CauseOther
 }
 
 // ReadResult counts the reads of a Readers run.
@@ -43,7 +77,7 @@ func (r ReadResult) Total() int64 { return r.OK + r.Failed }
 // StartReaders starts n readers; Stop ends them.
 func (c *Clients) StartReaders(n int) *Readers {
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Readers{stop: stop}
+	r := &Readers{stop: stop, byCause: map[string]int64{}}
 	for range n {
 		r.wg.Go(func() {
 			for ctx.Err() == nil {
@@ -60,6 +94,8 @@ func (c *Clients) StartReaders(n int) *Readers {
 					if len(r.failures) < 5 {
 						r.failures = append(r.failures, err.Error())
 					}
+					r.byCause[FailureCause(err)]++
+					r.lastFailure = time.Now()
 					r.mu.Unlock()
 					// An API server that refuses connections fails a read
 					// at once: do not spin.
@@ -77,6 +113,14 @@ func (r *Readers) Failed() int64 { return r.failed.Load() }
 // ConversionFailed is the number of reads failed by the conversion webhook
 // so far.
 func (r *Readers) ConversionFailed() int64 { return r.conversionFailed.Load() }
+
+// Causes returns the failures so far by FailureCause, and when the latest
+// happened (zero if none).
+func (r *Readers) Causes() (map[string]int64, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.byCause), r.lastFailure
+}
 
 // Total is the number of reads so far.
 func (r *Readers) Total() int64 { return r.ok.Load() + r.failed.Load() }

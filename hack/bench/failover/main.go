@@ -20,7 +20,12 @@
 //     what the lease duration bounds;
 //   - webhook rollout: `rollout restart` of the webhook while readers GET the
 //     sample at v1 (every read converts), from two seconds before the
-//     restart until it completes; failed reads per rollout.
+//     restart until it completes; failed reads per rollout;
+//   - webhook SIGKILL (mode webhook-kill): under the same readers, SIGKILL
+//     one webhook pod's process (the pods in turn) and count the failed
+//     reads of the 15 s after it, by cause; the killed pod is then
+//     replaced gracefully (no read may fail then), so every kill is a
+//     first crash.
 //
 // Lease times come from the Lease itself (renewTime and acquireTime are
 // stamped by the holders' clocks, which on a single-node cluster are this
@@ -41,7 +46,9 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/test/cluster"
@@ -51,7 +58,7 @@ func main() {
 	runs := flag.Int("runs", 20, "handovers and crashes to measure, each")
 	rollouts := flag.Int("rollouts", 5, "webhook rollouts to measure")
 	readers := flag.Int("readers", 8, "concurrent readers during a webhook rollout")
-	modes := flag.String("modes", "handover,kill,expiry", "which failovers to measure: handover, kill (process and whole pod), expiry")
+	modes := flag.String("modes", "handover,kill,expiry,webhook-kill", "which failovers to measure: handover, kill (process and whole pod), expiry, webhook-kill")
 	flag.Parse()
 	if *runs < 1 || *rollouts < 0 || *readers < 1 {
 		fmt.Fprintln(os.Stderr, "failover-bench: -runs and -readers must be at least 1, -rollouts at least 0")
@@ -118,6 +125,12 @@ func run(ctx context.Context, c *cluster.Clients, runs, rollouts, readers int, m
 	row("crash failover: holder's whole pod SIGKILLed -> new term", killed[true])
 	row("expiry failover (pod force-deleted, no kubelet report): SIGKILL -> new holder", crash)
 	row("expiry failover: holder's last renewal -> new holder", sinceRenew)
+
+	if n := count(runs, modes, "webhook-kill"); n > 0 {
+		if err := webhookKills(ctx, c, n, readers); err != nil {
+			return err
+		}
+	}
 
 	if rollouts > 0 {
 		fmt.Println("\n| webhook rollout | readers | reads | failed | rollout took |")
@@ -224,4 +237,68 @@ func crashOver(ctx context.Context, c *cluster.Clients) (afterKill, afterRenewal
 		return 0, 0, err
 	}
 	return l.Spec.AcquireTime.Sub(crash.Killed), l.Spec.AcquireTime.Sub(crash.LastRenewal), nil
+}
+
+// webhookKillWindow is how long after a webhook SIGKILL reads are counted:
+// the e2e test requires that none fail after it.
+const webhookKillWindow = 15 * time.Second
+
+// webhookKills SIGKILLs the webhook pods in turn, runs times, under readers,
+// and prints the failed reads per kill and their causes.
+func webhookKills(ctx context.Context, c *cluster.Clients, runs, readers int) error {
+	r := c.StartReaders(readers)
+	defer r.Stop()
+	time.Sleep(2 * time.Second)
+	var failed []int64
+	var last []time.Duration
+	causes := map[string]int64{}
+	var betweenKills int64
+	for i := range runs {
+		pods, err := c.WebhookPods(ctx)
+		if err != nil || len(pods) < 2 {
+			return fmt.Errorf("webhook kill %d: want at least 2 webhook pods: %v (%d)", i+1, err, len(pods))
+		}
+		victim := pods[i%len(pods)]
+		k, err := c.KillWebhookUnderReads(ctx, r, &victim, webhookKillWindow)
+		if err != nil {
+			return fmt.Errorf("webhook kill %d: %w", i+1, err)
+		}
+		fmt.Fprintf(os.Stderr, "webhook kill %d/%d: %s\n", i+1, runs, k)
+		failed, last = append(failed, k.Failed), append(last, k.LastFailure)
+		for cause, n := range k.ByCause {
+			causes[cause] += n
+		}
+		// Replace the killed pod so the next kill of it is a first crash
+		// (the kubelet backs off restarting a crash-looping container).
+		before := r.Failed()
+		if err := c.Kube.CoreV1().Pods(cluster.OperatorNamespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Kube.CoreV1().Pods(cluster.OperatorNamespace).Get(ctx, victim.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}); err != nil {
+			return fmt.Errorf("%s not gone: %w", victim.Name, err)
+		}
+		if err := c.WaitRolledOut(ctx, cluster.WebhookDeployment, 5*time.Minute); err != nil {
+			return err
+		}
+		betweenKills += r.Failed() - before
+	}
+	res := r.Stop()
+	slices.Sort(failed)
+	sum := int64(0)
+	for _, f := range failed {
+		sum += f
+	}
+	nth := func(p float64) int64 { return failed[max(0, int(math.Ceil(float64(len(failed))*p))-1)] }
+	fmt.Printf("\n| webhook pod SIGKILLed, %d readers | kills | reads | failed per kill p50 | p99 | max | total | by cause | last failure after the kill, max |\n", readers)
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	slices.Sort(last)
+	fmt.Printf("| failed reads in the %v after the kill | %d | %d | %d | %d | %d | %d | %v | %v |\n", webhookKillWindow, len(failed), res.Total(),
+		nth(0.50), nth(0.99), failed[len(failed)-1], sum, causes, last[len(last)-1].Round(time.Millisecond))
+	if betweenKills > 0 {
+		return fmt.Errorf("%d reads failed while killed pods were replaced gracefully", betweenKills)
+	}
+	return nil
 }

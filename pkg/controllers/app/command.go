@@ -366,7 +366,7 @@ func Run(ctx context.Context, o *Options) error {
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
 				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
-			if run := o.nodeTriggers(kube, mz, log); run != nil {
+			if run := o.nodeTriggers(kube, mz, log, registry); run != nil {
 				alongside[name] = run
 			}
 		case "balancer":
@@ -511,18 +511,22 @@ func campaign(ctx context.Context, cfg leaderelection.Config, c *controller.Cont
 // is. Their Materialize writes go through the fenced clients with the
 // materialize Lease's lead context, as the reconciler's; one Trigger, so
 // its cooldown spans both.
-func (o *Options) nodeTriggers(kube kubernetes.Interface, mz versioned.Interface, log *zap.Logger) func(context.Context) {
+func (o *Options) nodeTriggers(kube kubernetes.Interface, mz versioned.Interface, log *zap.Logger, reg prometheus.Registerer) func(context.Context) {
+	if !o.EnableGCPNodeUpgrade && !o.NodeRemovalTrigger {
+		return nil
+	}
 	var runs []func(context.Context)
+	var enabled []string
 	trigger := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Log: log}
 	if o.EnableGCPNodeUpgrade {
+		enabled = append(enabled, gke.TriggerName)
 		runs = append(runs, func(ctx context.Context) { gke.Run(ctx, o.GCPNodeUpgrade, trigger, log) })
 	}
 	if o.NodeRemovalTrigger {
+		enabled = append(enabled, noderemoval.TriggerName)
 		runs = append(runs, func(ctx context.Context) { noderemoval.Run(ctx, 0, trigger, log) })
 	}
-	if len(runs) == 0 {
-		return nil
-	}
+	trigger.Metrics = nodeupgrade.NewMetrics(reg, enabled...)
 	return func(ctx context.Context) {
 		var wg sync.WaitGroup
 		for _, run := range runs {

@@ -42,6 +42,12 @@ func (a *armedPools) disarm(pool string) {
 	delete(a.pools, pool)
 }
 
+func (a *armedPools) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.pools)
+}
+
 // list returns the armed pools, sorted, each with when it was armed.
 func (a *armedPools) list() ([]string, map[string]time.Time) {
 	a.mu.Lock()

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -172,6 +174,8 @@ type world struct {
 	*nodeupgradetest.World
 	t      *testing.T
 	prefix string
+	// metrics is the registry of the trigger run starts.
+	metrics *prometheus.Registry
 }
 
 func newWorld(t *testing.T, prefix string) *world {
@@ -207,7 +211,8 @@ func run(t *testing.T, w *world, srv *httptest.Server, watched []string) (logs *
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	tr := &nodeupgrade.Trigger{Kube: w.Kube, MZ: w.MZ, Log: log, Cooldown: cfg.Cooldown}
+	w.metrics = prometheus.NewRegistry()
+	tr := &nodeupgrade.Trigger{Kube: w.Kube, MZ: w.MZ, Log: log, Cooldown: cfg.Cooldown, Metrics: nodeupgrade.NewMetrics(w.metrics)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { gke.Run(ctx, cfg, tr, log); close(done) }()
@@ -348,12 +353,64 @@ func TestUpgradeNotificationTriggersOneRolloutEach(t *testing.T) {
 		t.Errorf("%d rollouts triggered, want 2", n)
 	}
 
+	// The metrics say the same.
+	if got := metricValue(t, w.metrics, "orchestratord_node_upgrade_armed_pools"); got != 1 {
+		t.Errorf("armed pools %v, want 1", got)
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"orchestratord_node_trigger_rollouts_total", []string{"triggered", "gke-node-pool"}, 2}, // labels by name: outcome, trigger
+		{"orchestratord_node_upgrade_notifications_total", []string{"malformed"}, 1},
+		{"orchestratord_node_upgrade_notifications_total", []string{"ignored"}, 2},
+	} {
+		if got := metricValue(t, w.metrics, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if got := metricValue(t, w.metrics, "orchestratord_node_upgrade_notifications_total", "armed"); got < 1 {
+		t.Errorf("notifications armed = %v, want at least 1", got)
+	}
+
 	// The upgrade is over.
 	f.setPool("materialize", "RUNNING", "")
 	eventually(t, "the pool disarmed", func() bool {
 		return logged(logs, "node upgrade: disarming node pool", zap.String("pool", "materialize")) == 1
 	})
+	if got := metricValue(t, w.metrics, "orchestratord_node_upgrade_armed_pools"); got != 0 {
+		t.Errorf("armed pools %v after the disarm, want 0", got)
+	}
 	stop()
+}
+
+// metricValue is the value of the series of name whose label values, in
+// the order of their names, are values (0 if absent).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, values ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var got []string
+			for _, l := range m.GetLabel() {
+				got = append(got, l.GetValue())
+			}
+			if slices.Equal(got, values) {
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // A notification missed (sent while no replica led): the poll at start

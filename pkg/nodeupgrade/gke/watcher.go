@@ -47,6 +47,8 @@ func Run(ctx context.Context, cfg Config, trigger *nodeupgrade.Trigger, log *zap
 	// under the lead context, which stays valid while the term drains.
 	loops, stop := context.WithCancel(ctx)
 	defer stop()
+	// The pools armed are this term's: a standby follows none.
+	defer w.trigger.Metrics.ArmedPools(0)
 	go func() {
 		select {
 		case <-leaderelection.Stopping(ctx):
@@ -63,6 +65,7 @@ func Run(ctx context.Context, cfg Config, trigger *nodeupgrade.Trigger, log *zap
 			break
 		}
 		w.log.Warn("node upgrade: failed to initialize GCP clients, retrying", zap.Error(err))
+		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpGCPClients)
 		if !sleep(loops, credentialRetry) {
 			return
 		}
@@ -87,6 +90,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 func (w *watcher) arm(pool, reason string) {
 	armed, refused := w.armed.arm(pool, w.now())
+	w.trigger.Metrics.ArmedPools(w.armed.count())
 	switch {
 	case armed:
 		w.log.Info("node upgrade: arming node pool", zap.String("pool", pool), zap.String("reason", reason))
@@ -97,6 +101,7 @@ func (w *watcher) arm(pool, reason string) {
 
 func (w *watcher) disarm(pool, reason string, warn bool) {
 	w.armed.disarm(pool)
+	w.trigger.Metrics.ArmedPools(w.armed.count())
 	w.trigger.Forget(scope(pool))
 	log := w.log.Info
 	if warn {
@@ -107,7 +112,10 @@ func (w *watcher) disarm(pool, reason string, warn bool) {
 
 // scope is the trigger's scope of one arming of a pool: each Materialize
 // gets one forced rollout per upgrade of the pool.
-func scope(pool string) string { return "gke-node-pool/" + pool }
+func scope(pool string) string { return TriggerName + "/" + pool }
+
+// TriggerName names this trigger in scopes and metrics.
+const TriggerName = "gke-node-pool"
 
 // scanLoop polls the GKE API for upgrades (at once, then every
 // PollInterval) and checks the armed pools every ScanInterval. Checks run
@@ -126,6 +134,7 @@ func (w *watcher) scanLoop(loops, lead context.Context) {
 					return
 				}
 				w.log.Warn("node upgrade: failed to poll GKE for node pool upgrades", zap.Error(err))
+				w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpGKEPoll)
 			} else {
 				lastPoll = w.now()
 				for _, p := range pools {
@@ -161,6 +170,7 @@ func (w *watcher) check(ctx context.Context, pool string, armedAt time.Time) {
 	switch {
 	case err != nil:
 		w.log.Warn("node upgrade: failed to check armed node pool", zap.String("pool", pool), zap.Error(err))
+		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpGKECheck)
 		return
 	case gone:
 		w.disarm(pool, "the node pool no longer exists", false)
@@ -181,6 +191,7 @@ func (w *watcher) check(ctx context.Context, pool string, armedAt time.Time) {
 	nodes, err := w.trigger.Nodes(ctx, NodePoolLabel+"="+pool, func(n *corev1.Node) bool { return n.Spec.Unschedulable })
 	if err != nil {
 		w.log.Warn("node upgrade: failed to list the node pool's nodes", zap.String("pool", pool), zap.Error(err))
+		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpNodes)
 		return
 	}
 	if len(nodes) == 0 {
@@ -189,6 +200,7 @@ func (w *watcher) check(ctx context.Context, pool string, armedAt time.Time) {
 	affected, err := w.trigger.Affected(ctx, nodes)
 	if err != nil {
 		w.log.Warn("node upgrade: failed to find the pods on the node pool's cordoned nodes", zap.String("pool", pool), zap.Error(err))
+		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpPods)
 		return
 	}
 	w.trigger.RollOut(ctx, scope(pool), "GKE is upgrading node pool "+pool+" ("+phase+")", affected)
@@ -215,6 +227,7 @@ func (w *watcher) subscribe(ctx context.Context) {
 				limit, smallPulls = 1, maxMessages
 			default:
 				w.log.Warn("node upgrade: failed to pull GKE cluster notifications", zap.Error(err))
+				w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpPubSubPull)
 				sleep(ctx, retryAfter)
 			}
 			continue
@@ -247,6 +260,7 @@ func (w *watcher) subscribe(ctx context.Context) {
 			if err != nil && ctx.Err() == nil {
 				// Redelivered later; arming is idempotent.
 				w.log.Warn("node upgrade: failed to acknowledge GKE cluster notifications", zap.Int("messages", len(ackIDs)), zap.Error(err))
+				w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpPubSubAck)
 			}
 		}
 		if smallPulls > 0 {
@@ -264,10 +278,13 @@ func (w *watcher) handle(m *pubsub.PubsubMessage) {
 	pool, ignored, err := w.cfg.upgradingPool(m.Attributes)
 	switch {
 	case err != nil:
+		w.trigger.Metrics.Notification("malformed")
 		w.log.Warn("node upgrade: malformed GKE notification; acknowledging it", zap.String("messageId", truncate(m.MessageId, 64)), zap.Error(err))
 	case pool == "":
+		w.trigger.Metrics.Notification("ignored")
 		w.log.Debug("node upgrade: ignoring notification", zap.String("messageId", truncate(m.MessageId, 64)), zap.String("reason", ignored))
 	default:
+		w.trigger.Metrics.Notification("armed")
 		w.arm(pool, "received a GKE node pool UpgradeEvent notification")
 	}
 }

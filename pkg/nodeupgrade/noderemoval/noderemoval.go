@@ -32,7 +32,10 @@ const DefaultScanInterval = 15 * time.Second
 
 // scope is the trigger's one scope: a Materialize is triggered once while
 // its pods sit on marked nodes, and again only after they no longer do.
-const scope = "node-removal"
+const scope = TriggerName
+
+// TriggerName names this trigger in scopes and metrics.
+const TriggerName = "node-removal"
 
 // MarkedForRemoval reports the taint marking n for removal, if any.
 func MarkedForRemoval(n *corev1.Node) (string, bool) {
@@ -81,6 +84,7 @@ func scan(ctx context.Context, trigger *nodeupgrade.Trigger, log *zap.Logger, be
 	})
 	if err != nil {
 		log.Warn("node removal: failed to list nodes", zap.Error(err))
+		trigger.Metrics.Error(scope, nodeupgrade.OpNodes)
 		return before
 	}
 	names := make([]string, 0, len(nodes))
@@ -96,6 +100,7 @@ func scan(ctx context.Context, trigger *nodeupgrade.Trigger, log *zap.Logger, be
 	affected, err := trigger.Affected(ctx, nodes)
 	if err != nil {
 		log.Warn("node removal: failed to find the pods on nodes marked for removal", zap.Error(err))
+		trigger.Metrics.Error(scope, nodeupgrade.OpPods)
 		return nodes
 	}
 	trigger.Retain(scope, affected)

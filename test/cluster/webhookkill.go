@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// WebhookKill is what readers saw around one SIGKILL of a webhook pod.
+type WebhookKill struct {
+	Pod string
+	// Reads and Failed count the reads in the window after the kill.
+	Reads, Failed int64
+	// ByCause splits Failed by FailureCause.
+	ByCause map[string]int64
+	// LastFailure is how long after the kill the last failed read of the
+	// window was (zero if none failed).
+	LastFailure time.Duration
+}
+
+// KillWebhookUnderReads SIGKILLs the webhook process of victim while r
+// reads, counts the reads of the window that follows, then waits until the
+// kubelet has restarted the container and the webhook is rolled out again.
+// Runs as root on the node.
+func (c *Clients) KillWebhookUnderReads(ctx context.Context, r *Readers, victim *corev1.Pod, window time.Duration) (WebhookKill, error) {
+	out := WebhookKill{Pod: victim.Name, ByCause: map[string]int64{}}
+	failed, total := r.Failed(), r.Total()
+	causes, _ := r.Causes()
+	killed := time.Now()
+	if err := KillContainer(string(victim.UID), "webhook"); err != nil {
+		return out, err
+	}
+	time.Sleep(window)
+	out.Reads, out.Failed = r.Total()-total, r.Failed()-failed
+	after, last := r.Causes()
+	for cause, n := range after {
+		if d := n - causes[cause]; d > 0 {
+			out.ByCause[cause] = d
+		}
+	}
+	if out.Failed > 0 {
+		out.LastFailure = last.Sub(killed)
+	}
+	restarts := func(p *corev1.Pod) (n int32) {
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+		return n
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Kube.CoreV1().Pods(OperatorNamespace).Get(ctx, victim.Name, metav1.GetOptions{})
+		return err == nil && restarts(p) > restarts(victim), nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("%s was not restarted: the SIGKILL did not reach its webhook process: %w", victim.Name, err)
+	}
+	return out, c.WaitRolledOut(ctx, WebhookDeployment, 5*time.Minute)
+}
+
+// WebhookPods lists the webhook's running pods.
+func (c *Clients) WebhookPods(ctx context.Context) ([]corev1.Pod, error) {
+	list, err := c.Kube.CoreV1().Pods(OperatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// String is one line for a report.
+func (k WebhookKill) String() string {
+	return fmt.Sprintf("%s: %d of %d reads failed %v, the last %v after the kill", k.Pod, k.Failed, k.Reads, k.ByCause, k.LastFailure.Round(time.Millisecond))
+}
