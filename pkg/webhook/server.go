@@ -38,6 +38,9 @@ type Server struct {
 	// MaxConnections caps the open HTTPS connections (zero means
 	// DefaultMaxConnections; connlimit.go).
 	MaxConnections int
+	// Listen opens (or, under a supervisor, inherits) the listener of an
+	// address; nil means net.Listen.
+	Listen func(address string) (net.Listener, error)
 	Convert        http.Handler
 	Gatherer       prometheus.Gatherer
 	Metrics        *Metrics
@@ -101,7 +104,11 @@ func (s *Server) Run(ctx context.Context) error {
 		plain[s.MetricsAddress] = m
 	}
 
-	secureLn, err := net.Listen("tcp", s.ListenAddress)
+	listen := s.Listen
+	if listen == nil {
+		listen = func(address string) (net.Listener, error) { return net.Listen("tcp", address) }
+	}
+	secureLn, err := listen(s.ListenAddress)
 	if err != nil {
 		return fmt.Errorf("--listen-address: %w", err)
 	}
@@ -117,9 +124,19 @@ func (s *Server) Run(ctx context.Context) error {
 	secure.ConnState = limited.ConnState
 	errs := make(chan error, 1+len(plain))
 	servers := []*http.Server{secure}
-	go func() { errs <- secure.ServeTLS(limited, "", "") }()
+	go func() {
+		// Accepted only once a certificate is ready: until then the
+		// connections wait in the listener's backlog (one inherited
+		// across a crash holds the API server's dials) rather than fail
+		// their handshake.
+		if !s.waitReady(ctx) {
+			errs <- nil
+			return
+		}
+		errs <- secure.ServeTLS(limited, "", "")
+	}()
 	for addr, handler := range plain {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := listen(addr)
 		if err != nil {
 			secureLn.Close()
 			return fmt.Errorf("listening on %s: %w", addr, err)
@@ -174,6 +191,19 @@ func (s *Server) closeWhileDraining(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// waitReady waits until Ready reports the server can serve, or ctx ends
+// (false).
+func (s *Server) waitReady(ctx context.Context) bool {
+	for s.Ready != nil && s.Ready() != nil {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

@@ -58,17 +58,83 @@ func findProcess(comm string, match func(procDir string) bool) (int, error) {
 	return 0, errors.New("no matching " + comm + " process on this node")
 }
 
-// KillContainer SIGKILLs the process named comm in the pod with the given
-// UID (found through its cgroup), as an OOM kill or a node problem would:
-// nothing drains. Runs as root on the node.
-func KillContainer(podUID, comm string) error {
-	forms := [][]byte{[]byte(podUID), []byte(strings.ReplaceAll(podUID, "-", "_"))} // cgroupfs, systemd
-	pid, err := findProcess(comm, func(dir string) bool {
-		cgroup, _ := os.ReadFile(filepath.Join(dir, "cgroup"))
-		return bytes.Contains(cgroup, forms[0]) || bytes.Contains(cgroup, forms[1])
-	})
+// Killed is a process KillContainer killed.
+type Killed struct {
+	PID int
+	// Started is its start time (clock ticks since boot).
+	Started uint64
+}
+
+// KillContainer SIGKILLs the newest process named comm in the pod with the
+// given UID (found through its cgroup), as an OOM kill or a node problem
+// would: nothing drains. Under a supervisor (the webhook's --supervise) that
+// is the server, not the supervisor holding its sockets. Runs as root on
+// the node.
+func KillContainer(podUID, comm string) (Killed, error) {
+	procs, err := processesNamed(podUID, comm)
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", podUID, err)
+		return Killed{}, err
 	}
-	return syscall.Kill(pid, syscall.SIGKILL)
+	var victim Killed
+	for _, p := range procs {
+		if victim.PID == 0 || p.Started > victim.Started {
+			victim = p
+		}
+	}
+	if victim.PID == 0 {
+		return Killed{}, fmt.Errorf("pod %s: no %s process", podUID, comm)
+	}
+	return victim, syscall.Kill(victim.PID, syscall.SIGKILL)
+}
+
+// StartedSince reports whether a process named comm started after k runs
+// in the pod with the given UID: k's replacement.
+func StartedSince(podUID, comm string, k Killed) bool {
+	procs, _ := processesNamed(podUID, comm)
+	for _, p := range procs {
+		if p.Started > k.Started && p.PID != k.PID {
+			return true
+		}
+	}
+	return false
+}
+
+// processesNamed lists the processes named comm in the pod, with their
+// start times.
+func processesNamed(podUID, comm string) ([]Killed, error) {
+	pids, err := processesOfPod(podUID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Killed
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid))
+		name, err := os.ReadFile(filepath.Join(dir, "comm"))
+		if err != nil || string(bytes.TrimSpace(name)) != comm {
+			continue
+		}
+		if started, err := startTime(dir); err == nil {
+			out = append(out, Killed{PID: pid, Started: started})
+		}
+	}
+	return out, nil
+}
+
+// startTime is a process's start time (clock ticks since boot), field 22
+// of /proc/<pid>/stat; the fields after the command, which may hold spaces
+// and parentheses, start after its last ')'.
+func startTime(procDir string) (uint64, error) {
+	stat, err := os.ReadFile(filepath.Join(procDir, "stat"))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.ParseUint(fields[19], 10, 64) // field 22: the 20th after the command
 }

@@ -31,7 +31,8 @@ func (c *Clients) KillWebhookUnderReads(ctx context.Context, r *Readers, victim 
 	failed, total := r.Failed(), r.Total()
 	causes, _ := r.Causes()
 	killed := time.Now()
-	if err := KillContainer(string(victim.UID), "webhook"); err != nil {
+	killedProc, err := KillContainer(string(victim.UID), "webhook")
+	if err != nil {
 		return out, err
 	}
 	time.Sleep(window)
@@ -45,20 +46,36 @@ func (c *Clients) KillWebhookUnderReads(ctx context.Context, r *Readers, victim 
 	if out.Failed > 0 {
 		out.LastFailure = last.Sub(killed)
 	}
-	restarts := func(p *corev1.Pod) (n int32) {
-		for _, cs := range p.Status.ContainerStatuses {
-			n += cs.RestartCount
-		}
-		return n
-	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Kube.CoreV1().Pods(OperatorNamespace).Get(ctx, victim.Name, metav1.GetOptions{})
-		return err == nil && restarts(p) > restarts(victim), nil
-	})
-	if err != nil {
-		return out, fmt.Errorf("%s was not restarted: the SIGKILL did not reach its webhook process: %w", victim.Name, err)
+	if err := c.WaitWebhookReplaced(ctx, victim, killedProc); err != nil {
+		return out, err
 	}
 	return out, c.WaitRolledOut(ctx, WebhookDeployment, 5*time.Minute)
+}
+
+// WaitWebhookReplaced waits until the webhook process k, SIGKILLed in
+// victim, has been replaced (by the supervisor in the same container, or by
+// the kubelet restarting the container) and the pod is ready again.
+func (c *Clients) WaitWebhookReplaced(ctx context.Context, victim *corev1.Pod, k Killed) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Kube.CoreV1().Pods(OperatorNamespace).Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return StartedSince(string(victim.UID), "webhook", k) && podReady(p), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the webhook process %d SIGKILLed in %s was not replaced: %w", k.PID, victim.Name, err)
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // WebhookPods lists the webhook's running pods.

@@ -302,7 +302,7 @@ func TestChaosAllWebhookPodsButOneSIGKILLed(t *testing.T) {
 	}
 	before := l.readers.Failed()
 	for _, victim := range list.Items[1:] {
-		if err := cluster.KillContainer(string(victim.UID), "webhook"); err != nil {
+		if _, err := cluster.KillContainer(string(victim.UID), "webhook"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/cli"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/pkg/servingcert"
+	"github.com/materializeinc/orchestratord/pkg/supervisor"
 	"github.com/materializeinc/orchestratord/pkg/webhook"
 )
 
@@ -60,6 +62,7 @@ type Options struct {
 	CAValidity         time.Duration
 	CARenewBefore      time.Duration
 	LeafValidity       time.Duration
+	Supervise          bool
 }
 
 // NewCommand returns the webhook root command.
@@ -98,10 +101,39 @@ func NewCommand() *cobra.Command {
 	fs.DurationVar(&o.CARenewBefore, "ca-renew-before", 0,
 		"self-signed mode: how long before its expiry a CA is replaced (at least --cert-validity, less than --ca-validity); 0 means a third of --ca-validity")
 	fs.DurationVar(&o.LeafValidity, "cert-validity", servingcert.DefaultLeafValidity, "self-signed mode: lifetime of a serving certificate; renewed after two thirds")
+	fs.BoolVar(&o.Supervise, "supervise", false,
+		"run the server as a child process on listening sockets this process holds, and start a new one at once if it crashes: "+
+			"the API server's connections queue while it restarts instead of being refused")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if o.Supervise && !supervisor.Supervised() {
+			return supervise(cmd.Context(), o)
+		}
 		return Run(cmd.Context(), o)
 	}
 	return cmd
+}
+
+// supervise runs the webhook as a supervised child (package supervisor)
+// with this process's arguments, on the three addresses' listeners.
+func supervise(ctx context.Context, o *Options) error {
+	log, err := o.Logging.New(os.Stderr)
+	if err != nil {
+		return err
+	}
+	log = log.Named("supervisor")
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return supervisor.Run(ctx, supervisor.Config{
+		Addresses: []string{o.ListenAddress, o.HealthAddress, o.MetricsAddress},
+		Log:       log,
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(self, os.Args[1:]...)
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			return cmd
+		},
+	})
 }
 
 // certSource is a TLS mode: it supplies certificates until its context ends.
@@ -143,6 +175,7 @@ func Run(ctx context.Context, o *Options) error {
 			MaxInFlightMemory: memory, MaxInFlightReviews: o.MaxInFlightReviews},
 		Gatherer: registry,
 		Metrics:  metrics,
+		Listen:   supervisor.Listen,
 	}
 	source, err := o.certSource(logger.Named("tls"))
 	if err != nil {

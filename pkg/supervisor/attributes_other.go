@@ -1,0 +1,7 @@
+//go:build !linux
+
+package supervisor
+
+import "syscall"
+
+func childAttributes() *syscall.SysProcAttr { return nil }
