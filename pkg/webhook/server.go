@@ -40,10 +40,10 @@ type Server struct {
 	MaxConnections int
 	// Listen opens (or, under a supervisor, inherits) the listener of an
 	// address; nil means net.Listen.
-	Listen func(address string) (net.Listener, error)
-	Convert        http.Handler
-	Gatherer       prometheus.Gatherer
-	Metrics        *Metrics
+	Listen   func(address string) (net.Listener, error)
+	Convert  http.Handler
+	Gatherer prometheus.Gatherer
+	Metrics  *Metrics
 
 	draining atomic.Bool
 }
