@@ -336,3 +336,31 @@ func TestSchemaRejectsBadEnvironmentValues(t *testing.T) {
 		}
 	}
 }
+
+// The install notes warn while cloudProvider.type is the chart's default,
+// local (it becomes part of every environment's id), and not once a real
+// provider and region are set. Notes render only on install or upgrade:
+// a client-side dry run against the test's API server (whose CRDs are not
+// the release's, so the chart's are left out).
+func TestNotesWarnOfTheLocalCloudProvider(t *testing.T) {
+	notes := func(args ...string) string {
+		t.Helper()
+		out, err := helmRun(append([]string{"install", "orchestratord", chartDir, "--namespace", "notes", "--dry-run=client",
+			"--kubeconfig", cp.KubeconfigPath, "--set", "crds.enabled=false"}, args...)...)
+		if err != nil {
+			t.Fatalf("helm install --dry-run=client %v: %v\n%s", args, err, out)
+		}
+		_, after, ok := strings.Cut(out, "\nNOTES:\n")
+		if !ok {
+			t.Fatalf("no NOTES in:\n%s", out)
+		}
+		return after
+	}
+	const warning = `WARNING: cloudProvider.type is "local" (region "kind")`
+	if got := notes(); !strings.Contains(got, warning) {
+		t.Errorf("default values: no warning in the notes:\n%s", got)
+	}
+	if got := notes("--set", "cloudProvider.type=generic,cloudProvider.region=eu-west-1"); strings.Contains(got, "WARNING") {
+		t.Errorf("generic, eu-west-1: the notes warn:\n%s", got)
+	}
+}
