@@ -30,6 +30,8 @@ type Readers struct {
 	// latest one happened.
 	byCause     map[string]int64
 	lastFailure time.Time
+	// examples holds the first error of each cause.
+	examples map[string]string
 }
 
 // Causes of a failed read, as the API server reports the webhook call's
@@ -77,7 +79,7 @@ func (r ReadResult) Total() int64 { return r.OK + r.Failed }
 // StartReaders starts n readers; Stop ends them.
 func (c *Clients) StartReaders(n int) *Readers {
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Readers{stop: stop, byCause: map[string]int64{}}
+	r := &Readers{stop: stop, byCause: map[string]int64{}, examples: map[string]string{}}
 	for range n {
 		r.wg.Go(func() {
 			for ctx.Err() == nil {
@@ -94,7 +96,11 @@ func (c *Clients) StartReaders(n int) *Readers {
 					if len(r.failures) < 5 {
 						r.failures = append(r.failures, err.Error())
 					}
-					r.byCause[FailureCause(err)]++
+					cause := FailureCause(err)
+					if r.byCause[cause] == 0 {
+						r.examples[cause] = err.Error()
+					}
+					r.byCause[cause]++
 					r.lastFailure = time.Now()
 					r.mu.Unlock()
 					// An API server that refuses connections fails a read
@@ -120,6 +126,13 @@ func (r *Readers) Causes() (map[string]int64, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return maps.Clone(r.byCause), r.lastFailure
+}
+
+// Examples returns the first error of each cause seen so far.
+func (r *Readers) Examples() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.examples)
 }
 
 // Total is the number of reads so far.

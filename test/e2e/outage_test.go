@@ -95,12 +95,13 @@ func TestAPIServerOutageRejoinsWithoutRestart(t *testing.T) {
 // Each webhook pod in turn SIGKILLed under a steady load of reads at v1
 // (one of them is the one the API server's connection uses), nothing
 // drained, as in an OOM kill. The API server does not retry a conversion
-// whose connection dies, so reads in flight on the killed process fail: at
-// most one per reader (each has one read in flight). None may fail because
-// a connection was refused: the supervisor holds the listening socket and
-// starts a new server at once (before it did, a kill cost up to 18 reads,
-// mostly refused dials, docs/benchmarks.md). None may fail 15 s after a
-// kill.
+// whose connection dies, so reads in flight on the killed process fail
+// (each reader has one in flight), and a few more can race the API server
+// noticing a dead idle connection: the bound is twice the readers. None may
+// fail because a connection was refused: the supervisor holds the listening
+// socket and starts a new server at once (before it did, a kill cost up to
+// 18 reads, mostly refused dials; docs/benchmarks.md). None may fail 15 s
+// after a kill.
 func TestWebhookPodSIGKILLUnderReads(t *testing.T) {
 	ctx := context.Background()
 	waitRolledOut(t, webhook)
@@ -121,8 +122,8 @@ func TestWebhookPodSIGKILLUnderReads(t *testing.T) {
 		if k.ByCause[cluster.CauseRefused] > 0 {
 			t.Errorf("%s: %d reads failed on a refused connection: nothing held the listening socket while the server restarted", victim.Name, k.ByCause[cluster.CauseRefused])
 		}
-		if k.Failed > readers {
-			t.Errorf("%s: %d reads failed, more than the %d in flight", victim.Name, k.Failed, readers)
+		if k.Failed > 2*readers {
+			t.Errorf("%s: %d reads failed, more than twice the %d in flight", victim.Name, k.Failed, readers)
 		}
 		late := r.Failed()
 		time.Sleep(5 * time.Second)
@@ -130,7 +131,7 @@ func TestWebhookPodSIGKILLUnderReads(t *testing.T) {
 			t.Errorf("%d reads failed more than 15 s after the SIGKILL of %s", n, victim.Name)
 		}
 	}
-	if res := r.Stop(); res.Failed > 0 {
-		t.Logf("first errors: %v", res.Failures)
+	for cause, example := range r.Examples() {
+		t.Logf("first %s failure: %s", cause, example)
 	}
 }

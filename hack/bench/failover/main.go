@@ -297,6 +297,9 @@ func webhookKills(ctx context.Context, c *cluster.Clients, runs, readers int) er
 	slices.Sort(last)
 	fmt.Printf("| failed reads in the %v after the kill | %d | %d | %d | %d | %d | %d | %v | %v |\n", webhookKillWindow, len(failed), res.Total(),
 		nth(0.50), nth(0.99), failed[len(failed)-1], sum, causes, last[len(last)-1].Round(time.Millisecond))
+	for cause, example := range r.Examples() {
+		fmt.Fprintf(os.Stderr, "  first %s failure: %s\n", cause, example)
+	}
 	if betweenKills > 0 {
 		return fmt.Errorf("%d reads failed while killed pods were replaced gracefully", betweenKills)
 	}
