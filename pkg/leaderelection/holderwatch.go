@@ -116,5 +116,10 @@ func (h *holderWatch) claim(ctx context.Context, dead *Incarnation, namespace, n
 		return false
 	}
 	h.c.log.Info("lease holder's process terminated", zap.String("holder", dead.Pod), zap.String("incarnation", dead.ID))
-	return h.c.take(ctx, current, "lease of a terminated holder claimed")
+	// The claim, once sent, is seen through: the watch of the Lease sees it
+	// land and stops this follower, whose cancellation would otherwise
+	// abandon the response and leave a claim made but not known.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.c.cfg.RenewDeadline)
+	defer cancel()
+	return h.c.take(claimCtx, current, "lease of a terminated holder claimed")
 }

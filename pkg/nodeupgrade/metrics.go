@@ -20,13 +20,13 @@ type Metrics struct {
 // Triggers and the operations each can fail at, for the series NewMetrics
 // starts at zero (so that increase() sees the first failure).
 var triggerOperations = map[string][]string{
-	"gke-node-pool": {OpGCPClients, OpGKEPoll, OpGKECheck, OpPubSubPull, OpPubSubAck, OpNodes, OpPods},
-	"node-removal":  {OpNodes, OpPods},
+	TriggerGKENodePool: {OpGCPClients, OpGKEPoll, OpGKECheck, OpPubSubPull, OpPubSubAck, OpNodes, OpPods, OpMaterialize},
+	TriggerNodeRemoval: {OpNodes, OpPods, OpMaterialize},
 }
 
 // NewMetrics registers the node triggers' metrics with reg, with the
-// series of the enabled triggers (their names: "gke-node-pool",
-// "node-removal") at zero.
+// series of the enabled triggers (TriggerGKENodePool, TriggerNodeRemoval)
+// at zero.
 func NewMetrics(reg prometheus.Registerer, enabled ...string) *Metrics {
 	m := &Metrics{
 		rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -67,6 +67,15 @@ const (
 	OpPubSubAck  = "pubsub_ack"
 	OpNodes      = "list_nodes"
 	OpPods       = "list_pods"
+	// OpMaterialize: reading or patching a Materialize to request its
+	// rollout (the step that protects it).
+	OpMaterialize = "update_materialize"
+)
+
+// The triggers, as named in scopes ("<trigger>/...") and metrics.
+const (
+	TriggerGKENodePool = "gke-node-pool"
+	TriggerNodeRemoval = "node-removal"
 )
 
 // Error counts a failed operation of the trigger named by scope.
@@ -93,6 +102,9 @@ func (m *Metrics) ArmedPools(n int) {
 func (m *Metrics) rollout(scope string, o Outcome) {
 	if m != nil {
 		m.rollouts.WithLabelValues(triggerOf(scope), o.label()).Inc()
+		if o == Failed {
+			m.Error(scope, OpMaterialize)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package supervisor keeps a server's listening sockets open across a crash
 // of the server. The supervisor opens the listeners and runs the server as a
-// child process that inherits them; when the child dies (an OOM kill, a
-// SIGKILL, a panic) it starts a new one at once. Meanwhile the kernel keeps
+// child process that inherits them; when the child dies (a panic, a fatal
+// runtime error, a SIGKILL; an OOM kill only where the kernel kills the one
+// process, not the container's whole cgroup: cgroup v1, or a kubelet with
+// singleProcessOOMKill) it starts a new one at once. Meanwhile the kernel keeps
 // accepting connections into the listeners' backlog, where they wait for the
 // new child instead of being refused: a client that dials in that second
 // (the API server opening a connection to a webhook pod) is served late
@@ -30,7 +32,8 @@ import (
 
 // EnvListeners, in a child's environment, lists the listeners it inherits
 // as "address=fd" pairs separated by ";".
-const EnvListeners = "ORCHESTRATORD_INHERITED_LISTENERS"
+// (Not ORCHESTRATORD_*: that prefix sets flags.)
+const EnvListeners = "SUPERVISED_LISTENERS"
 
 // Supervised reports whether this process is a supervised child.
 func Supervised() bool { return os.Getenv(EnvListeners) != "" }
@@ -100,11 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
+	defer func() { closeAll(files) }()
 	var restarts []time.Time
 	for {
 		cmd := cfg.Command()
@@ -124,13 +123,26 @@ func Run(ctx context.Context, cfg Config) error {
 		select {
 		case <-ctx.Done():
 			_ = cmd.Process.Signal(syscall.SIGTERM)
+			// The child keeps its own copies while it drains; once it
+			// closes them, new connections are refused, not queued for
+			// a server that is gone.
+			closeAll(files)
+			files = nil
 			err := <-exited
 			cfg.Log.Info("server process stopped", zap.String("status", cmd.ProcessState.String()))
+			if endedBy(cmd.ProcessState, syscall.SIGTERM) {
+				return nil // stopped before it could handle the signal: as asked
+			}
 			return err
 		case err := <-exited:
 			status := cmd.ProcessState.String()
 			if err == nil {
 				cfg.Log.Info("server process exited", zap.String("status", status))
+				return nil
+			}
+			if ctx.Err() != nil {
+				// Stopping: no new child.
+				cfg.Log.Info("server process stopped", zap.String("status", status))
 				return nil
 			}
 			now := time.Now()
@@ -147,6 +159,18 @@ func Run(ctx context.Context, cfg Config) error {
 				zap.String("status", status), zap.Duration("uptime", up), zap.Int("restartsInWindow", len(restarts)))
 		}
 	}
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// endedBy reports whether the process was ended by signal sig.
+func endedBy(state *os.ProcessState, sig syscall.Signal) bool {
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // recent keeps the times within window before now.
@@ -173,17 +197,13 @@ func listen(addresses []string) ([]*os.File, string, error) {
 		seen[addr] = true
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
+			closeAll(files)
 			return nil, "", fmt.Errorf("listening on %s: %w", addr, err)
 		}
 		f, err := ln.(*net.TCPListener).File()
 		ln.Close() // the file is a duplicate: the socket stays open
 		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
+			closeAll(files)
 			return nil, "", fmt.Errorf("listener %s: %w", addr, err)
 		}
 		pairs = append(pairs, addr+"="+strconv.Itoa(3+len(files)))

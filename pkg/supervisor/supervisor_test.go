@@ -171,6 +171,11 @@ func TestCrashedChildIsReplacedOnTheSameListener(t *testing.T) {
 	if err := syscall.Kill(second, 0); err == nil {
 		t.Errorf("child %d still running after Run returned", second)
 	}
+	// Stopped, nothing holds the socket: a dial is refused, not queued.
+	if conn, err := net.Dial("tcp", s.addr); err == nil {
+		conn.Close()
+		t.Error("a dial after the stop was accepted: the listening socket is still open")
+	}
 }
 
 // A child that dies right after it started would die again: not

@@ -130,6 +130,7 @@ func (s *Server) Run(ctx context.Context) error {
 		// across a crash holds the API server's dials) rather than fail
 		// their handshake.
 		if !s.waitReady(ctx) {
+			limited.Close()
 			errs <- nil
 			return
 		}

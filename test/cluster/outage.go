@@ -99,6 +99,39 @@ func StartedSince(podUID, comm string, k Killed) bool {
 	return false
 }
 
+// WaitProcessOlder waits until the newest process named comm in the pod with
+// the given UID has run for at least age. Runs as root on the node.
+func WaitProcessOlder(ctx context.Context, podUID, comm string, age time.Duration) error {
+	for {
+		procs, err := processesNamed(podUID, comm)
+		if err != nil {
+			return err
+		}
+		uptime, err := os.ReadFile("/proc/uptime")
+		if err != nil {
+			return err
+		}
+		up, err := strconv.ParseFloat(strings.Fields(string(uptime))[0], 64)
+		if err != nil {
+			return err
+		}
+		var newest uint64
+		for _, p := range procs {
+			newest = max(newest, p.Started)
+		}
+		// Start times are in clock ticks: 100 a second on Linux (USER_HZ).
+		running := time.Duration((up - float64(newest)/100) * float64(time.Second))
+		if len(procs) > 0 && running >= age {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(max(100*time.Millisecond, age-running)):
+		}
+	}
+}
+
 // processesNamed lists the processes named comm in the pod, with their
 // start times.
 func processesNamed(podUID, comm string) ([]Killed, error) {

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/materializeinc/orchestratord/pkg/supervisor"
 )
 
 // WebhookKill is what readers saw around one SIGKILL of a webhook pod.
@@ -20,6 +22,9 @@ type WebhookKill struct {
 	// LastFailure is how long after the kill the last failed read of the
 	// window was (zero if none failed).
 	LastFailure time.Duration
+	// FailedAfter counts the reads that failed after the window, until the
+	// replacement was ready and the webhook rolled out.
+	FailedAfter int64
 }
 
 // KillWebhookUnderReads SIGKILLs the webhook process of victim while r
@@ -28,6 +33,12 @@ type WebhookKill struct {
 // Runs as root on the node.
 func (c *Clients) KillWebhookUnderReads(ctx context.Context, r *Readers, victim *corev1.Pod, window time.Duration) (WebhookKill, error) {
 	out := WebhookKill{Pod: victim.Name, ByCause: map[string]int64{}}
+	// A server younger than the supervisor's minimum uptime would not be
+	// restarted (its crash taken for a start-up failure): kill only an
+	// older one, as a crash in service would.
+	if err := WaitProcessOlder(ctx, string(victim.UID), "webhook", supervisor.DefaultMinUptime+2*time.Second); err != nil {
+		return out, err
+	}
 	failed, total := r.Failed(), r.Total()
 	causes, _ := r.Causes()
 	killed := time.Now()
@@ -46,10 +57,13 @@ func (c *Clients) KillWebhookUnderReads(ctx context.Context, r *Readers, victim 
 	if out.Failed > 0 {
 		out.LastFailure = last.Sub(killed)
 	}
+	afterWindow := r.Failed()
 	if err := c.WaitWebhookReplaced(ctx, victim, killedProc); err != nil {
 		return out, err
 	}
-	return out, c.WaitRolledOut(ctx, WebhookDeployment, 5*time.Minute)
+	err = c.WaitRolledOut(ctx, WebhookDeployment, 5*time.Minute)
+	out.FailedAfter = r.Failed() - afterWindow
+	return out, err
 }
 
 // WaitWebhookReplaced waits until the webhook process k, SIGKILLed in
@@ -95,5 +109,6 @@ func (c *Clients) WebhookPods(ctx context.Context) ([]corev1.Pod, error) {
 
 // String is one line for a report.
 func (k WebhookKill) String() string {
-	return fmt.Sprintf("%s: %d of %d reads failed %v, the last %v after the kill", k.Pod, k.Failed, k.Reads, k.ByCause, k.LastFailure.Round(time.Millisecond))
+	return fmt.Sprintf("%s: %d of %d reads failed %v, the last %v after the kill; %d after the window", k.Pod, k.Failed, k.Reads, k.ByCause,
+		k.LastFailure.Round(time.Millisecond), k.FailedAfter)
 }

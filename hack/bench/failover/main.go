@@ -268,6 +268,7 @@ func webhookKills(ctx context.Context, c *cluster.Clients, runs, readers int) er
 		for cause, n := range k.ByCause {
 			causes[cause] += n
 		}
+		betweenKills += k.FailedAfter
 		// Replace the killed pod so the next kill of it is a first crash
 		// (the kubelet backs off restarting a crash-looping container).
 		before := r.Failed()

@@ -519,11 +519,11 @@ func (o *Options) nodeTriggers(kube kubernetes.Interface, mz versioned.Interface
 	var enabled []string
 	trigger := &nodeupgrade.Trigger{Kube: kube, MZ: mz, Log: log}
 	if o.EnableGCPNodeUpgrade {
-		enabled = append(enabled, gke.TriggerName)
+		enabled = append(enabled, nodeupgrade.TriggerGKENodePool)
 		runs = append(runs, func(ctx context.Context) { gke.Run(ctx, o.GCPNodeUpgrade, trigger, log) })
 	}
 	if o.NodeRemovalTrigger {
-		enabled = append(enabled, noderemoval.TriggerName)
+		enabled = append(enabled, nodeupgrade.TriggerNodeRemoval)
 		runs = append(runs, func(ctx context.Context) { noderemoval.Run(ctx, 0, trigger, log) })
 	}
 	trigger.Metrics = nodeupgrade.NewMetrics(reg, enabled...)

@@ -65,7 +65,7 @@ func Run(ctx context.Context, cfg Config, trigger *nodeupgrade.Trigger, log *zap
 			break
 		}
 		w.log.Warn("node upgrade: failed to initialize GCP clients, retrying", zap.Error(err))
-		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpGCPClients)
+		w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpGCPClients)
 		if !sleep(loops, credentialRetry) {
 			return
 		}
@@ -112,10 +112,7 @@ func (w *watcher) disarm(pool, reason string, warn bool) {
 
 // scope is the trigger's scope of one arming of a pool: each Materialize
 // gets one forced rollout per upgrade of the pool.
-func scope(pool string) string { return TriggerName + "/" + pool }
-
-// TriggerName names this trigger in scopes and metrics.
-const TriggerName = "gke-node-pool"
+func scope(pool string) string { return nodeupgrade.TriggerGKENodePool + "/" + pool }
 
 // scanLoop polls the GKE API for upgrades (at once, then every
 // PollInterval) and checks the armed pools every ScanInterval. Checks run
@@ -134,7 +131,7 @@ func (w *watcher) scanLoop(loops, lead context.Context) {
 					return
 				}
 				w.log.Warn("node upgrade: failed to poll GKE for node pool upgrades", zap.Error(err))
-				w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpGKEPoll)
+				w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpGKEPoll)
 			} else {
 				lastPoll = w.now()
 				for _, p := range pools {
@@ -170,7 +167,7 @@ func (w *watcher) check(ctx context.Context, pool string, armedAt time.Time) {
 	switch {
 	case err != nil:
 		w.log.Warn("node upgrade: failed to check armed node pool", zap.String("pool", pool), zap.Error(err))
-		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpGKECheck)
+		w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpGKECheck)
 		return
 	case gone:
 		w.disarm(pool, "the node pool no longer exists", false)
@@ -191,7 +188,7 @@ func (w *watcher) check(ctx context.Context, pool string, armedAt time.Time) {
 	nodes, err := w.trigger.Nodes(ctx, NodePoolLabel+"="+pool, func(n *corev1.Node) bool { return n.Spec.Unschedulable })
 	if err != nil {
 		w.log.Warn("node upgrade: failed to list the node pool's nodes", zap.String("pool", pool), zap.Error(err))
-		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpNodes)
+		w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpNodes)
 		return
 	}
 	if len(nodes) == 0 {
@@ -200,7 +197,7 @@ func (w *watcher) check(ctx context.Context, pool string, armedAt time.Time) {
 	affected, err := w.trigger.Affected(ctx, nodes)
 	if err != nil {
 		w.log.Warn("node upgrade: failed to find the pods on the node pool's cordoned nodes", zap.String("pool", pool), zap.Error(err))
-		w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpPods)
+		w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpPods)
 		return
 	}
 	w.trigger.RollOut(ctx, scope(pool), "GKE is upgrading node pool "+pool+" ("+phase+")", affected)
@@ -227,7 +224,7 @@ func (w *watcher) subscribe(ctx context.Context) {
 				limit, smallPulls = 1, maxMessages
 			default:
 				w.log.Warn("node upgrade: failed to pull GKE cluster notifications", zap.Error(err))
-				w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpPubSubPull)
+				w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpPubSubPull)
 				sleep(ctx, retryAfter)
 			}
 			continue
@@ -260,7 +257,7 @@ func (w *watcher) subscribe(ctx context.Context) {
 			if err != nil && ctx.Err() == nil {
 				// Redelivered later; arming is idempotent.
 				w.log.Warn("node upgrade: failed to acknowledge GKE cluster notifications", zap.Int("messages", len(ackIDs)), zap.Error(err))
-				w.trigger.Metrics.Error(TriggerName, nodeupgrade.OpPubSubAck)
+				w.trigger.Metrics.Error(nodeupgrade.TriggerGKENodePool, nodeupgrade.OpPubSubAck)
 			}
 		}
 		if smallPulls > 0 {

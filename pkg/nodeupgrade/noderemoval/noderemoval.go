@@ -32,10 +32,7 @@ const DefaultScanInterval = 15 * time.Second
 
 // scope is the trigger's one scope: a Materialize is triggered once while
 // its pods sit on marked nodes, and again only after they no longer do.
-const scope = TriggerName
-
-// TriggerName names this trigger in scopes and metrics.
-const TriggerName = "node-removal"
+const scope = nodeupgrade.TriggerNodeRemoval
 
 // MarkedForRemoval reports the taint marking n for removal, if any.
 func MarkedForRemoval(n *corev1.Node) (string, bool) {
