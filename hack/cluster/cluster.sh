@@ -12,6 +12,8 @@
 #                                       ...) gracefully, then start them again
 #   hack/cluster/cluster.sh kill NAME...  SIGKILL components (a crash: no
 #                                       shutdown, no flush), then start them again
+#                                       (restart and kill: DOWN_FOR=SECONDS keeps
+#                                       them down that long first, an outage)
 #   hack/cluster/cluster.sh load TAR... import OCI/Docker image tarballs
 #   hack/cluster/cluster.sh purge       down, then delete the state directory
 #
@@ -887,6 +889,7 @@ cmd_restart() {
     done
   fi
   stop "$wait" "$@"
+  sleep "${DOWN_FOR:-0}"
   cmd_up
 }
 

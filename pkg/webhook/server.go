@@ -124,12 +124,15 @@ func (s *Server) Run(ctx context.Context) error {
 	secure.ConnState = limited.ConnState
 	errs := make(chan error, 1+len(plain))
 	servers := []*http.Server{secure}
+	// stopping ends the wait for a certificate: the drain is over.
+	stopping := make(chan struct{})
 	go func() {
 		// Accepted only once a certificate is ready: until then the
 		// connections wait in the listener's backlog (one inherited
 		// across a crash holds the API server's dials) rather than fail
-		// their handshake.
-		if !s.waitReady(ctx) {
+		// their handshake. A SIGTERM meanwhile does not end the wait: the
+		// drain serves too.
+		if !s.waitReady(stopping) {
 			limited.Close()
 			errs <- nil
 			return
@@ -161,6 +164,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.draining.Store(true)
 	s.Log.Info("shutting down: readiness failing, draining", zap.Duration("drain", s.ShutdownDrain))
 	time.Sleep(s.ShutdownDrain)
+	close(stopping)
 	timeout := s.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -194,12 +198,12 @@ func (s *Server) closeWhileDraining(next http.Handler) http.Handler {
 	})
 }
 
-// waitReady waits until Ready reports the server can serve, or ctx ends
-// (false).
-func (s *Server) waitReady(ctx context.Context) bool {
+// waitReady waits until Ready reports the server can serve, or stop is
+// closed (false).
+func (s *Server) waitReady(stop <-chan struct{}) bool {
 	for s.Ready != nil && s.Ready() != nil {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return false
 		case <-time.After(20 * time.Millisecond):
 		}

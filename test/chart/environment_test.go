@@ -345,7 +345,9 @@ func TestSchemaRejectsBadEnvironmentValues(t *testing.T) {
 func TestNotesWarnOfTheLocalCloudProvider(t *testing.T) {
 	notes := func(args ...string) string {
 		t.Helper()
-		out, err := helmRun(append([]string{"install", "orchestratord", chartDir, "--namespace", "notes", "--dry-run=client",
+		// Its own release name: other tests here apply the chart's
+		// cluster-scoped objects as release orchestratord.
+		out, err := helmRun(append([]string{"install", "notes", chartDir, "--namespace", "notes", "--dry-run=client",
 			"--kubeconfig", cp.KubeconfigPath, "--set", "crds.enabled=false"}, args...)...)
 		if err != nil {
 			t.Fatalf("helm install --dry-run=client %v: %v\n%s", args, err, out)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -43,7 +44,15 @@ func RestartComponents(ctx context.Context, names ...string) error {
 // crash: etcd gets no chance to flush or close its files) and starts them
 // again, returning once the node is Ready. Runs as root on the node.
 func KillComponents(ctx context.Context, names ...string) error {
-	out, err := exec.CommandContext(ctx, clusterScript(), append([]string{"kill"}, names...)...).CombinedOutput()
+	return KillComponentsFor(ctx, 0, names...)
+}
+
+// KillComponentsFor is KillComponents with the components kept down for d
+// before they start again: an outage, as a control-plane upgrade makes.
+func KillComponentsFor(ctx context.Context, d time.Duration, names ...string) error {
+	cmd := exec.CommandContext(ctx, clusterScript(), append([]string{"kill"}, names...)...)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("DOWN_FOR=%d", int(d.Seconds())))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("cluster.sh kill %s: %w\n%s", strings.Join(names, " "), err, out)
 	}

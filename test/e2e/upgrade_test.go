@@ -207,9 +207,17 @@ func sample(t *testing.T) *v1alpha1.Materialize {
 // StatefulSets (named mz<id>-environmentd-<generation>).
 func environmentdGenerations(t *testing.T) []uint64 {
 	t.Helper()
-	list, err := c.Kube.AppsV1().StatefulSets(cluster.SampleNamespace).List(context.Background(), metav1.ListOptions{})
+	gens, err := listEnvironmentdGenerations(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	return gens
+}
+
+func listEnvironmentdGenerations(ctx context.Context) ([]uint64, error) {
+	list, err := c.Kube.AppsV1().StatefulSets(cluster.SampleNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
 	}
 	var gens []uint64
 	for _, s := range list.Items {
@@ -221,5 +229,5 @@ func environmentdGenerations(t *testing.T) []uint64 {
 			gens = append(gens, g)
 		}
 	}
-	return gens
+	return gens, nil
 }
