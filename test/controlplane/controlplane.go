@@ -142,6 +142,8 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL,
 		"--unsafe-no-fsync", "--log-level=warn",
+		// The bench's 10 000 Materializes outgrow the 2 GiB default.
+		"--quota-backend-bytes=8589934592",
 	)
 	if err != nil {
 		return nil, err

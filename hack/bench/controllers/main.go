@@ -182,7 +182,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 		return err
 	}
 	created := time.Since(began)
-	if err := waitConverged(ctx, mz, n, 10*time.Minute); err != nil {
+	if err := waitConverged(ctx, mz, n, timeoutFor(n)); err != nil {
 		return err
 	}
 	converged := time.Since(began)
@@ -355,6 +355,12 @@ func changeSpec(ctx context.Context, mz versioned.Interface, name string) (int64
 	return obj.Generation, nil
 }
 
+// timeoutFor bounds a wait over n Materializes: ten minutes, or 300 ms
+// each at 10 000 (a first rollout there takes over half an hour).
+func timeoutFor(n int) time.Duration {
+	return max(10*time.Minute, time.Duration(n)*300*time.Millisecond)
+}
+
 // waitObserved returns how long after since the Materialize's status
 // observed generation (or -1 after ten minutes).
 func waitObserved(ctx context.Context, mz versioned.Interface, name string, generation int64, since time.Time) time.Duration {
@@ -397,7 +403,7 @@ func waitReady(health string) error {
 // waitResync waits until the process's reconcile counter shows every
 // Materialize reconciled once by the materialize controller.
 func waitResync(metrics string, n int) error {
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := time.Now().Add(timeoutFor(n))
 	for time.Now().Before(deadline) {
 		if count, err := reconciles(metrics, "materialize"); err == nil && count >= n {
 			return nil
