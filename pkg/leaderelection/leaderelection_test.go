@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/promtest"
 )
 
 // cp is the real etcd + kube-apiserver every test here talks to.
@@ -246,24 +247,8 @@ func createNamespace(t *testing.T, name string) string {
 // -1 when absent.
 func metricValue(t *testing.T, reg *prometheus.Registry, name, lease string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "lease" && l.GetValue() == lease {
-					if m.GetGauge() != nil {
-						return m.GetGauge().GetValue()
-					}
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	if v, ok := promtest.Value(t, reg, name, map[string]string{"lease": lease}); ok {
+		return v
 	}
 	return -1
 }

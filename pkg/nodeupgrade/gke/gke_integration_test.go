@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/test/controlplane"
 	"github.com/materializeinc/orchestratord/test/nodeupgradetest"
+	"github.com/materializeinc/orchestratord/test/promtest"
 )
 
 var cp *controlplane.ControlPlane
@@ -354,23 +354,23 @@ func TestUpgradeNotificationTriggersOneRolloutEach(t *testing.T) {
 	}
 
 	// The metrics say the same.
-	if got := metricValue(t, w.metrics, "orchestratord_node_upgrade_armed_pools"); got != 1 {
+	if got, _ := promtest.Value(t, w.metrics, "orchestratord_node_upgrade_armed_pools", nil); got != 1 {
 		t.Errorf("armed pools %v, want 1", got)
 	}
 	for _, c := range []struct {
 		name   string
-		labels []string
+		labels map[string]string
 		want   float64
 	}{
-		{"orchestratord_node_trigger_rollouts_total", []string{"triggered", "gke-node-pool"}, 2}, // labels by name: outcome, trigger
-		{"orchestratord_node_upgrade_notifications_total", []string{"malformed"}, 1},
-		{"orchestratord_node_upgrade_notifications_total", []string{"ignored"}, 2},
+		{"orchestratord_node_trigger_rollouts_total", map[string]string{"trigger": "gke-node-pool", "outcome": "triggered"}, 2},
+		{"orchestratord_node_upgrade_notifications_total", map[string]string{"result": "malformed"}, 1},
+		{"orchestratord_node_upgrade_notifications_total", map[string]string{"result": "ignored"}, 2},
 	} {
-		if got := metricValue(t, w.metrics, c.name, c.labels...); got != c.want {
+		if got, _ := promtest.Value(t, w.metrics, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if got := metricValue(t, w.metrics, "orchestratord_node_upgrade_notifications_total", "armed"); got < 1 {
+	if got, _ := promtest.Value(t, w.metrics, "orchestratord_node_upgrade_notifications_total", map[string]string{"result": "armed"}); got < 1 {
 		t.Errorf("notifications armed = %v, want at least 1", got)
 	}
 
@@ -379,38 +379,10 @@ func TestUpgradeNotificationTriggersOneRolloutEach(t *testing.T) {
 	eventually(t, "the pool disarmed", func() bool {
 		return logged(logs, "node upgrade: disarming node pool", zap.String("pool", "materialize")) == 1
 	})
-	if got := metricValue(t, w.metrics, "orchestratord_node_upgrade_armed_pools"); got != 0 {
+	if got, _ := promtest.Value(t, w.metrics, "orchestratord_node_upgrade_armed_pools", nil); got != 0 {
 		t.Errorf("armed pools %v after the disarm, want 0", got)
 	}
 	stop()
-}
-
-// metricValue is the value of the series of name whose label values, in
-// the order of their names, are values (0 if absent).
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, values ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var got []string
-			for _, l := range m.GetLabel() {
-				got = append(got, l.GetValue())
-			}
-			if slices.Equal(got, values) {
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 // A notification missed (sent while no replica led): the poll at start
