@@ -10,6 +10,13 @@
 //	promcheck refs FILE...   print, as JSON, the metrics and labels each
 //	                         expression of rule files (.yaml, .yml) and
 //	                         Grafana dashboards (.json) refers to
+//	promcheck scrape-eval RULES NAMESPACE POD=URL...
+//	                         scrape each /metrics URL 4 times, 5 s apart
+//	                         (labels namespace and pod added, as
+//	                         Prometheus' Kubernetes discovery does), and
+//	                         evaluate every alert of RULES on the series
+//	                         after each scrape: an expression that fails on
+//	                         real series fails
 //
 // Not cmd/promtool: it links every service discovery and remote-storage
 // client with their cloud SDKs (1 364 packages, several minutes of a cold
@@ -25,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -39,6 +47,11 @@ func main() {
 		err = testRules(os.Stdout, files)
 	case "refs":
 		err = printRefs(os.Stdout, files)
+	case "scrape-eval":
+		if len(files) < 3 {
+			usage()
+		}
+		err = scrapeEval(os.Stdout, files[0], files[1], files[2:], 4, 5*time.Second)
 	default:
 		usage()
 	}
@@ -49,7 +62,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: promcheck rules|test|refs FILE...")
+	fmt.Fprintln(os.Stderr, "usage: promcheck rules|test|refs FILE... | scrape-eval RULES NAMESPACE POD=URL...")
 	os.Exit(2)
 }
 
