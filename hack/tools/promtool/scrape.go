@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 )
@@ -97,7 +98,26 @@ func scrapeEval(w io.Writer, ruleFile, namespace string, targets []string, scrap
 	}
 	fmt.Fprintf(w, "%d series from %d targets, %d scrapes\n", len(all), len(targets), scrapes)
 	for _, r := range rules {
-		fmt.Fprintf(w, "%s: %d series, firing %v\n", r.name, last[r.name], r.firing())
+		// What the expression compares with its threshold: the series the
+		// rule watches, most of which stay under it on a healthy target.
+		watched := "-"
+		if expr, err := p.ParseExpr(r.expr); err == nil {
+			if be, ok := expr.(*parser.BinaryExpr); ok && be.Op.IsComparisonOperator() {
+				q, err := engine.NewInstantQuery(ctx, queryable, nil, be.LHS.String(), times[len(times)-1])
+				if err != nil {
+					return err
+				}
+				res := q.Exec(ctx)
+				q.Close()
+				if res.Err != nil {
+					return fmt.Errorf("alert %s, left of its comparison, on the scraped series: %w", r.name, res.Err)
+				}
+				if v, ok := res.Value.(promql.Vector); ok {
+					watched = strconv.Itoa(len(v))
+				}
+			}
+		}
+		fmt.Fprintf(w, "%s: %d series, watching %s, firing %v\n", r.name, last[r.name], watched, r.firing())
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ latency_seconds_count %d
 	if err := scrapeEval(&out, "testdata/scrape_ok.yaml", "ops", []string{"p-0=" + srv.URL}, 3, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Errors: 1 series, firing [", "Slow: 1 series, firing ["} {
+	for _, want := range []string{"Errors: 1 series, watching 1, firing [", "Slow: 1 series, watching 1, firing ["} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
