@@ -58,8 +58,8 @@ func findProcess(comm string, match func(procDir string) bool) (int, error) {
 	return 0, errors.New("no matching " + comm + " process on this node")
 }
 
-// Killed is a process KillContainer killed.
-type Killed struct {
+// Process is a process of a pod, with when it started.
+type Process struct {
 	PID int
 	// Started is its start time (clock ticks since boot).
 	Started uint64
@@ -70,26 +70,26 @@ type Killed struct {
 // would: nothing drains. Under a supervisor (the webhook's --supervise) that
 // is the server, not the supervisor holding its sockets. Runs as root on
 // the node.
-func KillContainer(podUID, comm string) (Killed, error) {
+func KillContainer(podUID, comm string) (Process, error) {
 	procs, err := processesNamed(podUID, comm)
 	if err != nil {
-		return Killed{}, err
+		return Process{}, err
 	}
-	var victim Killed
+	var victim Process
 	for _, p := range procs {
 		if victim.PID == 0 || p.Started > victim.Started {
 			victim = p
 		}
 	}
 	if victim.PID == 0 {
-		return Killed{}, fmt.Errorf("pod %s: no %s process", podUID, comm)
+		return Process{}, fmt.Errorf("pod %s: no %s process", podUID, comm)
 	}
 	return victim, syscall.Kill(victim.PID, syscall.SIGKILL)
 }
 
 // StartedSince reports whether a process named comm started after k runs
 // in the pod with the given UID: k's replacement.
-func StartedSince(podUID, comm string, k Killed) bool {
+func StartedSince(podUID, comm string, k Process) bool {
 	procs, _ := processesNamed(podUID, comm)
 	for _, p := range procs {
 		if p.Started > k.Started && p.PID != k.PID {
@@ -134,12 +134,12 @@ func WaitProcessOlder(ctx context.Context, podUID, comm string, age time.Duratio
 
 // processesNamed lists the processes named comm in the pod, with their
 // start times.
-func processesNamed(podUID, comm string) ([]Killed, error) {
+func processesNamed(podUID, comm string) ([]Process, error) {
 	pids, err := processesOfPod(podUID)
 	if err != nil {
 		return nil, err
 	}
-	var out []Killed
+	var out []Process
 	for _, pid := range pids {
 		dir := filepath.Join("/proc", strconv.Itoa(pid))
 		name, err := os.ReadFile(filepath.Join(dir, "comm"))
@@ -147,7 +147,7 @@ func processesNamed(podUID, comm string) ([]Killed, error) {
 			continue
 		}
 		if started, err := startTime(dir); err == nil {
-			out = append(out, Killed{PID: pid, Started: started})
+			out = append(out, Process{PID: pid, Started: started})
 		}
 	}
 	return out, nil

@@ -69,7 +69,7 @@ func (c *Clients) KillWebhookUnderReads(ctx context.Context, r *Readers, victim 
 // WaitWebhookReplaced waits until the webhook process k, SIGKILLed in
 // victim, has been replaced (by the supervisor in the same container, or by
 // the kubelet restarting the container) and the pod is ready again.
-func (c *Clients) WaitWebhookReplaced(ctx context.Context, victim *corev1.Pod, k Killed) error {
+func (c *Clients) WaitWebhookReplaced(ctx context.Context, victim *corev1.Pod, k Process) error {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := c.Kube.CoreV1().Pods(OperatorNamespace).Get(ctx, victim.Name, metav1.GetOptions{})
 		if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -68,6 +67,7 @@ func scrapeEval(w io.Writer, ruleFile, namespace string, targets []string, scrap
 		},
 	}}
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, Parser: p})
+	instant := instantQuery(engine, queryable)
 	var last map[string]int
 	ctx := context.Background()
 	for _, ts := range times[1:] {
@@ -75,21 +75,9 @@ func scrapeEval(w io.Writer, ruleFile, namespace string, targets []string, scrap
 		last = map[string]int{}
 		for _, r := range rules {
 			query := func(ctx context.Context, qs string, at time.Time) (promql.Vector, error) {
-				q, err := engine.NewInstantQuery(ctx, queryable, nil, qs, at)
-				if err != nil {
-					return nil, err
-				}
-				defer q.Close()
-				res := q.Exec(ctx)
-				if res.Err != nil {
-					return nil, res.Err
-				}
-				v, ok := res.Value.(promql.Vector)
-				if !ok {
-					return nil, errors.New("rule result is not a vector")
-				}
+				v, err := instant(ctx, qs, at)
 				last[r.name] = len(v)
-				return v, nil
+				return v, err
 			}
 			if err := r.eval(ctx, ts, query); err != nil {
 				return fmt.Errorf("alert %s on the scraped series: %w", r.name, err)
@@ -103,18 +91,11 @@ func scrapeEval(w io.Writer, ruleFile, namespace string, targets []string, scrap
 		watched := "-"
 		if expr, err := p.ParseExpr(r.expr); err == nil {
 			if be, ok := expr.(*parser.BinaryExpr); ok && be.Op.IsComparisonOperator() {
-				q, err := engine.NewInstantQuery(ctx, queryable, nil, be.LHS.String(), times[len(times)-1])
+				v, err := instant(ctx, be.LHS.String(), times[len(times)-1])
 				if err != nil {
-					return err
+					return fmt.Errorf("alert %s, left of its comparison, on the scraped series: %w", r.name, err)
 				}
-				res := q.Exec(ctx)
-				q.Close()
-				if res.Err != nil {
-					return fmt.Errorf("alert %s, left of its comparison, on the scraped series: %w", r.name, res.Err)
-				}
-				if v, ok := res.Value.(promql.Vector); ok {
-					watched = strconv.Itoa(len(v))
-				}
+				watched = strconv.Itoa(len(v))
 			}
 		}
 		fmt.Fprintf(w, "%s: %d series, watching %s, firing %v\n", r.name, last[r.name], watched, r.firing())
@@ -134,7 +115,8 @@ func scrapeInto(client *http.Client, url, namespace, pod string, ts time.Time, s
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	// Bounded: a target is a check's input, not trusted to be small.
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("%s: %w", url, err)
 	}

@@ -167,25 +167,7 @@ func (tg *testGroup) run(evalInterval time.Duration, rules map[string]*alertRule
 		NoStepSubqueryIntervalFn: func(int64) int64 { return evalInterval.Milliseconds() },
 		EnableAtModifier:         true, EnableNegativeOffset: true,
 	})
-	query := func(ctx context.Context, qs string, ts time.Time) (promql.Vector, error) {
-		q, err := engine.NewInstantQuery(ctx, queryable, nil, qs, ts)
-		if err != nil {
-			return nil, err
-		}
-		defer q.Close()
-		res := q.Exec(ctx)
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		switch v := res.Value.(type) {
-		case promql.Vector:
-			return v, nil
-		case promql.Scalar:
-			return promql.Vector{promql.Sample{T: v.T, F: v.V, Metric: labels.EmptyLabels()}}, nil
-		default:
-			return nil, errors.New("rule result is not a vector or scalar")
-		}
-	}
+	query := instantQuery(engine, queryable)
 
 	byTime := map[time.Duration][]alertTestCase{}
 	var times []time.Duration
@@ -227,6 +209,30 @@ func (tg *testGroup) run(evalInterval time.Duration, rules map[string]*alertRule
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// instantQuery evaluates an expression at one time on queryable, as a rule
+// evaluation does: a scalar result is a vector of one sample.
+func instantQuery(engine *promql.Engine, queryable storage.Queryable) queryFunc {
+	return func(ctx context.Context, qs string, ts time.Time) (promql.Vector, error) {
+		q, err := engine.NewInstantQuery(ctx, queryable, nil, qs, ts)
+		if err != nil {
+			return nil, err
+		}
+		defer q.Close()
+		res := q.Exec(ctx)
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		switch v := res.Value.(type) {
+		case promql.Vector:
+			return v, nil
+		case promql.Scalar:
+			return promql.Vector{promql.Sample{T: v.T, F: v.V, Metric: labels.EmptyLabels()}}, nil
+		default:
+			return nil, errors.New("rule result is not a vector or scalar")
+		}
+	}
 }
 
 func compare(tc alertTestCase, got []string, cov *coverage) error {
