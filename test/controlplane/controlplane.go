@@ -54,6 +54,10 @@ type Options struct {
 	SkipCRDs bool
 	// ExtraAPIServerFlags are appended to kube-apiserver's command line.
 	ExtraAPIServerFlags []string
+	// APIServerMemoryLimit is kube-apiserver's GOMEMLIMIT (a quantity the
+	// Go runtime reads, such as 11GiB; empty: none): a bench's API server
+	// collects harder near it instead of keeping twice its live heap.
+	APIServerMemoryLimit string
 }
 
 // ControlPlane is a running etcd and kube-apiserver.
@@ -72,6 +76,7 @@ type ControlPlane struct {
 	etcd, apiserver *process
 	// apiserverCmd is kube-apiserver's command line, for StartAPIServer.
 	apiserverCmd    []string
+	apiserverEnv    []string // nil: this process's environment
 	apiserverStarts int
 }
 
@@ -135,7 +140,7 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	cp.etcd, err = startProcess(filepath.Join(bin, "etcd"), filepath.Join(dir, "etcd.log"),
+	cp.etcd, err = startProcess(filepath.Join(bin, "etcd"), filepath.Join(dir, "etcd.log"), nil,
 		"--name=default",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
@@ -185,7 +190,10 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 	}
 	args = append(args, opts.ExtraAPIServerFlags...)
 	cp.apiserverCmd = append([]string{filepath.Join(bin, "kube-apiserver")}, args...)
-	cp.apiserver, err = startProcess(cp.apiserverCmd[0], filepath.Join(dir, "kube-apiserver.log"), args...)
+	if opts.APIServerMemoryLimit != "" {
+		cp.apiserverEnv = append(os.Environ(), "GOMEMLIMIT="+opts.APIServerMemoryLimit)
+	}
+	cp.apiserver, err = startProcess(cp.apiserverCmd[0], filepath.Join(dir, "kube-apiserver.log"), cp.apiserverEnv, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +252,7 @@ func (cp *ControlPlane) KillAPIServer() {
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	cp.apiserverStarts++
 	log := filepath.Join(cp.Dir, fmt.Sprintf("kube-apiserver-%d.log", cp.apiserverStarts))
-	p, err := startProcess(cp.apiserverCmd[0], log, cp.apiserverCmd[1:]...)
+	p, err := startProcess(cp.apiserverCmd[0], log, cp.apiserverEnv, cp.apiserverCmd[1:]...)
 	if err != nil {
 		return err
 	}
@@ -334,6 +342,12 @@ func (cp *ControlPlane) Stop() error {
 		errs = append(errs, os.RemoveAll(cp.Dir))
 	}
 	return errors.Join(errs...)
+}
+
+// PIDs returns the process ids of the kube-apiserver and etcd, for a bench
+// that reports what they use.
+func (cp *ControlPlane) PIDs() (apiserver, etcd int) {
+	return cp.apiserver.cmd.Process.Pid, cp.etcd.cmd.Process.Pid
 }
 
 // Logs returns the tail of the API server's log, for failure messages.
@@ -426,12 +440,15 @@ type process struct {
 	waitErr error
 }
 
-func startProcess(path, logPath string, args ...string) (*process, error) {
+// startProcess starts path with args; env nil inherits this process's
+// environment.
+func startProcess(path, logPath string, env []string, args ...string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Own process group, and killed with the test binary should it die first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -6,7 +6,9 @@
 // controller's resident memory, and the time and memory of a full resync
 // (a restarted process reconciling N converged objects), with the Go heap,
 // and the API writes per Materialize of each phase from the API server's
-// audit log.
+// audit log; where the first rollout's time went (reconciles, queue wait,
+// API latency, the QPS budget, environmentd's polls, from the leader's
+// metrics), and what the kube-apiserver, etcd and the machine used.
 //
 //	go run ./hack/bench/controllers -n 1000
 package main
@@ -39,6 +41,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/test/audit"
 	"github.com/materializeinc/orchestratord/test/controlplane"
 	"github.com/materializeinc/orchestratord/test/fixture"
 	"github.com/materializeinc/orchestratord/test/program"
@@ -51,6 +54,9 @@ func main() {
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
+	apiserverMemoryLimit := flag.String("apiserver-memory-limit", "", "GOMEMLIMIT of the bench's kube-apiserver (empty: none); at 10 000 Materializes it keeps the API server's garbage within the machine")
+	apiserverCPUProfile := flag.String("apiserver-cpu-profile", "", "write the kube-apiserver's CPU profile of 30 s of the first rollout (from 10 s after the creates) to this file (go tool pprof)")
+	apiserverHeapProfile := flag.String("apiserver-heap-profile", "", "write the kube-apiserver's heap profile after convergence to this file (go tool pprof)")
 	cpuProfile := flag.String("cpu-profile", "", "write the new leader's CPU profile of the hand-over and its resync (8 s from just before the leader stops) to this file (go tool pprof)")
 	gogc := flag.String("gogc", "50", "GOGC of the controllers: the chart's controllers.gogc by default; empty for the runtime's 100")
 	guardDoc := flag.String("guard", "", "compare the summary with the one recorded in this file (docs/benchmarks.md) and fail when a figure got worse by more than 20%")
@@ -61,7 +67,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	figures, err := run(*n, *workers, *qps, limit.Value(), *heapProfile, *cpuProfile, *gogc)
+	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile}, *gogc, *apiserverMemoryLimit)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
@@ -108,14 +114,20 @@ func check(doc, name, line string, figures map[string]float64, record bool) erro
 	return nil
 }
 
-func run(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, gogc string) (map[string]float64, error) {
+// profiles names the files the bench writes profiles to (empty: none).
+type profiles struct {
+	heap, cpu, apiserverHeap, apiserverCPU string
+}
+
+func run(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string) (map[string]float64, error) {
 	figures := map[string]float64{}
-	return figures, measure(n, workers, qps, memoryLimit, heapProfile, cpuProfile, gogc, figures)
+	return figures, measure(n, workers, qps, memoryLimit, prof, gogc, apiserverMemoryLimit, figures)
 }
 
 // measure runs the bench, filling figures with the summary's headline
 // figures (all lower-is-better).
-func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, gogc string, figures map[string]float64) error {
+func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string, figures map[string]float64) error {
+	heapProfile, cpuProfile := prof.heap, prof.cpu
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
 	if err != nil {
@@ -126,7 +138,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 	if err := program.Build(dir, "cmd/controllers"); err != nil {
 		return err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{Audit: true})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Audit: true, APIServerMemoryLimit: apiserverMemoryLimit})
 	if err != nil {
 		return err
 	}
@@ -158,7 +170,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 		return cmd, cmd.Start()
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q\n\n", n, workers, qps, memoryLimit, gogc)
+	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q -apiserver-memory-limit %q\n\n", n, workers, qps, memoryLimit, gogc, apiserverMemoryLimit)
 
 	metrics, err := program.FreeAddr()
 	if err != nil {
@@ -169,6 +181,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 		return err
 	}
 	began := time.Now()
+	machineBefore := readMachineCPU()
 	// No nodes run environmentd: its StatefulSets report ready as they would.
 	podsCtx, stopPods := context.WithCancel(ctx)
 	defer stopPods()
@@ -182,6 +195,15 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 		return err
 	}
 	created := time.Since(began)
+	apiserverProfiled := make(chan error, 1)
+	if prof.apiserverCPU != "" {
+		go func() {
+			time.Sleep(10 * time.Second)
+			apiserverProfiled <- saveAPIServerProfile(ctx, cp, "/debug/pprof/profile", "30", prof.apiserverCPU)
+		}()
+	} else {
+		apiserverProfiled <- nil
+	}
 	if err := waitConverged(ctx, mz, n, timeoutFor(n)); err != nil {
 		return err
 	}
@@ -204,6 +226,17 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 	figures["rollout_cpu_s"] = mem.cpuSeconds
 	if live != "" {
 		fmt.Printf("| live heap after a collection (the runtime's HeapAlloc, scraped right after the heap profile's collection) | %s |\n", live)
+	}
+	printWhereTimeGoes(metrics, workers, converged, env, n)
+	printMachineCPU(machineBefore, readMachineCPU())
+	printControlPlane(cp, "after convergence")
+	if prof.apiserverHeap != "" {
+		if err := saveAPIServerProfile(ctx, cp, "/debug/pprof/heap", "", prof.apiserverHeap); err != nil {
+			return err
+		}
+	}
+	if err := <-apiserverProfiled; err != nil {
+		return err
 	}
 	if figures["rollout_writes_per_materialize"], err = printWrites(cp, "bench-1", n, "first rollout"); err != nil {
 		return err
@@ -262,6 +295,7 @@ func measure(n, workers, qps int, memoryLimit int64, heapProfile, cpuProfile, go
 	fmt.Printf("| the standby leads the materialize Lease | %v after the leader was stopped |\n", leading.Round(time.Millisecond))
 	fmt.Printf("| the Materialize changed during the hand-over, acted on (status.observedGeneration caught up) | %v after the new leader led |\n", (acted - leading).Round(time.Millisecond))
 	mem.print("after the resync")
+	printControlPlane(cp, "after the resync")
 	figures["resync_s"] = time.Since(stopped.Add(leading)).Seconds()
 	figures["change_acted_after_lead_s"] = (acted - leading).Seconds()
 	figures["resync_standby_cpu_s"] = mem.cpuSeconds
@@ -422,7 +456,9 @@ func reconciles(metrics, controller string) (int, error) {
 // Materialize, from the audit log: Lease writes (the election) apart,
 // Events apart, the rest by resource.
 func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase string) (perMaterialize float64, err error) {
-	events, err := cp.AuditEvents()
+	// Only this process's lines are decoded: at 10 000 Materializes the
+	// log holds millions of the bench's and the stand-ins' requests.
+	events, err := audit.Read(cp.AuditLogPath, "orchestratord-controllers/"+identity)
 	if err != nil {
 		return 0, err
 	}
@@ -580,4 +616,126 @@ func saveProfile(url, file string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// printWhereTimeGoes reports where the first rollout's time went, from the
+// leader's own metrics scraped at convergence: per controller, the
+// reconciles and their mean duration (API calls included), the mean wait
+// in the work queue (a requeue's delay apart: it counts from when the key
+// is due), and how busy the workers were; the API requests, their mean
+// latency and the time spent waiting for the client's QPS budget; and the
+// leader API requests (environmentd's status polls and promotions).
+func printWhereTimeGoes(metrics string, workers int, wall time.Duration, env *standin.Server, n int) {
+	e, err := program.Scrape(metrics)
+	if err != nil {
+		fmt.Printf("| where the time went | not scraped: %v |\n", err)
+		return
+	}
+	sum := func(name string, labels ...string) float64 {
+		v, _ := e.Sum(name, labels...)
+		return v
+	}
+	mean := func(total, count float64) time.Duration {
+		if count == 0 {
+			return 0
+		}
+		return time.Duration(total / count * float64(time.Second)).Round(time.Microsecond)
+	}
+	for _, c := range []string{"materialize", "balancer", "console"} {
+		q := `name="` + c + `"`
+		reconciles := sum("workqueue_work_duration_seconds_count", q)
+		busy := sum("workqueue_work_duration_seconds_sum", q)
+		fmt.Printf("| %s controller: reconciles per Materialize; mean reconcile; mean queue wait; its %d workers busy | %.1f; %v; %v; %.0f %% |\n",
+			c, workers, reconciles/float64(n), mean(busy, reconciles),
+			mean(sum("workqueue_queue_duration_seconds_sum", q), sum("workqueue_queue_duration_seconds_count", q)),
+			100*busy/(float64(workers)*wall.Seconds()))
+	}
+	requests := sum("rest_client_request_duration_seconds_count")
+	limited := sum("rest_client_rate_limiter_duration_seconds_sum")
+	fmt.Printf("| API requests per Materialize; mean latency; waited for the QPS budget in all | %.1f; %v; %.1f s |\n",
+		requests/float64(n), mean(sum("rest_client_request_duration_seconds_sum"), requests), limited)
+	polls := 0
+	for _, prefix := range env.Prefixes() {
+		polls += env.Requests(prefix)
+	}
+	fmt.Printf("| environmentd leader API requests per Materialize (status polls, promotion) | %.1f |\n", float64(polls)/float64(n))
+}
+
+// printControlPlane reports the kube-apiserver's and etcd's resident
+// memory and CPU since they started: what the operator's load costs the
+// API server, and what bounds the bench on one machine.
+func printControlPlane(cp *controlplane.ControlPlane, phase string) {
+	apiserver, etcd := cp.PIDs()
+	a, e := procStatus(apiserver), procStatus(etcd)
+	fmt.Printf("| kube-apiserver, etcd %s: RSS (peak); CPU since start | %s (%s), %s (%s); %.0f s, %.0f s |\n",
+		phase, mib(a["VmRSS"]), mib(a["VmHWM"]), mib(e["VmRSS"]), mib(e["VmHWM"]), procCPU(apiserver), procCPU(etcd))
+}
+
+// procCPU returns the CPU-seconds a process has used (user and system),
+// from /proc/<pid>/stat; 0 once it is gone.
+func procCPU(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// after it. utime and stime are the 14th and 15th fields, in clock
+	// ticks (100 a second on Linux).
+	_, rest, _ := strings.Cut(string(raw), ") ")
+	fields := strings.Fields(rest)
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100
+}
+
+// saveAPIServerProfile writes one of the kube-apiserver's profiles (its
+// /debug/pprof, which --profiling serves by default, read as the bench's
+// admin) to path; seconds is the CPU profile's length.
+func saveAPIServerProfile(ctx context.Context, cp *controlplane.ControlPlane, endpoint, seconds, path string) error {
+	config := *cp.Config
+	config.Timeout = 0 // a CPU profile takes its seconds to answer
+	req := kubernetes.NewForConfigOrDie(&config).CoreV1().RESTClient().Get().AbsPath(endpoint)
+	if seconds != "" {
+		req = req.Param("seconds", seconds)
+	}
+	raw, err := req.DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver %s: %w", endpoint, err)
+	}
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// machineCPU is the machine's CPU time from /proc/stat's first line, in
+// clock ticks: busy (user, nice, system, irq, softirq), idle (with I/O
+// wait) and stolen by the hypervisor.
+type machineCPU struct{ busy, idle, steal float64 }
+
+func readMachineCPU() machineCPU {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 9 {
+		return machineCPU{}
+	}
+	v := func(i int) float64 { f, _ := strconv.ParseFloat(fields[i], 64); return f }
+	return machineCPU{busy: v(1) + v(2) + v(3) + v(6) + v(7), idle: v(4) + v(5), steal: v(8)}
+}
+
+// printMachineCPU reports how busy the whole machine was between two
+// readings: every process of the bench shares its cores, and a figure
+// measured while the hypervisor stole time is slower for that alone.
+func printMachineCPU(before, after machineCPU) {
+	busy, idle, steal := after.busy-before.busy, after.idle-before.idle, after.steal-before.steal
+	total := busy + idle + steal
+	if total <= 0 {
+		return
+	}
+	fmt.Printf("| the machine's CPU over the first rollout: busy; idle; stolen by the hypervisor | %.0f %%; %.0f %%; %.0f %% |\n",
+		100*busy/total, 100*idle/total, 100*steal/total)
 }
