@@ -186,7 +186,10 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 			return nil, err
 		}
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath,
-			"--audit-log-mode=blocking", "--audit-log-format=json")
+			"--audit-log-mode=blocking", "--audit-log-format=json",
+			// Never rotated (0 means lumberjack's 100 MB): a bench's
+			// figures count every request of a run of thousands.
+			"--audit-log-maxsize=1000000")
 	}
 	args = append(args, opts.ExtraAPIServerFlags...)
 	cp.apiserverCmd = append([]string{filepath.Join(bin, "kube-apiserver")}, args...)

@@ -54,6 +54,7 @@ func main() {
 	qps := flag.Int("qps", 50, "--kube-api-qps of the controllers (burst is twice that)")
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
+	wave := flag.Int("wave", 0, "create the Materializes in waves of this many, each once the one before has rolled out (0: all at once); at 10 000 one burst outgrows this machine's API server")
 	apiserverMemoryLimit := flag.String("apiserver-memory-limit", "", "GOMEMLIMIT of the bench's kube-apiserver (empty: none); at 10 000 Materializes it keeps the API server's garbage within the machine")
 	apiserverCPUProfile := flag.String("apiserver-cpu-profile", "", "write the kube-apiserver's CPU profile of 30 s of the first rollout (from 10 s after the creates) to this file (go tool pprof)")
 	apiserverHeapProfile := flag.String("apiserver-heap-profile", "", "write the kube-apiserver's heap profile after convergence to this file (go tool pprof)")
@@ -67,7 +68,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile}, *gogc, *apiserverMemoryLimit)
+	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile}, *gogc, *apiserverMemoryLimit, *wave)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
@@ -119,14 +120,14 @@ type profiles struct {
 	heap, cpu, apiserverHeap, apiserverCPU string
 }
 
-func run(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string) (map[string]float64, error) {
+func run(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string, wave int) (map[string]float64, error) {
 	figures := map[string]float64{}
-	return figures, measure(n, workers, qps, memoryLimit, prof, gogc, apiserverMemoryLimit, figures)
+	return figures, measure(n, workers, qps, memoryLimit, prof, gogc, apiserverMemoryLimit, wave, figures)
 }
 
 // measure runs the bench, filling figures with the summary's headline
 // figures (all lower-is-better).
-func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string, figures map[string]float64) error {
+func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string, wave int, figures map[string]float64) error {
 	heapProfile, cpuProfile := prof.heap, prof.cpu
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
@@ -170,7 +171,7 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 		return cmd, cmd.Start()
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q -apiserver-memory-limit %q\n\n", n, workers, qps, memoryLimit, gogc, apiserverMemoryLimit)
+	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q -apiserver-memory-limit %q -wave %d\n\n", n, workers, qps, memoryLimit, gogc, apiserverMemoryLimit, wave)
 
 	metrics, err := program.FreeAddr()
 	if err != nil {
@@ -191,10 +192,36 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 	// first rollout ends with every Console Ready and the resync that
 	// follows has nothing left to write).
 	go fixture.DeploymentsAvailable(podsCtx, kubernetes.NewForConfigOrDie(cp.Config), "default", "-balancerd", "-console")
-	if err := createAll(ctx, kubernetes.NewForConfigOrDie(cp.Config), mz, n); err != nil {
+	if _, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Secrets("default").Create(ctx, fixture.BackendSecret("default", "backend"), metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	created := time.Since(began)
+	if wave <= 0 || wave > n {
+		wave = n
+	}
+	var created time.Duration
+	var waves []string
+	var waveBegan time.Time
+	for done := 0; done < n; done += wave {
+		size := min(wave, n-done)
+		waveBegan = time.Now()
+		if err := createRange(ctx, mz, done, done+size); err != nil {
+			return err
+		}
+		created += time.Since(waveBegan)
+		if done+size == n {
+			break // the last wave's convergence is the rollout's, below
+		}
+		if err := waitConverged(ctx, mz, done+size, timeoutFor(size)); err != nil {
+			return err
+		}
+		waves = append(waves, fmt.Sprintf("%d–%d: %.1f s", done, done+size, time.Since(waveBegan).Seconds()))
+		// As it happens: a run the machine cannot finish still shows how
+		// far it got and how the processes grew.
+		apiserver, etcd := cp.PIDs()
+		m, a, e := snapshot(proc.Process.Pid, metrics), procStatus(apiserver), procStatus(etcd)
+		fmt.Printf("wave %s; then controllers RSS %s, Go heap in use %s; kube-apiserver RSS %s, etcd %s\n",
+			waves[len(waves)-1], mib(m.rss), mib(m.heapInUse), mib(a["VmRSS"]), mib(e["VmRSS"]))
+	}
 	apiserverProfiled := make(chan error, 1)
 	if prof.apiserverCPU != "" {
 		go func() {
@@ -208,6 +235,9 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 		return err
 	}
 	converged := time.Since(began)
+	if len(waves) > 0 {
+		waves = append(waves, fmt.Sprintf("%d–%d: %.1f s", n-(n-1)%wave-1, n, time.Since(waveBegan).Seconds()))
+	}
 	// Read before the heap profile, which runs a collection.
 	mem := snapshot(proc.Process.Pid, metrics)
 	live := ""
@@ -218,6 +248,9 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 	}
 	fmt.Printf("| phase | result |\n|---|---|\n")
 	fmt.Printf("| create %d Materializes (client side) | %v |\n", n, created.Round(time.Millisecond))
+	if len(waves) > 0 {
+		fmt.Printf("| waves of %d, each created once the one before had rolled out: from its creates to its rollout | %s |\n", wave, strings.Join(waves, "; "))
+	}
 	fmt.Printf("| all %d rolled out (UpToDate=True, Console Ready) | %v (%.1f Materializes/s) |\n",
 		n, converged.Round(time.Millisecond), float64(n)/converged.Seconds())
 	mem.print("after convergence")
@@ -312,14 +345,12 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 	return nil
 }
 
-func createAll(ctx context.Context, kube kubernetes.Interface, mz versioned.Interface, n int) error {
-	if _, err := kube.CoreV1().Secrets("default").Create(ctx, fixture.BackendSecret("default", "backend"), metav1.CreateOptions{}); err != nil {
-		return err
-	}
+// createRange creates the Materializes mz-<from> to mz-<to-1>.
+func createRange(ctx context.Context, mz versioned.Interface, from, to int) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, to-from)
 	sem := make(chan struct{}, 16)
-	for i := range n {
+	for i := from; i < to; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,7 +22,9 @@ import (
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	rbacinformers "k8s.io/client-go/informers/rbac/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -308,15 +312,46 @@ func (n NamespaceLister[T]) Get(name string) (T, error) {
 	return n.l.typed(obj), nil
 }
 
-// List returns the children whose labels match selector (a stub keeps
-// labels only where a reconciler lists by them: NetworkPolicies, whose
-// informer alone has the namespace index; other kinds are scanned whole).
+// List returns the children whose labels match selector, by a scan of
+// every cached child of the kind (the informers keep no namespace index;
+// a stub keeps no labels but a NetworkPolicy's resource id).
 func (n NamespaceLister[T]) List(selector labels.Selector) ([]T, error) {
 	var out []T
 	err := cache.ListAllByNamespace(n.l.indexer, n.namespace, selector, func(obj any) {
 		out = append(out, n.l.typed(obj))
 	})
 	return out, err
+}
+
+// WithResourceID returns the children in the namespace labelled with
+// resource id id, from the informer's resourceIDIndex (NetworkPolicies):
+// without a scan of the namespace's, which may hold thousands of
+// environments' children.
+func (n NamespaceLister[T]) WithResourceID(id string) ([]T, error) {
+	objs, err := n.l.indexer.ByIndex(resourceIDIndex, n.namespace+"/"+id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, n.l.typed(obj))
+	}
+	return out, nil
+}
+
+// resourceIDIndex indexes children by namespace and resource id label.
+const resourceIDIndex = "namespace/resourceId"
+
+func indexByResourceID(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	id, ok := m.GetLabels()[children.ResourceIDLabel]
+	if !ok {
+		return nil, nil
+	}
+	return []string{m.GetNamespace() + "/" + id}, nil
 }
 
 // Informer is the informer the Lister reads, for event handlers and
@@ -335,8 +370,9 @@ func newLister[T metav1.Object](inf cache.SharedIndexInformer, resource schema.G
 }
 
 // The listers of the children, over f's informers (f must have been made
-// by NewInformerFactories, whose transform makes the stubs). Only
-// NetworkPolicies, which the reconciler lists, are indexed by namespace.
+// by NewInformerFactories, whose transform makes the stubs). None keeps
+// the namespace index; NetworkPolicies, which the reconciler lists, are
+// indexed by resource id.
 
 func DeploymentLister(f informers.SharedInformerFactory) Lister[*appsv1.Deployment] {
 	return newLister(unindexedInformer(f, &appsv1.Deployment{}, appsinformers.NewFilteredDeploymentInformer), appsv1.Resource("deployments"), func(s *Stub) *appsv1.Deployment {
@@ -382,8 +418,14 @@ func RoleBindingLister(f informers.SharedInformerFactory) Lister[*rbacv1.RoleBin
 	})
 }
 
+// NetworkPolicyLister's informer is indexed by resource id alone: the
+// reconciler lists a Materialize's policies (WithResourceID).
 func NetworkPolicyLister(f informers.SharedInformerFactory) Lister[*networkingv1.NetworkPolicy] {
-	return newLister(f.Networking().V1().NetworkPolicies().Informer(), networkingv1.Resource("networkpolicies"), func(s *Stub) *networkingv1.NetworkPolicy {
+	inf := f.InformerFor(&networkingv1.NetworkPolicy{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return networkinginformers.NewFilteredNetworkPolicyInformer(c, metav1.NamespaceAll, resync,
+			cache.Indexers{resourceIDIndex: indexByResourceID}, onlyChildren)
+	})
+	return newLister(inf, networkingv1.Resource("networkpolicies"), func(s *Stub) *networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{ObjectMeta: s.meta()}
 	})
 }

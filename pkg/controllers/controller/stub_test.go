@@ -95,13 +95,15 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 		t.Errorf("another namespace's child: %v, want NotFound", err)
 	}
 
-	// Only NetworkPolicies, which are listed, keep the namespace index;
-	// a kind without it is still listed by namespace, by a scan.
-	if _, indexed := kubeInformers.Apps().V1().Deployments().Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; indexed {
-		t.Error("the Deployments' informer keeps the namespace index")
-	}
-	if _, indexed := kubeInformers.Networking().V1().NetworkPolicies().Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !indexed {
-		t.Error("the NetworkPolicies' informer has no namespace index")
+	// No kind keeps the namespace index (a set of every key, per
+	// namespace); a kind is still listed by namespace, by a scan.
+	for kind, inf := range map[string]cache.SharedIndexInformer{
+		"Deployments":     kubeInformers.Apps().V1().Deployments().Informer(),
+		"NetworkPolicies": kubeInformers.Networking().V1().NetworkPolicies().Informer(),
+	} {
+		if _, indexed := inf.GetIndexer().GetIndexers()[cache.NamespaceIndex]; indexed {
+			t.Errorf("the %s' informer keeps the namespace index", kind)
+		}
 	}
 	if all, err := deployments.In("ns").List(labels.Everything()); err != nil || len(all) != 1 || all[0].Name != "d" {
 		t.Errorf("Deployments in ns: %v, %v", all, err)
@@ -110,12 +112,17 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 		t.Errorf("Deployments in another namespace: %v, %v", none, err)
 	}
 
-	listed, err := policies.In("ns").List(labels.SelectorFromSet(labels.Set{children.ResourceIDLabel: "r"}))
+	// NetworkPolicies are found by resource id from an index (no scan of
+	// the namespace's): a stub's label, in its namespace only.
+	listed, err := policies.In("ns").WithResourceID("r")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(listed) != 1 || listed[0].Name != "in" {
 		t.Errorf("NetworkPolicies of resource id r: %v", listed)
+	}
+	if elsewhere, err := policies.In("elsewhere").WithResourceID("r"); err != nil || len(elsewhere) != 0 {
+		t.Errorf("NetworkPolicies of resource id r in another namespace: %v, %v", elsewhere, err)
 	}
 
 	w, err := configMaps.In("ns").Get("whole")

@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 
@@ -38,7 +37,11 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		res.problem = fmt.Sprintf("spec.environmentId: %v; environmentd needs the organization's UUID", err)
 		return res, nil
 	}
-	if other := r.sharingEnvironmentID(e.mz); other != nil && !created {
+	other, err := r.sharingEnvironmentID(e.mz)
+	if err != nil {
+		return res, err
+	}
+	if other != nil && !created {
 		// upstream's message: two environments on one environment ID would
 		// share a catalog's identity (and, with one backend, a catalog).
 		res.problem = fmt.Sprintf("Materialize resources %s/%s and %s/%s have the environmentId field set to the same value. "+
@@ -161,18 +164,44 @@ func unversionedNote(ref string) string {
 	}
 }
 
-// sharingEnvironmentID returns another Materialize with mz's environmentId.
-func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) *v1alpha1.Materialize {
-	all, err := r.materializes.List(labels.Everything())
-	if err != nil {
-		return nil
+// sharingEnvironmentID returns another Materialize with mz's environmentId,
+// from the informer's index: a scan of every Materialize on each pass of
+// each pending rollout grew with the square of their number.
+func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) (*v1alpha1.Materialize, error) {
+	if !isSet(mz.Spec.EnvironmentID) {
+		return nil, nil
 	}
-	for _, other := range all {
-		if other.UID != mz.UID && mzuuid.Equal(other.Spec.EnvironmentID, mz.Spec.EnvironmentID) && isSet(other.Spec.EnvironmentID) {
-			return other
+	same, err := r.byEnvironmentID.ByIndex(environmentIDIndex, environmentIDKey(mz.Spec.EnvironmentID))
+	if err != nil {
+		return nil, fmt.Errorf("finding Materializes with environmentId %q: %w", mz.Spec.EnvironmentID, err)
+	}
+	for _, obj := range same {
+		if other, ok := obj.(*v1alpha1.Materialize); ok && other.UID != mz.UID {
+			return other, nil
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// environmentIDIndex indexes Materializes by spec.environmentId as
+// mzuuid.Equal compares them (environmentIDKey); unset ones are not indexed.
+const environmentIDIndex = "environmentId"
+
+func indexByEnvironmentID(obj any) ([]string, error) {
+	mz, ok := obj.(*v1alpha1.Materialize)
+	if !ok || !isSet(mz.Spec.EnvironmentID) {
+		return nil, nil
+	}
+	return []string{environmentIDKey(mz.Spec.EnvironmentID)}, nil
+}
+
+// environmentIDKey is an environment id as mzuuid.Equal compares it: the
+// canonical UUID, or the string as written when it is none.
+func environmentIDKey(id string) string {
+	if c, err := mzuuid.Canonical(id); err == nil {
+		return c
+	}
+	return id
 }
 
 // checkLicenseKey reads the claims environmentd and upstream orchestratord

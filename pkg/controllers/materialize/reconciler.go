@@ -35,7 +35,6 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/humantime"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
-	"k8s.io/apimachinery/pkg/labels"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
@@ -93,6 +92,9 @@ type reconciler struct {
 	o            Options
 	log          *zap.Logger
 	materializes mzlisters.MaterializeLister
+	// byEnvironmentID is the Materializes' informer's index of
+	// environmentIDIndex.
+	byEnvironmentID cache.Indexer
 	// recent holds the statuses this reconciler wrote (read-your-writes).
 	recent       *ctrlcomponent.RecentWrites
 	balancers    mzlisters.BalancerLister
@@ -133,9 +135,16 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	}
 	mzInf := d.MZInformers.Materialize().V1alpha1()
 	k := d.KubeInformers
+	materializes := mzInf.Materializes().Informer()
+	if _, ok := materializes.GetIndexer().GetIndexers()[environmentIDIndex]; !ok {
+		// Before the informers start; an error (an informer started
+		// already) leaves the pre-flight check without the index, which
+		// it reports.
+		_ = materializes.AddIndexers(cache.Indexers{environmentIDIndex: indexByEnvironmentID})
+	}
 	r := &reconciler{
 		d: d, o: o, log: d.Log.With(zap.String("controller", controllerName)),
-		materializes: mzInf.Materializes().Lister(),
+		materializes: mzInf.Materializes().Lister(), byEnvironmentID: materializes.GetIndexer(),
 		recent:       ctrlcomponent.NewRecentWrites(),
 		balancers:    mzInf.Balancers().Lister(),
 		consoles:     mzInf.Consoles().Lister(),
@@ -412,7 +421,7 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
 			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
 		}
 	}
-	existing, err := r.policies.In(e.ns()).List(labels.SelectorFromSet(labels.Set{children.ResourceIDLabel: e.id}))
+	existing, err := r.policies.In(e.ns()).WithResourceID(e.id)
 	if err != nil {
 		return err
 	}
