@@ -137,9 +137,8 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	k := d.KubeInformers
 	materializes := mzInf.Materializes().Informer()
 	if _, ok := materializes.GetIndexer().GetIndexers()[environmentIDIndex]; !ok {
-		// Before the informers start; an error (an informer started
-		// already) leaves the pre-flight check without the index, which
-		// it reports.
+		// Only a stopped informer refuses it; the pre-flight check then
+		// fails with ByIndex's error instead of scanning.
 		_ = materializes.AddIndexers(cache.Indexers{environmentIDIndex: indexByEnvironmentID})
 	}
 	r := &reconciler{
