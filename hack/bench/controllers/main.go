@@ -56,7 +56,7 @@ func main() {
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
 	wave := flag.Int("wave", 0, "create the Materializes in waves of this many, each once the one before has rolled out (0: all at once); at 10 000 one burst outgrows this machine's API server")
 	apiserverMemoryLimit := flag.String("apiserver-memory-limit", "", "GOMEMLIMIT of the bench's kube-apiserver (empty: none); at 10 000 Materializes it keeps the API server's garbage within the machine")
-	apiserverCPUProfile := flag.String("apiserver-cpu-profile", "", "write the kube-apiserver's CPU profile of 30 s of the first rollout (from 10 s after the creates) to this file (go tool pprof)")
+	apiserverCPUProfile := flag.String("apiserver-cpu-profile", "", "write the kube-apiserver's CPU profile of 30 s of the first rollout (from 10 s after the creates, of the last wave with -wave) to this file (go tool pprof)")
 	apiserverHeapProfile := flag.String("apiserver-heap-profile", "", "write the kube-apiserver's heap profile after convergence to this file (go tool pprof)")
 	cpuProfile := flag.String("cpu-profile", "", "write the new leader's CPU profile of the hand-over and its resync (8 s from just before the leader stops) to this file (go tool pprof)")
 	gogc := flag.String("gogc", "50", "GOGC of the controllers: the chart's controllers.gogc by default; empty for the runtime's 100")
@@ -235,6 +235,7 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 		return err
 	}
 	converged := time.Since(began)
+	machineAfter := readMachineCPU()
 	if len(waves) > 0 {
 		waves = append(waves, fmt.Sprintf("%d–%d: %.1f s", n-(n-1)%wave-1, n, time.Since(waveBegan).Seconds()))
 	}
@@ -261,7 +262,7 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 		fmt.Printf("| live heap after a collection (the runtime's HeapAlloc, scraped right after the heap profile's collection) | %s |\n", live)
 	}
 	printWhereTimeGoes(metrics, workers, converged, env, n)
-	printMachineCPU(machineBefore, readMachineCPU())
+	printMachineCPU(machineBefore, machineAfter)
 	printControlPlane(cp, "after convergence")
 	if prof.apiserverHeap != "" {
 		if err := saveAPIServerProfile(ctx, cp, "/debug/pprof/heap", "", prof.apiserverHeap); err != nil {
@@ -709,11 +710,14 @@ func procCPU(pid int) float64 {
 	if err != nil {
 		return 0
 	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// after it. utime and stime are the 14th and 15th fields, in clock
+	// The command name, in parentheses, may hold spaces and parentheses:
+	// fields count from after its last ')'. utime and stime are the 14th and 15th fields, in clock
 	// ticks (100 a second on Linux).
-	_, rest, _ := strings.Cut(string(raw), ") ")
-	fields := strings.Fields(rest)
+	end := strings.LastIndexByte(string(raw), ')')
+	if end < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(raw)[end+1:])
 	if len(fields) < 13 {
 		return 0
 	}

@@ -324,9 +324,10 @@ func (n NamespaceLister[T]) List(selector labels.Selector) ([]T, error) {
 }
 
 // WithResourceID returns the children in the namespace labelled with
-// resource id id, from the informer's resourceIDIndex (NetworkPolicies):
-// without a scan of the namespace's, which may hold thousands of
-// environments' children.
+// resource id id, from the informer's resourceIDIndex, without a scan of
+// the namespace's, which may hold thousands of environments' children.
+// Only NetworkPolicyLister's informer has the index (other kinds: an
+// error).
 func (n NamespaceLister[T]) WithResourceID(id string) ([]T, error) {
 	objs, err := n.l.indexer.ByIndex(resourceIDIndex, n.namespace+"/"+id)
 	if err != nil {
@@ -341,6 +342,16 @@ func (n NamespaceLister[T]) WithResourceID(id string) ([]T, error) {
 
 // resourceIDIndex indexes children by namespace and resource id label.
 const resourceIDIndex = "namespace/resourceId"
+
+// EnsureIndex adds the index name to inf unless it has it already: the
+// factory hands out one informer per kind, made by whoever asked first,
+// which may lack it. Only a stopped informer refuses.
+func EnsureIndex(inf cache.SharedIndexInformer, name string, index cache.IndexFunc) error {
+	if _, ok := inf.GetIndexer().GetIndexers()[name]; ok {
+		return nil
+	}
+	return inf.AddIndexers(cache.Indexers{name: index})
+}
 
 func indexByResourceID(obj any) ([]string, error) {
 	m, err := meta.Accessor(obj)
@@ -425,6 +436,9 @@ func NetworkPolicyLister(f informers.SharedInformerFactory) Lister[*networkingv1
 		return networkinginformers.NewFilteredNetworkPolicyInformer(c, metav1.NamespaceAll, resync,
 			cache.Indexers{resourceIDIndex: indexByResourceID}, onlyChildren)
 	})
+	// An informer made before this one was asked for (the factory's own)
+	// gets the index too; should that fail, WithResourceID says so.
+	_ = EnsureIndex(inf, resourceIDIndex, indexByResourceID)
 	return newLister(inf, networkingv1.Resource("networkpolicies"), func(s *Stub) *networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{ObjectMeta: s.meta()}
 	})

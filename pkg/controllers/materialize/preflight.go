@@ -37,11 +37,14 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		res.problem = fmt.Sprintf("spec.environmentId: %v; environmentd needs the organization's UUID", err)
 		return res, nil
 	}
-	other, err := r.sharingEnvironmentID(e.mz)
-	if err != nil {
-		return res, err
+	var other *v1alpha1.Materialize
+	if !created {
+		var err error
+		if other, err = r.sharingEnvironmentID(e.mz); err != nil {
+			return res, err
+		}
 	}
-	if other != nil && !created {
+	if other != nil {
 		// upstream's message: two environments on one environment ID would
 		// share a catalog's identity (and, with one backend, a catalog).
 		res.problem = fmt.Sprintf("Materialize resources %s/%s and %s/%s have the environmentId field set to the same value. "+

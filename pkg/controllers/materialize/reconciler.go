@@ -135,15 +135,15 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	}
 	mzInf := d.MZInformers.Materialize().V1alpha1()
 	k := d.KubeInformers
-	materializes := mzInf.Materializes().Informer()
-	if _, ok := materializes.GetIndexer().GetIndexers()[environmentIDIndex]; !ok {
-		// Only a stopped informer refuses it; the pre-flight check then
-		// fails with ByIndex's error instead of scanning.
-		_ = materializes.AddIndexers(cache.Indexers{environmentIDIndex: indexByEnvironmentID})
+	mzInformer := mzInf.Materializes().Informer()
+	if err := controller.EnsureIndex(mzInformer, environmentIDIndex, indexByEnvironmentID); err != nil {
+		// A stopped informer: the pre-flight check fails with ByIndex's
+		// error rather than scanning.
+		d.Log.Error("indexing Materializes by environmentId", zap.Error(err))
 	}
 	r := &reconciler{
 		d: d, o: o, log: d.Log.With(zap.String("controller", controllerName)),
-		materializes: mzInf.Materializes().Lister(), byEnvironmentID: materializes.GetIndexer(),
+		materializes: mzInf.Materializes().Lister(), byEnvironmentID: mzInformer.GetIndexer(),
 		recent:       ctrlcomponent.NewRecentWrites(),
 		balancers:    mzInf.Balancers().Lister(),
 		consoles:     mzInf.Consoles().Lister(),
