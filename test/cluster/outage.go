@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 // APIServerOutage makes the node's kube-apiserver unresponsive for d: the
@@ -146,7 +148,7 @@ func processesNamed(podUID, comm string) ([]Process, error) {
 		if err != nil || string(bytes.TrimSpace(name)) != comm {
 			continue
 		}
-		if started, err := startTime(dir); err == nil {
+		if started, err := startTime(pid); err == nil {
 			out = append(out, Process{PID: pid, Started: started})
 		}
 	}
@@ -154,20 +156,11 @@ func processesNamed(podUID, comm string) ([]Process, error) {
 }
 
 // startTime is a process's start time (clock ticks since boot), field 22
-// of /proc/<pid>/stat; the fields after the command, which may hold spaces
-// and parentheses, start after its last ')'.
-func startTime(procDir string) (uint64, error) {
-	stat, err := os.ReadFile(filepath.Join(procDir, "stat"))
+// of /proc/<pid>/stat.
+func startTime(pid int) (uint64, error) {
+	fields, err := program.ProcStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 20 {
-		return 0, errors.New("malformed stat")
-	}
-	return strconv.ParseUint(fields[19], 10, 64) // field 22: the 20th after the command
+	return strconv.ParseUint(fields[19], 10, 64) // field 22: starttime
 }

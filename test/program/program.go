@@ -108,3 +108,24 @@ func containsAll(s string, parts []string) bool {
 	}
 	return true
 }
+
+// ProcStat returns the fields of /proc/<pid>/stat that follow the command
+// name, so that field N of proc(5) is at index N-3 (state is 0, utime 11,
+// stime 12, starttime 19). The name, in parentheses, may hold spaces and
+// parentheses: the fields start after its last ')'.
+func ProcStat(pid int) ([]string, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	s := string(raw)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(s[end+1:])
+	if len(fields) < 20 {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want at least 20", pid, len(fields))
+	}
+	return fields, nil
+}

@@ -703,22 +703,11 @@ func printControlPlane(cp *controlplane.ControlPlane, phase string) {
 		phase, mib(a["VmRSS"]), mib(a["VmHWM"]), mib(e["VmRSS"]), mib(e["VmHWM"]), procCPU(apiserver), procCPU(etcd))
 }
 
-// procCPU returns the CPU-seconds a process has used (user and system),
-// from /proc/<pid>/stat; 0 once it is gone.
+// procCPU returns the CPU-seconds a process has used (user and system,
+// in clock ticks of 100 a second on Linux); 0 once it is gone.
 func procCPU(pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fields, err := program.ProcStat(pid)
 	if err != nil {
-		return 0
-	}
-	// The command name, in parentheses, may hold spaces and parentheses:
-	// fields count from after its last ')'. utime and stime are the 14th and 15th fields, in clock
-	// ticks (100 a second on Linux).
-	end := strings.LastIndexByte(string(raw), ')')
-	if end < 0 {
-		return 0
-	}
-	fields := strings.Fields(string(raw)[end+1:])
-	if len(fields) < 13 {
 		return 0
 	}
 	utime, _ := strconv.ParseFloat(fields[11], 64)
