@@ -1,5 +1,5 @@
-// Command standin-environmentd is a TEST STAND-IN for environmentd, balancerd
-// and the console, NOT Materialize. It parses its command line and
+// Command standin-environmentd is a TEST STAND-IN for environmentd, balancerd,
+// the console and clusterd, NOT Materialize. It parses its command line and
 // environment exactly as the real program does (tables generated from
 // upstream's clap definitions, test/standin/clap) and refuses what the real
 // program refuses, with the real program's messages and exit codes; then it
@@ -9,7 +9,7 @@
 // (the console reads its environment as the image does: test/standin/console).
 //
 // What it plays comes from its image's environment: STANDIN_PLAYS is
-// environmentd (default), balancerd or console; STANDIN_VERSION is the
+// environmentd (default), balancerd, console or clusterd; STANDIN_VERSION is the
 // version of environmentd or balancerd it plays (it decides the command
 // line the release line has and environmentd's listeners file schema);
 // unset, the newest release line of the generated tables
@@ -30,6 +30,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/test/standin/balancerd"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
+	"github.com/materializeinc/orchestratord/test/standin/clusterd"
 	"github.com/materializeinc/orchestratord/test/standin/console"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
@@ -46,8 +47,10 @@ func main() {
 		err = balancerd.Run(ctx, log, os.Args[1:], os.LookupEnv)
 	case "console":
 		err = console.Run(ctx, log, os.LookupEnv, os.ReadFile)
+	case "clusterd":
+		err = clusterd.Run(ctx, log, os.Args[1:], os.LookupEnv)
 	default:
-		err = fmt.Errorf("STANDIN_PLAYS=%q: want environmentd, balancerd or console", plays)
+		err = fmt.Errorf("STANDIN_PLAYS=%q: want environmentd, balancerd, console or clusterd", plays)
 	}
 	if err != nil {
 		if e, ok := err.(interface{ ExitCode() int }); ok {
@@ -77,7 +80,7 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 	if plan.LicenseWarning != "" {
 		log.Warn(plan.LicenseWarning)
 	}
-	p, err := process(ctx, log, plan)
+	p, err := process(ctx, log, plan, version.String())
 	if err != nil {
 		return err
 	}
@@ -99,8 +102,8 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 // against: in a pod (--orchestrator=kubernetes), the API server as the pod's
 // ServiceAccount (KUBECONFIG, when set, for tests run outside a pod);
 // otherwise an in-memory catalog.
-func process(ctx context.Context, log *slog.Logger, plan *standin.Plan) (*standin.Process, error) {
-	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, CatchUp: 2 * time.Second, FenceCheck: time.Second}
+func process(ctx context.Context, log *slog.Logger, plan *standin.Plan, version string) (*standin.Process, error) {
+	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, FenceCheck: time.Second}
 	if o, _ := plan.Args.Get("orchestrator"); o == "kubernetes" {
 		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
 		cfg, err := loader.ClientConfig()
@@ -111,12 +114,13 @@ func process(ctx context.Context, log *slog.Logger, plan *standin.Plan) (*standi
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes namespace: %w", err)
 		}
-		if p, err = standin.KubeProcess(ctx, log, plan, cfg, ns, os.Getenv("HOSTNAME")); err != nil {
+		// STANDIN_HYDRATION (a Materialize's environmentdExtraEnv) is how
+		// long its replicas take to hydrate; real environmentd ignores it.
+		if p, err = standin.KubeProcess(ctx, log, plan, version, os.Getenv("STANDIN_HYDRATION"), cfg, ns, os.Getenv("HOSTNAME")); err != nil {
 			return nil, err
 		}
 	}
-	// How long a new generation catches up; tests shorten the VpcEndpoint retries.
-	p.CatchUp = durationEnv("STANDIN_CATCHUP", p.CatchUp)
+	// Tests shorten the VpcEndpoint retries.
 	p.RetryFor = durationEnv("STANDIN_RETRY_FOR", p.RetryFor)
 	return p, nil
 }

@@ -82,7 +82,7 @@ var kinds = map[ParserKind]string{
 	Duration: "Duration", SocketAddr: "SocketAddr", NetioSocketAddr: "NetioSocketAddr", IPAddr: "IPAddr",
 	IPNet: "IPNet", UUID: "UUID", HeaderValue: "HeaderValue", KeyValueArg: "KeyValueArg",
 	HeaderKeyValueArg: "HeaderKeyValueArg", KeyValPair: "KeyValPair", URL: "URL", EnvFilter: "EnvFilter",
-	EnvironmentID: "EnvironmentID", Text: "Text",
+	EnvironmentID: "EnvironmentID", Text: "Text", TimelyConfig: "TimelyConfig",
 }
 
 func writeArg(b *strings.Builder, a *Arg) {

@@ -54,6 +54,13 @@ var programs = []program{
 		main:  "src/balancerd/src/bin/balancerd.rs",
 		strct: "Args",
 	},
+	{
+		name:  "clusterd",
+		goVar: "Clusterd",
+		out:   "clusterd_args.go",
+		main:  "src/clusterd/src/lib.rs",
+		strct: "Args",
+	},
 }
 
 // cliFile is mz_ore's parse_args, whose behaviour the tables encode.

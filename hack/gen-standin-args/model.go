@@ -88,6 +88,7 @@ const (
 	EnvFilter
 	EnvironmentID
 	Text
+	TimelyConfig
 )
 
 type Parser struct {

@@ -93,6 +93,14 @@ var valueParsers = map[string]valueParser{
 		{"src/auth/src/password.rs", "impl From<String> for Password", "Password's From<String>",
 			"impl From<String>for Password{fn from(password:String)->Self{Password(password)}}"},
 	}},
+	// clusterd's timely configs: serde_json into a struct without serde
+	// attributes (test/standin/clap/timely.go).
+	"mz_cluster_client::client::TimelyConfig": {kind: TimelyConfig, crates: []string{"serde_json 1.0.151"}, items: []upstreamItem{
+		{"src/cluster-client/src/client.rs", "pub struct TimelyConfig", "TimelyConfig",
+			"pub struct TimelyConfig{pub workers:usize, pub process:usize, pub addresses:Vec<String>, pub arrangement_exert_proportionality:u32, pub enable_zero_copy:bool, pub enable_zero_copy_lgalloc:bool, pub zero_copy_limit:Option<usize>, }"},
+		{"src/cluster-client/src/client.rs", "impl FromStr for TimelyConfig", "TimelyConfig::from_str",
+			"impl FromStr for TimelyConfig{type Err = serde_json::Error;fn from_str(s:&str)->serde_json::Result<Self>{serde_json::from_str(s)}}"},
+	}},
 	"mz_cloud_resources::AwsExternalIdPrefix::new_from_cli_argument_or_environment_variable": {kind: Text, items: []upstreamItem{
 		{"src/cloud-resources/src/vpc_endpoint.rs", "pub fn new_from_cli_argument_or_environment_variable", "AwsExternalIdPrefix::new_from_cli_argument_or_environment_variable",
 			"pub fn new_from_cli_argument_or_environment_variable(aws_external_id_prefix:&str, )->Result<AwsExternalIdPrefix, Infallible>{Ok(AwsExternalIdPrefix(aws_external_id_prefix.into()))}"},

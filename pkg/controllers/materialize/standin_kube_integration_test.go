@@ -23,6 +23,7 @@ import (
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/standin/clusterd"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -92,7 +93,7 @@ func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRules func([]r
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns(), "system:authenticated"}}
 	logged = &standinLog{t: t}
 	log := slog.New(slog.NewTextHandler(logged, nil))
-	p, err := standin.KubeProcess(ctx, log, plan, sa, e.ns(), podName)
+	p, err := standin.KubeProcess(ctx, log, plan, "26.35.0", "", sa, e.ns(), podName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +146,23 @@ func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 			}
 			if sts.Spec.Selector.MatchLabels["materialize.cloud/mz-resource-id"] != e.id {
 				t.Errorf("%s: selector %v lacks the service labels", name, sts.Spec.Selector.MatchLabels)
+			}
+			// clusterd (its stand-in, with clusterd's own clap table)
+			// accepts the command line environmentd gives it, in its pod.
+			inPod := func(k string) (string, bool) {
+				switch k {
+				case "KUBERNETES_SERVICE_HOST":
+					return "10.96.0.1", true
+				case "HOSTNAME":
+					return name + "-0", true
+				}
+				return "", false
+			}
+			cd, err := clusterd.Check(imageref.MustParseVersion("26.35.0"), pod.Containers[0].Args, inPod)
+			if err != nil {
+				t.Errorf("%s: clusterd refuses its command line: %v\n%q", name, err, pod.Containers[0].Args)
+			} else if cd.Process != 0 || cd.ComputeCtl != "0.0.0.0:2101" || cd.EnvironmentID == "" {
+				t.Errorf("%s: clusterd plan %+v", name, cd)
 			}
 		}
 		if got := d.Status(); got != mzenv.IsLeader {

@@ -219,6 +219,9 @@ const (
 	// Text is any UTF-8 string: a From<String> type or an infallible
 	// function.
 	Text
+	// TimelyConfig is mz_cluster_client's TimelyConfig, parsed from JSON
+	// (clusterd's timely configs).
+	TimelyConfig
 )
 
 // Parser describes an argument's value parser.

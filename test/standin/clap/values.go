@@ -71,6 +71,8 @@ func checkParsed(a *Arg, v string) error {
 	case EnvironmentID:
 		err = parseEnvironmentID(v)
 	case Text:
+	case TimelyConfig:
+		_, err = ParseTimelyConfig(v)
 	}
 	if err == nil {
 		return nil

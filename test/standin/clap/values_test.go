@@ -300,4 +300,5 @@ func TestNoUncheckedValueParsers(t *testing.T) {
 	}
 	walk(Environmentd)
 	walk(Balancerd)
+	walk(Clusterd)
 }

@@ -110,6 +110,7 @@ type replicaSize struct {
 	DiskLimit   *string           `json:"disk_limit"`
 	Selectors   map[string]string `json:"selectors"`
 	Swap        bool              `json:"swap_enabled"`
+	IsCC        bool              `json:"is_cc"`
 }
 
 var byteSizePattern = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$`)
@@ -279,6 +280,10 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 		}
 		limits[corev1.ResourceMemory] = *resource.NewQuantity(int64(b), resource.BinarySI)
 		requests[corev1.ResourceMemory] = limits[corev1.ResourceMemory]
+		if size.Swap {
+			// Kubernetes enables swap only when request and limit differ.
+			requests[corev1.ResourceMemory] = *resource.NewQuantity(int64(b)-1, resource.BinarySI)
+		}
 	}
 	if size.CPULimit != nil {
 		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(*size.CPULimit*1000), resource.DecimalSI)
@@ -290,12 +295,14 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 		container = container[:i]
 	}
 	pullPolicy, _ := o.Args.Get("orchestrator-kubernetes-image-pull-policy")
+	args, err := o.clusterdArgs(r, name, size, diskLimit)
+	if err != nil {
+		return err
+	}
 	pod := corev1ac.PodSpec().
 		WithContainers(corev1ac.Container().WithName(container).WithImage(image).
 			WithImagePullPolicy(pullPolicyOf(pullPolicy)).
-			WithArgs("--storage-controller-listen-addr=0.0.0.0:2100", "--compute-controller-listen-addr=0.0.0.0:2101",
-				"--internal-http-listen-addr=0.0.0.0:6878",
-				"--opentelemetry-resource=cluster_id="+r.ClusterID, "--opentelemetry-resource=replica_id="+r.ReplicaID).
+			WithArgs(args...).
 			WithPorts(ctrPorts...).
 			WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(requests)).
 			WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(false).WithRunAsNonRoot(true).

@@ -21,9 +21,10 @@ type Process struct {
 	Catalog Catalog
 	// Orchestrator, when set, makes environmentd's Kubernetes calls.
 	Orchestrator *Orchestrator
-	// CatchUp is how long a new generation catches up before it announces
-	// itself ready to promote (real environmentd: until its clusters hydrate).
-	CatchUp time.Duration
+	// Replicas is the cluster controller a new generation waits for: it is
+	// caught up once every process of its replicas is Ready and hydrated.
+	// Nil: caught up at the first check (tests of the process alone).
+	Replicas CaughtUpChecker
 	// FenceCheck is how often a leader looks whether a newer generation
 	// took the catalog over (real environmentd learns it on its next
 	// catalog write).
@@ -45,6 +46,9 @@ const (
 	// ExitFenced is exit!(0): fenced out by a newer generation; the image's
 	// entrypoint then sleeps forever instead of letting the pod restart.
 	ExitFenced = 0
+	// ExitPanic is a panic: the enhanced panic handler aborts the process
+	// (SIGABRT, 128+6).
+	ExitPanic = 134
 )
 
 func halt(format string, a ...any) *ExitError {
@@ -112,14 +116,8 @@ func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen u
 	if err := p.bootstrap(ctx, plan, gen, true); err != nil {
 		return err
 	}
-	skip := d.SetCatchingUp()
-	select {
-	case <-skip:
-		p.Log.Info("skipping waiting for deployment to catch up due to administrator request")
-	case <-time.After(p.CatchUp):
-		p.Log.Info("deployment caught up")
-	case err := <-p.served:
-		return p.servingEnded(err)
+	if err := p.catchUp(ctx, plan, d); err != nil {
+		return err
 	}
 	promoted := d.SetReadyToPromote()
 	p.Log.Info("announced as ready to promote; waiting for promotion")
@@ -196,10 +194,40 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 	if err != nil {
 		return fatal("%v", err)
 	}
+	if c, ok := p.Replicas.(*Controller); ok {
+		c.Manage(replicas, gen)
+		if !readOnly {
+			// A leader's controller connects to its replicas too; nothing
+			// waits for them.
+			p.background.Go(func() { p.connectReplicas(ctx, c) })
+		}
+	}
 	p.background.Go(func() {
 		_ = retry(ctx, p.Log, "orchestrator call failed", time.Time{}, p.ensureReplicas(ctx, o, replicas, gen, readOnly))
 	})
 	return nil
+}
+
+// connectReplicas checks the leader's replicas until all are hydrated.
+func (p *Process) connectReplicas(ctx context.Context, c *Controller) {
+	defer c.Close()
+	last := ""
+	for {
+		ok, why := c.CaughtUp(ctx)
+		if ok {
+			p.Log.Info("cluster replicas hydrated", "replicas", why)
+			return
+		}
+		if why != last {
+			p.Log.Info("cluster replicas not hydrated", "waiting_for", why)
+			last = why
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // ensureReplicas applies this generation's replicas and, as the leader,
@@ -250,7 +278,7 @@ func retry(ctx context.Context, log *slog.Logger, msg string, deadline time.Time
 // KubeProcess is a Process for a pod in namespace, talking to the API server
 // with cfg (the pod's ServiceAccount): its catalog in a Secret, its
 // orchestrator's calls, the owners of its own pod (named by HOSTNAME).
-func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, cfg *rest.Config, namespace, podName string) (*Process, error) {
+func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, version, hydrateFor string, cfg *rest.Config, namespace, podName string) (*Process, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -262,9 +290,10 @@ func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, cfg *rest.Co
 	prefix, _ := plan.Args.Get("orchestrator-kubernetes-name-prefix")
 	envID, _ := plan.Args.Get("environment-id")
 	backend, _ := plan.Args.Get("metadata-backend-url")
-	p := &Process{Log: log, CatchUp: 2 * time.Second, FenceCheck: time.Second, RetryFor: 10 * time.Minute,
+	p := &Process{Log: log, FenceCheck: time.Second, RetryFor: 10 * time.Minute,
 		Catalog:      &SecretCatalog{Kube: kube, Namespace: namespace, Name: CatalogSecretName(backend, OrganizationID(envID))},
 		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args}}
+	p.Replicas = &Controller{O: p.Orchestrator, Version: version, HydrateFor: hydrateFor}
 	if podName == "" {
 		return nil, fatal("HOSTNAME is not set")
 	}

@@ -18,12 +18,18 @@ func boot(t *testing.T, ctx context.Context, catalog Catalog, gen string) (*Depl
 	t.Helper()
 	d := NewDeployment()
 	p := &Process{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: catalog,
-		CatchUp: time.Hour, FenceCheck: 10 * time.Millisecond, Deployment: d}
+		Replicas: neverCaughtUp{}, FenceCheck: 10 * time.Millisecond, Deployment: d}
 	plan := &Plan{Listeners: &Listeners{}, Generation: gen}
 	exit := make(chan error, 1)
 	go func() { exit <- p.Run(ctx, plan) }()
 	return d, exit
 }
+
+// neverCaughtUp is a cluster whose replicas never hydrate: only skip-catchup
+// ends the catch-up.
+type neverCaughtUp struct{}
+
+func (neverCaughtUp) CaughtUp(context.Context) (bool, string) { return false, "0/1 replica processes hydrated" }
 
 func waitStatus(t *testing.T, d *Deployment, want mzenv.LeaderStatus) {
 	t.Helper()

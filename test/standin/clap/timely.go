@@ -1,0 +1,276 @@
+package clap
+
+// TimelyConfig is clusterd's --storage-timely-config and
+// --compute-timely-config: serde_json::from_str into mz_cluster_client's
+// TimelyConfig (src/cluster-client/src/client.rs; serde_json 1.0.151). The
+// struct has no serde attributes, so every field but the Option is
+// required, unknown fields are ignored, and a JSON array fills the fields
+// in order. The messages are serde_json's; positions are "line L column C"
+// with C counted in bytes up to the end of the last token read, as
+// serde_json counts them.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// timelyField is one field of TimelyConfig in declaration order.
+type timelyField struct {
+	name     string
+	kind     string // usize, u32, bool, strings
+	optional bool
+}
+
+var timelyFields = []timelyField{
+	{"workers", "usize", false},
+	{"process", "usize", false},
+	{"addresses", "strings", false},
+	{"arrangement_exert_proportionality", "u32", false},
+	{"enable_zero_copy", "bool", false},
+	{"enable_zero_copy_lgalloc", "bool", false},
+	{"zero_copy_limit", "usize", true},
+}
+
+// TimelyConfigValue is the part of a parsed TimelyConfig the stand-in uses.
+type TimelyConfigValue struct {
+	Workers   uint64
+	Addresses []string
+}
+
+// ParseTimelyConfig parses s as clusterd does.
+func ParseTimelyConfig(s string) (TimelyConfigValue, error) {
+	p := &serdeJSON{src: s, dec: json.NewDecoder(strings.NewReader(s))}
+	p.dec.UseNumber()
+	var out TimelyConfigValue
+	tok, err := p.token()
+	if err != nil {
+		return out, err
+	}
+	seen := map[string]bool{}
+	set := func(f timelyField) error {
+		v, err := p.value(f)
+		if err != nil {
+			return err
+		}
+		switch f.name {
+		case "workers":
+			out.Workers = v.(uint64)
+		case "addresses":
+			out.Addresses = v.([]string)
+		}
+		seen[f.name] = true
+		return nil
+	}
+	switch tok {
+	case json.Delim('{'):
+		for p.dec.More() {
+			k, err := p.token()
+			if err != nil {
+				return out, err
+			}
+			key, _ := k.(string)
+			var f *timelyField
+			for i := range timelyFields {
+				if timelyFields[i].name == key {
+					f = &timelyFields[i]
+				}
+			}
+			if f == nil { // ignored, as serde does without deny_unknown_fields
+				var skip json.RawMessage
+				if err := p.dec.Decode(&skip); err != nil {
+					return out, p.syntax(err)
+				}
+				continue
+			}
+			if seen[key] {
+				return out, p.errorf("duplicate field `%s`", key)
+			}
+			if err := set(*f); err != nil {
+				return out, err
+			}
+		}
+		if _, err := p.token(); err != nil { // '}'
+			return out, err
+		}
+		for _, f := range timelyFields {
+			if !f.optional && !seen[f.name] {
+				return out, p.errorf("missing field `%s`", f.name)
+			}
+		}
+	case json.Delim('['):
+		n := 0
+		for ; p.dec.More(); n++ {
+			if n == len(timelyFields) {
+				// serde_json reads the array to its end before complaining.
+				var skip json.RawMessage
+				if err := p.dec.Decode(&skip); err != nil {
+					return out, p.syntax(err)
+				}
+				continue
+			}
+			if err := set(timelyFields[n]); err != nil {
+				return out, err
+			}
+		}
+		if _, err := p.token(); err != nil { // ']'
+			return out, err
+		}
+		if n < len(timelyFields)-1 || n > len(timelyFields) {
+			return out, p.errorf("invalid length %d, expected struct TimelyConfig with 7 elements", n)
+		}
+	default:
+		return out, p.errorf("invalid type: %s, expected struct TimelyConfig", describe(tok))
+	}
+	// serde_json::from_str refuses anything but whitespace after the value.
+	rest := strings.TrimLeft(s[p.dec.InputOffset():], " \t\n\r")
+	if rest != "" {
+		p.off = len(s) - len(rest) + 1
+		return out, p.errorf("trailing characters")
+	}
+	return out, nil
+}
+
+// serdeJSON reads tokens and words errors as serde_json does.
+type serdeJSON struct {
+	src string
+	dec *json.Decoder
+	off int // bytes read, for the position of the next error
+}
+
+func (p *serdeJSON) token() (json.Token, error) {
+	t, err := p.dec.Token()
+	if err != nil {
+		return nil, p.syntax(err)
+	}
+	p.off = int(p.dec.InputOffset())
+	return t, nil
+}
+
+// errorf adds serde_json's position: the line and the column of the last
+// byte read.
+func (p *serdeJSON) errorf(format string, a ...any) error {
+	before := p.src[:min(p.off, len(p.src))]
+	line := strings.Count(before, "\n") + 1
+	col := len(before) - (strings.LastIndexByte(before, '\n') + 1)
+	return fmt.Errorf("%s at line %d column %d", fmt.Sprintf(format, a...), line, col)
+}
+
+// syntax words a JSON syntax error as serde_json's nearest one.
+func (p *serdeJSON) syntax(err error) error {
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		p.off = len(p.src)
+		if strings.TrimSpace(p.src) == "" {
+			return p.errorf("EOF while parsing a value")
+		}
+		return p.errorf("EOF while parsing an object")
+	case errors.As(err, &se):
+		p.off = int(se.Offset)
+		if strings.Contains(se.Error(), "looking for beginning of object key") {
+			return p.errorf("key must be a string")
+		}
+		return p.errorf("expected value")
+	}
+	return p.errorf("%v", err)
+}
+
+// value reads f's value.
+func (p *serdeJSON) value(f timelyField) (any, error) {
+	if f.kind == "strings" {
+		t, err := p.token()
+		if err != nil {
+			return nil, err
+		}
+		if t != json.Delim('[') {
+			if d, ok := t.(json.Delim); ok && d == '{' {
+				return nil, p.errorf("invalid type: map, expected a sequence")
+			}
+			return nil, p.errorf("invalid type: %s, expected a sequence", describe(t))
+		}
+		out := []string{}
+		for p.dec.More() {
+			e, err := p.token()
+			if err != nil {
+				return nil, err
+			}
+			s, ok := e.(string)
+			if !ok {
+				return nil, p.errorf("invalid type: %s, expected a string", describe(e))
+			}
+			out = append(out, s)
+		}
+		if _, err := p.token(); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	var raw json.RawMessage
+	if err := p.dec.Decode(&raw); err != nil {
+		return nil, p.syntax(err)
+	}
+	p.off = int(p.dec.InputOffset())
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	t, _ := dec.Token()
+	if f.optional && t == nil {
+		return nil, nil
+	}
+	switch f.kind {
+	case "bool":
+		if b, ok := t.(bool); ok {
+			return b, nil
+		}
+		return nil, p.errorf("invalid type: %s, expected a boolean", describe(t))
+	default: // usize, u32
+		n, ok := t.(json.Number)
+		if !ok {
+			return nil, p.errorf("invalid type: %s, expected %s", describe(t), f.kind)
+		}
+		if strings.ContainsAny(string(n), ".eE") {
+			return nil, p.errorf("invalid type: %s, expected %s", describe(t), f.kind)
+		}
+		if strings.HasPrefix(string(n), "-") {
+			return nil, p.errorf("invalid value: integer `%s`, expected %s", n, f.kind)
+		}
+		u, err := strconv.ParseUint(string(n), 10, 64)
+		if err != nil {
+			// Beyond u64 serde_json reads a float.
+			return nil, p.errorf("invalid type: floating point `%s`, expected %s", n, f.kind)
+		}
+		if f.kind == "u32" && u > math.MaxUint32 {
+			return nil, p.errorf("invalid value: integer `%d`, expected u32", u)
+		}
+		return u, nil
+	}
+}
+
+// describe is serde's Unexpected for a JSON token.
+func describe(t json.Token) string {
+	switch v := t.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return fmt.Sprintf("boolean `%t`", v)
+	case string:
+		return fmt.Sprintf("string %q", v)
+	case json.Number:
+		if strings.ContainsAny(string(v), ".eE") {
+			f, _ := strconv.ParseFloat(string(v), 64)
+			return fmt.Sprintf("floating point `%s`", strconv.FormatFloat(f, 'f', -1, 64))
+		}
+		return fmt.Sprintf("integer `%s`", v)
+	case json.Delim:
+		if v == '[' {
+			return "sequence"
+		}
+		return "map"
+	}
+	return fmt.Sprint(t)
+}

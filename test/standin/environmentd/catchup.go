@@ -1,0 +1,113 @@
+package environmentd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/materializeinc/orchestratord/pkg/humantime"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
+)
+
+// CaughtUpChecker tells whether a new generation's clusters are caught up
+// and, if not, what holds them up.
+type CaughtUpChecker interface {
+	CaughtUp(ctx context.Context) (bool, string)
+}
+
+// CatchUpConfig is environmentd's 0dt catch-up settings: system
+// parameters (upstream src/adapter-types/src/dyncfgs.rs), which the
+// operator can set with --system-parameter-default.
+type CatchUpConfig struct {
+	// CheckInterval is 0dt_deployment_hydration_check_interval.
+	CheckInterval time.Duration
+	// MaxWait is with_0dt_deployment_max_wait: past it the generation
+	// proceeds without being caught up (or panics, below).
+	MaxWait time.Duration
+	// PanicAfterTimeout is enable_0dt_deployment_panic_after_timeout.
+	PanicAfterTimeout bool
+}
+
+// DefaultCatchUpConfig is upstream's defaults: a check every 10 s, and a
+// year's wait, which in practice never promotes a generation that has not
+// hydrated.
+var DefaultCatchUpConfig = CatchUpConfig{CheckInterval: 10 * time.Second, MaxWait: 365 * 24 * time.Hour}
+
+// catchUpConfig reads the settings from the --system-parameter-default
+// values (KEY=VALUE, the last one of a key wins).
+func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
+	cfg := DefaultCatchUpConfig
+	if m == nil {
+		return cfg, nil
+	}
+	for _, kv := range m.All("system-parameter-default") {
+		k, v, _ := strings.Cut(kv, "=")
+		v = strings.Trim(v, "'")
+		var err error
+		switch k {
+		case "0dt_deployment_hydration_check_interval":
+			cfg.CheckInterval, err = humantime.Parse(v)
+			if err == nil && cfg.CheckInterval <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
+		case "with_0dt_deployment_max_wait":
+			cfg.MaxWait, err = humantime.Parse(v)
+		case "enable_0dt_deployment_panic_after_timeout":
+			cfg.PanicAfterTimeout, err = strconv.ParseBool(v)
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("invalid system parameter %s=%q: %v", k, v, err)
+		}
+	}
+	return cfg, nil
+}
+
+// catchUp is upstream's preflight wait (deployment/preflight.rs): catching
+// up until the clusters are caught up, an administrator skips it, or the
+// maximum wait passes.
+func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment) error {
+	cfg, err := catchUpConfig(plan.Args)
+	if err != nil {
+		return fatal("%v", err)
+	}
+	p.Log.Info("waiting for deployment to be caught up", "check_interval", cfg.CheckInterval.String(), "max_wait", cfg.MaxWait.String())
+	skip := d.SetCatchingUp()
+	maxWait := time.NewTimer(cfg.MaxWait)
+	defer maxWait.Stop()
+	check := time.NewTicker(cfg.CheckInterval)
+	defer check.Stop()
+	last := ""
+	for {
+		if p.Replicas == nil {
+			p.Log.Info("deployment caught up")
+			return nil
+		}
+		ok, why := p.Replicas.CaughtUp(ctx)
+		if ok {
+			p.Log.Info("deployment caught up", "replicas", why)
+			return nil
+		}
+		if why != last { // one line a change, not one a check
+			p.Log.Info("deployment not caught up", "waiting_for", why)
+			last = why
+		}
+		select {
+		case <-skip:
+			p.Log.Info("skipping waiting for deployment to catch up due to administrator request")
+			return nil
+		case <-maxWait.C:
+			if cfg.PanicAfterTimeout {
+				return &ExitError{Code: ExitPanic, Message: fmt.Sprintf("thread 'preflight_0dt' panicked: not caught up within %v", cfg.MaxWait)}
+			}
+			p.Log.Info(fmt.Sprintf("not caught up within %v, proceeding now", cfg.MaxWait))
+			return nil
+		case err := <-p.served:
+			return p.servingEnded(err)
+		case <-check.C:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package environmentd
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
+	"github.com/materializeinc/orchestratord/test/standin/ctp"
+)
+
+// caughtUpAfter is a cluster whose replicas are caught up from the n-th
+// check on.
+type caughtUpAfter struct {
+	n      int32
+	checks atomic.Int32
+}
+
+func (c *caughtUpAfter) CaughtUp(context.Context) (bool, string) {
+	if c.checks.Add(1) >= c.n {
+		return true, "1/1 replica processes hydrated"
+	}
+	return false, "0/1 replica processes hydrated; r-0 hydrating"
+}
+
+func params(kv ...string) *clap.Matches {
+	return &clap.Matches{Values: map[string][]string{"system-parameter-default": kv}}
+}
+
+func bootWith(t *testing.T, ctx context.Context, replicas CaughtUpChecker, args *clap.Matches) (*Deployment, <-chan error) {
+	t.Helper()
+	catalog := &MemoryCatalog{}
+	_ = catalog.Open(ctx, 1)
+	d := NewDeployment()
+	p := &Process{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: catalog,
+		Replicas: replicas, FenceCheck: 10 * time.Millisecond, Deployment: d}
+	exit := make(chan error, 1)
+	go func() { exit <- p.Run(ctx, &Plan{Listeners: &Listeners{}, Generation: "2", Args: args}) }()
+	return d, exit
+}
+
+// A new generation is ReadyToPromote only once its replicas are caught up,
+// checked every 0dt_deployment_hydration_check_interval.
+func TestReadyToPromoteOnlyOnceTheReplicasAreCaughtUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	replicas := &caughtUpAfter{n: 5}
+	d, _ := bootWith(t, ctx, replicas, params("0dt_deployment_hydration_check_interval=20ms"))
+	for replicas.checks.Load() < 5 {
+		if s := d.Status(); s != mzenv.Initializing {
+			t.Fatalf("status %s after %d checks, want Initializing until the fifth", s, replicas.checks.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitStatus(t, d, mzenv.ReadyToPromote)
+}
+
+// Past with_0dt_deployment_max_wait a generation proceeds uncaught; with
+// enable_0dt_deployment_panic_after_timeout it panics instead (exit 134).
+func TestMaxWaitProceedsOrPanics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, _ := bootWith(t, ctx, neverCaughtUp{}, params("0dt_deployment_hydration_check_interval=10ms", "with_0dt_deployment_max_wait=100ms"))
+	waitStatus(t, d, mzenv.ReadyToPromote)
+
+	_, exit := bootWith(t, ctx, neverCaughtUp{}, params("with_0dt_deployment_max_wait=50ms", "enable_0dt_deployment_panic_after_timeout=true"))
+	wantExit(t, exit, ExitPanic, "thread 'preflight_0dt' panicked: not caught up within 50ms")
+}
+
+// The cluster controller waits for every process of every replica: Ready
+// (the pod) and hydrated (asked over the network), and says which one
+// holds the generation up.
+func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := &ctp.Replica{DefaultHydration: time.Hour}
+	go func() { _ = replica.Serve(ln, "26.35.0", "", func(string, ...any) {}) }()
+	defer ln.Close()
+
+	sizes := `{"small":{"scale":1,"workers":1,"credits_per_hour":"1","memory_limit":"64MiB"}}`
+	kube := fake.NewClientset()
+	o := &Orchestrator{Kube: kube, Namespace: "ns", Prefix: "mzx-",
+		Args: &clap.Matches{Values: map[string][]string{"cluster-replica-sizes": {sizes}}}}
+	var dialed []string
+	c := &Controller{O: o, Version: "26.35.0", HydrateFor: "100ms",
+		Dial: func(ctx context.Context, addr, version, host string) (*ctp.Client, error) {
+			dialed = append(dialed, addr)
+			return ctp.Dial(ctx, ln.Addr().String(), version, host)
+		}}
+	defer c.Close()
+	if ok, why := c.CaughtUp(ctx); ok || why != "no replicas created yet" {
+		t.Fatalf("before Manage: %v %q", ok, why)
+	}
+	c.Manage([]Replica{{ClusterID: "u1", ReplicaID: "u1", Size: "small"}}, 2)
+	if ok, why := c.CaughtUp(ctx); ok || why != "0/1 replica processes hydrated; mzx-cluster-u1-replica-u1-gen-2-0 not ready" {
+		t.Fatalf("no pod: %v %q", ok, why)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mzx-cluster-u1-replica-u1-gen-2-0", Namespace: "ns",
+		Labels: map[string]string{namespaceLabel: orchestratorNamespace}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	if _, err := kube.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := c.CaughtUp(ctx); ok || !strings.HasSuffix(why, "gen-2-0 hydrating") {
+		t.Fatalf("ready, hydrating: %v %q", ok, why)
+	}
+	want := "mzx-cluster-u1-replica-u1-gen-2-0.mzx-cluster-u1-replica-u1-gen-2.ns.svc.cluster.local:2101"
+	if len(dialed) != 1 || dialed[0] != want {
+		t.Fatalf("dialed %v, want %s", dialed, want)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if ok, why := c.CaughtUp(ctx); !ok || why != "1/1 replica processes hydrated" {
+		t.Fatalf("hydrated: %v %q", ok, why)
+	}
+	if len(dialed) != 1 {
+		t.Errorf("reconnected between checks: %v", dialed)
+	}
+}
+
+// An invalid catch-up parameter is fatal at boot, not a silent default.
+func TestInvalidCatchUpParameterIsFatal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, exit := bootWith(t, ctx, neverCaughtUp{}, params("with_0dt_deployment_max_wait=soon"))
+	select {
+	case err := <-exit:
+		if err == nil || !strings.Contains(err.Error(), `invalid system parameter with_0dt_deployment_max_wait="soon"`) {
+			t.Fatalf("exit %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("booted with an invalid parameter")
+	}
+}

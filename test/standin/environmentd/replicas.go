@@ -1,0 +1,265 @@
+package environmentd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/test/standin/ctp"
+)
+
+// timelyConfig is mz_cluster_client's TimelyConfig, its fields in the
+// order serde_json writes them.
+type timelyConfig struct {
+	Workers                         uint64   `json:"workers"`
+	Process                         uint64   `json:"process"`
+	Addresses                       []string `json:"addresses"`
+	ArrangementExertProportionality uint32   `json:"arrangement_exert_proportionality"`
+	EnableZeroCopy                  bool     `json:"enable_zero_copy"`
+	EnableZeroCopyLgalloc           bool     `json:"enable_zero_copy_lgalloc"`
+	ZeroCopyLimit                   *uint64  `json:"zero_copy_limit"`
+}
+
+// Ports of a clusterd service (upstream src/controller/src/clusters.rs).
+const (
+	storageCtlPort   = 2100
+	computeCtlPort   = 2101
+	computePort      = 2102
+	storagePort      = 2103
+	internalHTTPPort = 6878
+)
+
+// hosts are the DNS names of a service's processes, as environmentd's
+// orchestrator addresses them: {name}-{i}.{name}.{namespace}.svc.cluster.local.
+func (o *Orchestrator) hosts(name string, scale int) []string {
+	out := make([]string, scale)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", name, i, name, o.Namespace)
+	}
+	return out
+}
+
+// clusterdArgs is clusterd's command line as environmentd's cluster
+// controller builds it (provision_replica) and its Kubernetes orchestrator
+// completes it (the secrets reader's name prefix).
+func (o *Orchestrator) clusterdArgs(r Replica, name string, size replicaSize, diskLimit uint64) ([]string, error) {
+	get := func(flag string) string { v, _ := o.Args.Get(flag); return v }
+	peers := func(port int) []string {
+		var out []string
+		for _, h := range o.hosts(name, int(size.Scale)) {
+			out = append(out, net.JoinHostPort(h, strconv.Itoa(port)))
+		}
+		return out
+	}
+	storage, err := json.Marshal(timelyConfig{Workers: size.Workers, Addresses: peers(storagePort), ArrangementExertProportionality: 1337})
+	if err != nil {
+		return nil, err
+	}
+	// The compute config's other fields are dyncfgs, at their defaults.
+	compute, err := json.Marshal(timelyConfig{Workers: size.Workers, Addresses: peers(computePort), ArrangementExertProportionality: 16})
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		fmt.Sprintf("--storage-controller-listen-addr=0.0.0.0:%d", storageCtlPort),
+		fmt.Sprintf("--compute-controller-listen-addr=0.0.0.0:%d", computeCtlPort),
+		fmt.Sprintf("--internal-http-listen-addr=0.0.0.0:%d", internalHTTPPort),
+		"--opentelemetry-resource=cluster_id=" + r.ClusterID,
+		"--opentelemetry-resource=replica_id=" + r.ReplicaID,
+		"--persist-pubsub-url=" + get("persist-pubsub-url"),
+		"--environment-id=" + get("environment-id"),
+		"--storage-timely-config=" + string(storage),
+		"--compute-timely-config=" + string(compute),
+	}
+	if v, ok := o.Args.Get("aws-external-id-prefix"); ok {
+		args = append(args, "--aws-external-id-prefix="+v)
+	}
+	if v, ok := o.Args.Get("aws-connection-role-arn"); ok {
+		args = append(args, "--aws-connection-role-arn="+v)
+	}
+	var memory uint64
+	if size.MemoryLimit != nil {
+		if memory, err = parseByteSize(*size.MemoryLimit); err != nil {
+			return nil, err
+		}
+		args = append(args, fmt.Sprintf("--announce-memory-limit=%d", memory))
+	}
+	if size.IsCC {
+		args = append(args, "--is-cc")
+	}
+	// Swap sizes limit their own heap to memory plus the size's disk (a
+	// disk limit of 0 means unlimited swap).
+	if size.Swap && size.MemoryLimit != nil && size.DiskLimit != nil {
+		if disk, err := parseByteSize(*size.DiskLimit); err == nil && disk != 0 {
+			args = append(args, fmt.Sprintf("--heap-limit=%d", memory+disk))
+		}
+	}
+	switch get("secrets-controller") {
+	case "local-file":
+		args = append(args, "--secrets-reader=local-file", "--secrets-reader-local-file-dir="+get("orchestrator-process-secrets-directory"))
+	case "aws-secrets-manager":
+		return nil, fmt.Errorf("the stand-in does not play the aws-secrets-manager secrets controller")
+	default:
+		args = append(args, "--secrets-reader=kubernetes", "--secrets-reader-kubernetes-context="+get("orchestrator-kubernetes-context"))
+	}
+	if o.Prefix != "" {
+		args = append(args, "--secrets-reader-name-prefix="+o.Prefix)
+	}
+	_ = diskLimit // decides the scratch volume, not the command line
+	return args, nil
+}
+
+// Controller is environmentd's cluster controller as far as a 0dt rollout
+// needs it: it connects to each process of its generation's replicas over
+// the network (the cluster transport, compute port), creates their
+// dataflows and asks whether they are hydrated. Connections are kept
+// between checks, as a controller keeps them.
+type Controller struct {
+	O *Orchestrator
+	// Version is environmentd's, which clusterd's must equal.
+	Version string
+	// HydrateFor, when set, is how long the replicas' dataflows take to
+	// hydrate (STANDIN_HYDRATION of environmentd's environment); else the
+	// replica's own default.
+	HydrateFor string
+	// Dial connects to a process (tests replace it).
+	Dial func(ctx context.Context, addr, version, host string) (*ctp.Client, error)
+
+	mu       sync.Mutex
+	replicas []Replica
+	gen      uint64
+	conns    map[string]*ctp.Client
+}
+
+// Manage makes the controller responsible for replicas of generation gen.
+func (c *Controller) Manage(replicas []Replica, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replicas, c.gen = replicas, gen
+}
+
+// CaughtUp reports whether every process of every managed replica is Ready
+// and hydrated, and otherwise what it waits for (bounded: the first
+// replica that holds it up, and the count).
+func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns == nil {
+		c.conns = map[string]*ctp.Client{}
+	}
+	if c.replicas == nil {
+		return false, "no replicas created yet"
+	}
+	pods, err := c.O.Kube.CoreV1().Pods(c.O.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: namespaceLabel + "=" + orchestratorNamespace})
+	if err != nil {
+		return false, fmt.Sprintf("listing clusterd pods: %v", err)
+	}
+	ready := map[string]bool{}
+	for _, p := range pods.Items {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				ready[p.Name] = true
+			}
+		}
+	}
+	total, hydrated := 0, 0
+	var waiting []string
+	for _, r := range c.replicas {
+		name := c.O.name(r.ServiceID(c.gen))
+		scale, err := c.O.scaleOf(r)
+		if err != nil {
+			return false, err.Error()
+		}
+		for i, host := range c.O.hosts(name, scale) {
+			total++
+			pod := fmt.Sprintf("%s-%d", name, i)
+			if !ready[pod] {
+				waiting = append(waiting, pod+" not ready")
+				continue
+			}
+			ok, err := c.hydrated(ctx, net.JoinHostPort(host, strconv.Itoa(computeCtlPort)), host)
+			switch {
+			case err != nil:
+				waiting = append(waiting, fmt.Sprintf("%s unreachable: %v", pod, err))
+			case ok:
+				hydrated++
+			default:
+				waiting = append(waiting, pod+" hydrating")
+			}
+		}
+	}
+	if hydrated == total {
+		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total)
+	}
+	sort.Strings(waiting)
+	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0])
+}
+
+// hydrated asks one process, connecting first when needed.
+func (c *Controller) hydrated(ctx context.Context, addr, host string) (bool, error) {
+	cl := c.conns[addr]
+	if cl == nil {
+		dial := c.Dial
+		if dial == nil {
+			dial = ctp.Dial
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		cl, err = dial(dctx, addr, c.Version, host)
+		cancel()
+		if err != nil {
+			return false, shortError(err)
+		}
+		c.conns[addr] = cl
+	}
+	s, err := cl.Do(ctp.Command{Kind: "create-dataflows", HydrateFor: c.HydrateFor}, 5*time.Second)
+	if err != nil {
+		_ = cl.Close()
+		delete(c.conns, addr)
+		return false, shortError(err)
+	}
+	return s.Hydrated, nil
+}
+
+// Close ends the controller's connections.
+func (c *Controller) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, cl := range c.conns {
+		_ = cl.Close()
+		delete(c.conns, addr)
+	}
+}
+
+// shortError keeps an error's last part: a dial error repeats the address.
+func shortError(err error) error {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg) > 120 {
+		msg = msg[i+2:]
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// scaleOf is the number of processes of r's size.
+func (o *Orchestrator) scaleOf(r Replica) (int, error) {
+	sizes := map[string]replicaSize{}
+	raw, _ := o.Args.Get("cluster-replica-sizes")
+	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
+		return 0, fmt.Errorf("cluster replica sizes: %w", err)
+	}
+	size, ok := sizes[r.Size]
+	if !ok {
+		return 0, fmt.Errorf("unknown cluster replica size %q", r.Size)
+	}
+	return int(size.Scale), nil
+}
