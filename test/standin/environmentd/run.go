@@ -195,12 +195,11 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 		return fatal("%v", err)
 	}
 	if c, ok := p.Replicas.(*Controller); ok {
+		// The controller connects to its replicas and creates their
+		// dataflows as soon as they run, whatever the role; a new
+		// generation's catch-up checks then only read how far they are.
 		c.Manage(replicas, gen)
-		if !readOnly {
-			// A leader's controller connects to its replicas too; nothing
-			// waits for them.
-			p.background.Go(func() { p.connectReplicas(ctx, c) })
-		}
+		p.background.Go(func() { p.connectReplicas(ctx, c) })
 	}
 	p.background.Go(func() {
 		_ = retry(ctx, p.Log, "orchestrator call failed", time.Time{}, p.ensureReplicas(ctx, o, replicas, gen, readOnly))
@@ -208,9 +207,8 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 	return nil
 }
 
-// connectReplicas checks the leader's replicas until all are hydrated.
+// connectReplicas drives the replicas every second until all are hydrated.
 func (p *Process) connectReplicas(ctx context.Context, c *Controller) {
-	defer c.Close()
 	last := ""
 	for {
 		ok, why := c.CaughtUp(ctx)
