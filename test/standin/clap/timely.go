@@ -70,10 +70,17 @@ func ParseTimelyConfig(s string) (TimelyConfigValue, error) {
 	switch tok {
 	case json.Delim('{'):
 		for p.dec.More() {
-			k, err := p.token()
+			k, err := p.dec.Token()
 			if err != nil {
-				return out, err
+				var se *json.SyntaxError
+				if errors.As(err, &se) && !strings.Contains(se.Error(), "looking for") && !strings.Contains(se.Error(), " after ") {
+					// Go's decoder says no more than "invalid character".
+					p.off = p.next(p.off, ",") + 1
+					return out, p.errorf("key must be a string")
+				}
+				return out, p.syntax(err)
 			}
+			p.off = int(p.dec.InputOffset())
 			key, _ := k.(string)
 			var f *timelyField
 			for i := range timelyFields {
@@ -86,6 +93,7 @@ func ParseTimelyConfig(s string) (TimelyConfigValue, error) {
 				if err := p.dec.Decode(&skip); err != nil {
 					return out, p.syntax(err)
 				}
+				p.off = int(p.dec.InputOffset())
 				continue
 			}
 			if seen[key] {
@@ -107,12 +115,9 @@ func ParseTimelyConfig(s string) (TimelyConfigValue, error) {
 		n := 0
 		for ; p.dec.More(); n++ {
 			if n == len(timelyFields) {
-				// serde_json reads the array to its end before complaining.
-				var skip json.RawMessage
-				if err := p.dec.Decode(&skip); err != nil {
-					return out, p.syntax(err)
-				}
-				continue
+				// serde_json finds an element past the struct's end.
+				p.off = p.next(p.off, ",") + 1
+				return out, p.errorf("trailing characters")
 			}
 			if err := set(timelyFields[n]); err != nil {
 				return out, err
@@ -121,7 +126,7 @@ func ParseTimelyConfig(s string) (TimelyConfigValue, error) {
 		if _, err := p.token(); err != nil { // ']'
 			return out, err
 		}
-		if n < len(timelyFields)-1 || n > len(timelyFields) {
+		if n < len(timelyFields) {
 			return out, p.errorf("invalid length %d, expected struct TimelyConfig with 7 elements", n)
 		}
 	default:
@@ -161,24 +166,106 @@ func (p *serdeJSON) errorf(format string, a ...any) error {
 	return fmt.Errorf("%s at line %d column %d", fmt.Sprintf(format, a...), line, col)
 }
 
-// syntax words a JSON syntax error as serde_json's nearest one.
+// next is the index of the first byte at or after i that is not
+// whitespace, past one separator of seps.
+func (p *serdeJSON) next(i int, seps string) int {
+	skip := func() {
+		for i < len(p.src) && strings.ContainsRune(" \t\n\r", rune(p.src[i])) {
+			i++
+		}
+	}
+	skip()
+	if i < len(p.src) && seps != "" && strings.ContainsRune(seps, rune(p.src[i])) {
+		i++
+		skip()
+	}
+	return i
+}
+
+// syntax words a JSON syntax error as serde_json does, at the byte it
+// stopped at.
 func (p *serdeJSON) syntax(err error) error {
 	var se *json.SyntaxError
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		p.off = len(p.src)
-		if strings.TrimSpace(p.src) == "" {
-			return p.errorf("EOF while parsing a value")
-		}
-		return p.errorf("EOF while parsing an object")
+		return p.errorf("EOF while parsing %s", p.openAtEOF())
 	case errors.As(err, &se):
-		p.off = int(se.Offset)
-		if strings.Contains(se.Error(), "looking for beginning of object key") {
-			return p.errorf("key must be a string")
+		msg := se.Error()
+		at := p.next(p.off, ":,")
+		if strings.Contains(msg, "after object key") && !strings.Contains(msg, "key:value") {
+			at = p.next(p.off, "")
 		}
-		return p.errorf("expected value")
+		var what string
+		switch {
+		case strings.Contains(msg, "in literal"):
+			// serde_json reads the literal up to its first wrong byte.
+			for _, lit := range []string{"true", "false", "null"} {
+				if at < len(p.src) && p.src[at] == lit[0] {
+					i := 0
+					for i < len(lit) && at+i < len(p.src) && p.src[at+i] == lit[i] {
+						i++
+					}
+					at += i
+					break
+				}
+			}
+			what = "expected ident"
+		case strings.Contains(msg, "looking for beginning of object key string"):
+			what = "key must be a string"
+		case strings.Contains(msg, "after object key:value pair"):
+			what = "expected `,` or `}`"
+		case strings.Contains(msg, "after object key"):
+			what = "expected `:`"
+		case strings.Contains(msg, "after array element"):
+			what = "expected `,` or `]`"
+		default:
+			what = "expected value"
+		}
+		p.off = at + 1
+		return p.errorf("%s", what)
 	}
 	return p.errorf("%v", err)
+}
+
+// openAtEOF is what serde_json was parsing when the input ended: a string
+// left open, a value after ':' or ',', else the innermost open object or
+// list.
+func (p *serdeJSON) openAtEOF() string {
+	var stack []byte
+	inString, escaped := false, false
+	last := byte(0)
+	for i := 0; i < len(p.src); i++ {
+		c := p.src[i]
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			stack = append(stack, c)
+		case (c == '}' || c == ']') && len(stack) > 0:
+			stack = stack[:len(stack)-1]
+		}
+		if !strings.ContainsRune(" \t\n\r", rune(c)) {
+			last = c
+		}
+	}
+	switch {
+	case inString:
+		return "a string"
+	case last == ':' || last == ',' || len(stack) == 0:
+		return "a value"
+	case stack[len(stack)-1] == '[':
+		return "a list"
+	}
+	return "an object"
 }
 
 // value reads f's value.
@@ -190,6 +277,7 @@ func (p *serdeJSON) value(f timelyField) (any, error) {
 		}
 		if t != json.Delim('[') {
 			if d, ok := t.(json.Delim); ok && d == '{' {
+				p.off-- // serde_json stops before the brace
 				return nil, p.errorf("invalid type: map, expected a sequence")
 			}
 			return nil, p.errorf("invalid type: %s, expected a sequence", describe(t))
@@ -219,6 +307,9 @@ func (p *serdeJSON) value(f timelyField) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	t, _ := dec.Token()
+	if _, ok := t.(json.Delim); ok {
+		p.off -= len(raw) // serde_json stops before the bracket
+	}
 	if f.optional && t == nil {
 		return nil, nil
 	}
@@ -242,7 +333,8 @@ func (p *serdeJSON) value(f timelyField) (any, error) {
 		u, err := strconv.ParseUint(string(n), 10, 64)
 		if err != nil {
 			// Beyond u64 serde_json reads a float.
-			return nil, p.errorf("invalid type: floating point `%s`, expected %s", n, f.kind)
+			fl, _ := strconv.ParseFloat(string(n), 64)
+			return nil, p.errorf("invalid type: floating point `%s`, expected %s", strconv.FormatFloat(fl, 'f', -1, 64), f.kind)
 		}
 		if f.kind == "u32" && u > math.MaxUint32 {
 			return nil, p.errorf("invalid value: integer `%d`, expected u32", u)
