@@ -357,8 +357,11 @@ func Run(ctx context.Context, o *Options) error {
 		case "materialize":
 			// Counted from the cache every replica keeps, leader or not.
 			registry.MustRegister(materialize.ConditionsCollector(mzInformers.Materialize().V1alpha1().Materializes().Lister()))
+			waiting := materialize.NewWaiting()
+			registry.MustRegister(waiting)
 			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
-				Config: o.Environment,
+				Waiting: waiting,
+				Config:  o.Environment,
 				// Promotions are writes: the lease fence bounds them too.
 				Leader:          &environmentd.Client{Wrap: leaderelection.FenceTransport},
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,

@@ -51,8 +51,11 @@ const (
 	ReasonRolloutTimeout     = rollout.ReasonRolloutTimeout
 	defaultRolloutTimeout    = 24 * time.Hour
 	defaultPollInterval      = 2 * time.Second
-	defaultPreflightRetry    = 15 * time.Second
-	controllerName           = "materialize"
+	// defaultWaitingAfter: a rollout younger than this is not stuck; its
+	// pods are not read.
+	defaultWaitingAfter   = 20 * time.Second
+	defaultPreflightRetry = 15 * time.Second
+	controllerName        = "materialize"
 	// LastKnownActiveGenerationAnnotation, upstream's, restores the active
 	// generation of an environment whose Materialize was deleted and
 	// recreated over the same catalog.
@@ -85,6 +88,13 @@ type Options struct {
 	EnvironmentdClusterRole string
 	Leader                  *environmentd.Client
 	Now                     func() time.Time
+	// Waiting counts the rollouts that wait, by what for; nil counts
+	// nothing.
+	Waiting *Waiting
+	// WaitingAfter is how long a rollout runs before its generation's pods
+	// are read to say what it waits for (a list per poll); zero means
+	// defaultWaitingAfter, negative at once.
+	WaitingAfter time.Duration
 }
 
 type reconciler struct {
@@ -114,6 +124,9 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	}
 	if o.PreflightRetry <= 0 {
 		o.PreflightRetry = defaultPreflightRetry
+	}
+	if o.WaitingAfter == 0 {
+		o.WaitingAfter = defaultWaitingAfter
 	}
 	if o.Leader == nil {
 		o.Leader = &environmentd.Client{}
@@ -204,6 +217,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	live, err := r.materializes.Materializes(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		r.recent.Forget(key)
+		r.o.Waiting.set(key, "")
 		return controller.Result{}, nil // children go with it (ownerReferences)
 	}
 	if err != nil {
@@ -493,9 +507,22 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		if pre.password != "" {
 			leader = leader.WithPassword(pre.password)
 		}
-		if getErr == nil && statefulSetReady(sts) {
+		ready := getErr == nil && statefulSetReady(sts)
+		if ready {
 			in.Desired = r.observeLeader(ctx, leader, r.o.EnvironmentdURL(mz, e.id, desired), pre.problem)
 		}
+		waitingFor := ""
+		if getErr == nil && status.Rollout != nil && in.Now.Sub(status.Rollout.StartedAt.Time) >= r.o.WaitingAfter {
+			switch leaderStatus := in.Desired.Leader; {
+			case !ready || leaderStatus == rollout.Initializing || leaderStatus == rollout.CatchingUp:
+				waitingFor, in.Desired.Waiting = r.waiting(ctx, e, desired, leaderStatus, ready)
+			case leaderStatus != rollout.ReadyToPromote: // ready: it waits for a promotion, not for pods
+				waitingFor = WaitingEnvironmentd
+			}
+		}
+		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, waitingFor)
+	} else {
+		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, "")
 	}
 	license := r.licenseKeyState(ctx, mz, backend)
 	out := rollout.Step(in)

@@ -89,6 +89,10 @@ type Observation struct {
 	// LeaderErr is why asking failed: unreachable, or an answer that is not
 	// a leader status.
 	LeaderErr string
+	// Waiting, when set, is what the generation's pods wait for (a pod that
+	// cannot start, clusterd replicas catching up): it completes the
+	// condition's message, bounded and free of secrets.
+	Waiting string
 }
 
 // ActionKind is something the reconciler does.
@@ -354,6 +358,8 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		return out
 	}
 	switch {
+	case !obs.Ready && obs.Waiting != "":
+		return applying("waiting for its pod to be ready: " + obs.Waiting)
 	case !obs.Ready:
 		return applying("waiting for its pod to be ready")
 	case obs.LeaderErr != "":
@@ -366,6 +372,9 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 			// it promotes once environmentd says it is ready.
 			out.Actions = append(out.Actions, Action{SkipCatchup, desired})
 			return applying("environmentd is " + obs.Leader + "; skipping catch-up")
+		}
+		if obs.Waiting != "" {
+			return applying("environmentd is " + obs.Leader + " (" + obs.Waiting + ")")
 		}
 		return applying("environmentd is " + obs.Leader)
 	}

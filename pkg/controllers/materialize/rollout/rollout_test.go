@@ -179,6 +179,14 @@ func TestStep(t *testing.T) {
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, message: `unknown leader status "Sleeping"`, poll: true}},
 		{"environmentd initializing", []mod{rolling(t0, ReasonApplying), leader(Initializing)},
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, message: "environmentd is Initializing", poll: true}},
+		{"its pod cannot start: the condition says why", []mod{rolling(t0, ReasonApplying), func(in *Input) {
+			in.Desired = Observation{Waiting: "environmentd generation 2 Pending: 0/1 nodes are available"}
+		}}, want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true,
+			message: "Applying changes for generation 2: waiting for its pod to be ready: environmentd generation 2 Pending: 0/1 nodes are available"}},
+		{"catching up: the condition says on what", []mod{rolling(t0, ReasonApplying), leader(Initializing), func(in *Input) {
+			in.Desired.Waiting = "catching up: clusterd replica pods 1/2 ready"
+		}}, want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, poll: true,
+			message: "environmentd is Initializing (catching up: clusterd replica pods 1/2 ready)"}},
 		{"environmentd catching up", []mod{rolling(t0, ReasonApplying), leader(CatchingUp)},
 			want{actions: "ApplyGeneration(2) WriteStatus", reason: ReasonApplying, message: "environmentd is CatchingUp", poll: true}},
 		{"ready: promotion recorded, then sent", []mod{rolling(t0, ReasonApplying), leader(ReadyToPromote)},

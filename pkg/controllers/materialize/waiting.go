@@ -1,0 +1,225 @@
+package materialize
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
+	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+)
+
+// What a rollout in progress waits for, as the label of
+// orchestratord_materialize_rollout_waiting: a fixed set, never a tenant's
+// value.
+const (
+	// WaitingEnvironmentdPod: the new generation's environmentd pod is not
+	// running (unschedulable, crash-looping, its image missing, ...).
+	WaitingEnvironmentdPod = "environmentd_pod"
+	// WaitingClusterdPods: environmentd catches up, and some of its clusterd
+	// replica pods are not Ready.
+	WaitingClusterdPods = "clusterd_pods"
+	// WaitingHydration: every clusterd pod is Ready; environmentd waits for
+	// their dataflows to hydrate.
+	WaitingHydration = "hydration"
+	// WaitingEnvironmentd: environmentd's pod is Ready; it has not answered
+	// the leader API yet, or is promoting.
+	WaitingEnvironmentd = "environmentd"
+)
+
+var waitingKinds = []string{WaitingEnvironmentdPod, WaitingClusterdPods, WaitingHydration, WaitingEnvironmentd}
+
+// Labels of environmentd's orchestrator on clusterd's pods (upstream
+// src/orchestrator-kubernetes).
+const (
+	clusterdGenerationLabel = "cluster.environmentd.materialize.cloud/generation"
+	orchestratorNSLabel     = "environmentd.materialize.cloud/namespace"
+)
+
+// Bounds of what a message quotes from a pod's status, and of the pods read:
+// a tenant may label pods of its own with the environment's resource id.
+const (
+	podDetailBytes = 200
+	waitingBytes   = 400
+	maxPodsRead    = 200
+)
+
+// exitMeanings are what the exit codes of environmentd and clusterd mean
+// (upstream src/ore/src/process.rs, panic.rs; the kubelet's OOM kill).
+var exitMeanings = map[int32]string{
+	0:   "fenced out",
+	2:   "command line refused",
+	101: "panic",
+	134: "panic",
+	137: "killed (out of memory or SIGKILL)",
+	166: "halt: DDL during catch-up, or the restart after promotion",
+	167: "over its memory limit",
+}
+
+// waiting is what generation gen of e waits for, read from its pods (a
+// list by the resource id label, bounded), and its kind. Nothing here is
+// a tenant's secret: pod phases, condition messages of the scheduler and
+// kubelet, container reasons and exit codes.
+func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatus string, environmentdReady bool) (string, string) {
+	pods, err := r.d.Kube.CoreV1().Pods(e.ns()).List(ctx, metav1.ListOptions{
+		LabelSelector: children.ResourceIDLabel + "=" + e.id, Limit: maxPodsRead})
+	if err != nil {
+		if environmentdReady {
+			return WaitingEnvironmentd, ""
+		}
+		return WaitingEnvironmentdPod, ""
+	}
+	items := pods.Items
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	if !environmentdReady {
+		name := e.generationName(gen)
+		for i := range items {
+			p := &items[i]
+			if p.Labels[children.NameLabel] == name && p.Labels[component.AppLabel] == environmentdApp {
+				if problem, ok := podProblem(p); ok {
+					return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d %s", gen, problem)
+				}
+			}
+		}
+		// Not there yet, or starting: nothing worth a status write.
+		return WaitingEnvironmentdPod, ""
+	}
+	if leaderStatus != "Initializing" && leaderStatus != "CatchingUp" {
+		return WaitingEnvironmentd, ""
+	}
+	generation := strconv.FormatUint(gen, 10)
+	total, ready := 0, 0
+	first := ""
+	for i := range items {
+		p := &items[i]
+		if p.Labels[orchestratorNSLabel] != "cluster" || p.Labels[clusterdGenerationLabel] != generation {
+			continue
+		}
+		total++
+		if podReady(p) {
+			ready++
+		} else if problem, ok := podProblem(p); ok && first == "" {
+			first = "; clusterd replica " + p.Name + " " + problem
+		}
+	}
+	switch {
+	case total == 0:
+		return WaitingClusterdPods, "catching up: no clusterd replica pods yet"
+	case ready < total:
+		return WaitingClusterdPods, boundedtext.Cut(fmt.Sprintf("catching up: clusterd replica pods %d/%d ready%s", ready, total, first), waitingBytes)
+	}
+	return WaitingHydration, fmt.Sprintf("catching up: clusterd replica pods %d/%d ready, hydrating", ready, total)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podProblem says why a pod cannot become Ready, bounded; false for a pod
+// on its way (scheduled, its containers being created or started).
+func podProblem(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return "Pending: " + boundedtext.Cut(oneLine(c.Message), podDetailBytes), true
+		}
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if cs.Ready {
+			continue
+		}
+		last := cs.LastTerminationState.Terminated
+		if t := cs.State.Terminated; t != nil {
+			last = t
+		}
+		w := cs.State.Waiting
+		switch {
+		case w != nil && w.Reason == "CrashLoopBackOff" && last != nil:
+			return fmt.Sprintf("crash-looping: exit %d%s, %d restarts", last.ExitCode, meaning(last.ExitCode), cs.RestartCount), true
+		case w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing":
+			return boundedtext.Cut(w.Reason+": "+oneLine(w.Message), podDetailBytes), true
+		case cs.State.Terminated != nil:
+			return fmt.Sprintf("exited: exit %d%s", last.ExitCode, meaning(last.ExitCode)), true
+		}
+	}
+	return "", false
+}
+
+func meaning(code int32) string {
+	if m, ok := exitMeanings[code]; ok {
+		return " (" + m + ")"
+	}
+	return ""
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Waiting counts the Materializes whose rollout waits, by what for: the
+// materialize reconciler records each one's at every poll and forgets it
+// once the rollout ends; a record not renewed for waitingStale (its
+// replica no longer leads) no longer counts.
+type Waiting struct {
+	mu    sync.Mutex
+	kind  map[string]waitingEntry // namespace/name → what it waits for
+	clock func() time.Time
+}
+
+type waitingEntry struct {
+	kind string
+	at   time.Time
+}
+
+const waitingStale = time.Minute
+
+// NewWaiting returns an empty count.
+func NewWaiting() *Waiting { return &Waiting{kind: map[string]waitingEntry{}, clock: time.Now} }
+
+func (w *Waiting) set(key, kind string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if kind == "" {
+		delete(w.kind, key)
+		return
+	}
+	w.kind[key] = waitingEntry{kind: kind, at: w.clock()}
+}
+
+var waitingDesc = prometheus.NewDesc("orchestratord_materialize_rollout_waiting",
+	"Materializes whose rollout waits, by what it waits for (environmentd_pod, clusterd_pods, hydration, environmentd); "+
+		"the leader of the materialize controller reports them, the other replicas 0.",
+	[]string{"waiting_for"}, nil)
+
+func (w *Waiting) Describe(ch chan<- *prometheus.Desc) { ch <- waitingDesc }
+
+func (w *Waiting) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	counts := map[string]int{}
+	now := w.clock()
+	for key, e := range w.kind {
+		if now.Sub(e.at) > waitingStale {
+			delete(w.kind, key)
+			continue
+		}
+		counts[e.kind]++
+	}
+	w.mu.Unlock()
+	for _, k := range waitingKinds {
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(counts[k]), k)
+	}
+}

@@ -1,0 +1,123 @@
+package materialize_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/test/fixture"
+	"github.com/materializeinc/orchestratord/test/promtest"
+)
+
+// A pod as the kubelet and scheduler would report it (no kubelet runs here).
+func makePod(t *testing.T, kube kubernetes.Interface, ns, name string, labels map[string]string, status corev1.PodStatus) {
+	t.Helper()
+	ctx := context.Background()
+	// No controller-manager makes the namespace's default ServiceAccount.
+	_, _ = kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	p, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: new(bool), ServiceAccountName: "default",
+			Containers: []corev1.Container{{Name: "c", Image: "c"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status = status
+	if _, err := kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A rollout that waits says for what, from the generation's pods: an
+// environmentd pod the scheduler cannot place; then, environmentd catching
+// up, how many clusterd replica pods are Ready and why one is not (a
+// crash loop with its exit code's meaning; a kubelet message of a tenant's
+// making is cut to a bound). The gauge counts it by what it waits for, and
+// forgets it once the rollout ends.
+func TestStuckRolloutSaysWhy(t *testing.T) {
+	env.SetAutoAdvance(false)
+	ns := newNamespaceWithoutPods(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	waiting := materialize.NewWaiting()
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(waiting)
+	gauge := func(kind string) float64 {
+		v, _ := promtest.Value(t, registry, "orchestratord_materialize_rollout_waiting", map[string]string{"waiting_for": kind})
+		return v
+	}
+	startController(t, func(o *materialize.Options) { o.Waiting = waiting; o.WaitingAfter = -1 })
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, "generation 1 created", func() (bool, error) {
+		id = get(t, ns, "mz").Status.ResourceID
+		return id != "" && stsExists(t, ns, id, 1), nil
+	})
+	env.SetStatus(prefix(id, 1), mzenv.CatchingUp)
+
+	makePod(t, kube, ns, prefix(id, 1)+"-0", map[string]string{"materialize.cloud/mz-resource-id": id,
+		"materialize.cloud/name": prefix(id, 1), "materialize.cloud/app": "environmentd"},
+		corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+			Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient memory."}}})
+	want := "Applying changes for generation 1: waiting for its pod to be ready: environmentd generation 1 Pending: 0/1 nodes are available: 1 Insufficient memory."
+	waitFor(t, "the condition naming the unschedulable pod", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c != nil && c.Message == want, nil
+	})
+	if g := gauge(materialize.WaitingEnvironmentdPod); g != 1 {
+		t.Errorf("waiting_for=environmentd_pod %v, want 1", g)
+	}
+
+	// environmentd runs and catches up; one clusterd replica is Ready, the
+	// other crash-loops, a third cannot pull its image.
+	fixture.KeepStatefulSetsReady(t, kube, ns)
+	clusterd := func(replica string) map[string]string {
+		return map[string]string{"materialize.cloud/mz-resource-id": id, "environmentd.materialize.cloud/namespace": "cluster",
+			"cluster.environmentd.materialize.cloud/generation": "1", "cluster.environmentd.materialize.cloud/replica-id": replica}
+	}
+	name := func(replica string) string { return fmt.Sprintf("mz%s-cluster-u1-replica-%s-gen-1-0", id, replica) }
+	makePod(t, kube, ns, name("u1"), clusterd("u1"), corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
+	makePod(t, kube, ns, name("u2"), clusterd("u2"), corev1.PodStatus{Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Image: "c", ImageID: "c", RestartCount: 3,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 166, Reason: "Error"}}}}})
+	makePod(t, kube, ns, name("u3"), clusterd("u3"), corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Image: "c", ImageID: "c",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: strings.Repeat("x", 50000)}}}}})
+	want = fmt.Sprintf("Applying changes for generation 1: environmentd is Initializing (catching up: clusterd replica pods 1/3 ready; clusterd replica %s crash-looping: exit 166 (halt: DDL during catch-up, or the restart after promotion), 3 restarts)", name("u2"))
+	waitFor(t, "the condition counting clusterd's pods", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c != nil && c.Message == want, nil
+	})
+	if g := gauge(materialize.WaitingClusterdPods); g != 1 {
+		t.Errorf("waiting_for=clusterd_pods %v, want 1", g)
+	}
+	// The crash-looping pod recovers: the image pull is named, cut.
+	if err := kube.CoreV1().Pods(ns).Delete(ctx, name("u2"), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the condition naming the image pull, bounded", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c != nil && strings.Contains(c.Message, "1/2 ready; clusterd replica "+name("u3")+" ErrImagePull: xxx") && strings.HasSuffix(c.Message, "…(cut))") && len(c.Message) < 600, nil
+	})
+
+	env.SetStatus(prefix(id, 1), mzenv.ReadyToPromote)
+	env.SetAutoAdvance(true)
+	waitRolledOut(t, ns, "mz", 1)
+	for _, kind := range []string{materialize.WaitingEnvironmentdPod, materialize.WaitingClusterdPods, materialize.WaitingHydration, materialize.WaitingEnvironmentd} {
+		if g := gauge(kind); g != 0 {
+			t.Errorf("waiting_for=%s %v after the rollout, want 0", kind, g)
+		}
+	}
+}
