@@ -1,0 +1,183 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+)
+
+// clusterdPods are the clusterd pods of generation gen, by name, with when
+// each last became Ready (zero when it is not).
+func clusterdPods(t *testing.T, ns string, gen int) map[string]time.Time {
+	t.Helper()
+	pods, err := c.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: fmt.Sprintf("environmentd.materialize.cloud/namespace=cluster,cluster.environmentd.materialize.cloud/generation=%d", gen)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	for _, p := range pods.Items {
+		out[p.Name] = time.Time{}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				out[p.Name] = cond.LastTransitionTime.Time
+			}
+		}
+	}
+	return out
+}
+
+// A 0dt rollout (WaitUntilReady) on the real cluster, the operator's
+// NetworkPolicies enforced: environmentd creates its clusterd replicas,
+// they run (the clusterd stand-in, with clusterd's command line), the new
+// generation's environmentd reaches each of them over the network and
+// waits for their dataflows to hydrate (STANDIN_HYDRATION, 30 s here)
+// before it is ReadyToPromote: the operator's promotion comes no sooner
+// than that after the last replica pod became Ready, and meanwhile the
+// Materialize's condition says what the rollout waits for. Once the new
+// generation leads, the old generation's clusterd replicas are gone.
+func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
+	ctx := context.Background()
+	ns := contractNamespace(t, nil)
+	const hydration = 30 * time.Second
+	mz := &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
+		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: standinV26_35, BackendSecretName: "backend",
+			EnvironmentdExtraEnv: []corev1.EnvVar{{Name: "STANDIN_HYDRATION", Value: hydration.String()}},
+			// environmentd's system parameter: check catch-up every second.
+			EnvironmentdExtraArgs: []string{"--system-parameter-default=0dt_deployment_hydration_check_interval=1s"}},
+	}
+	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crashLoops := watchCrashLoops(t, ns)
+	first := waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 4*time.Minute)
+	id := first.Status.ResourceID
+	waitExists(t, "generation 1's clusterd replicas running", func() error {
+		pods := clusterdPods(t, ns, 1)
+		for name, ready := range pods {
+			if ready.IsZero() {
+				return fmt.Errorf("%s not ready", name)
+			}
+		}
+		if len(pods) != 2 {
+			return fmt.Errorf("%d clusterd pods, want 2", len(pods))
+		}
+		return nil
+	})
+
+	// Watch the rollout: the messages of its condition, when the operator
+	// first asked for the promotion.
+	var (
+		mu          sync.Mutex
+		messages    []string
+		promotionAt time.Time
+	)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		_ = wait.PollUntilContextCancel(watchCtx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			got, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Get(ctx, "mz", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if cond := meta.FindStatusCondition(got.Status.Conditions, "UpToDate"); cond != nil &&
+				(len(messages) == 0 || messages[len(messages)-1] != cond.Message) {
+				messages = append(messages, cond.Message)
+			}
+			if r := got.Status.Rollout; r != nil && r.PromotionSentAt != nil && promotionAt.IsZero() {
+				promotionAt = r.PromotionSentAt.Time
+			}
+			return false, nil
+		})
+	}()
+	mzs := c.Materialize.MaterializeV1alpha1().Materializes(ns)
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got.Spec.RequestRollout = uuid.NewString()
+		_, err = mzs.Update(ctx, got, metav1.UpdateOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var done *v1alpha1.Materialize
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, "UpToDate")
+		done = got
+		return got.Status.ActiveGeneration == 2 && cond != nil && cond.Reason == "Applied", nil
+	})
+	stopWatch()
+	<-watched
+	if err != nil {
+		t.Fatalf("generation 2 did not become active: %+v", done.Status)
+	}
+
+	gen2 := clusterdPods(t, ns, 2)
+	var lastReady time.Time
+	var names []string
+	for name, ready := range gen2 {
+		names = append(names, name)
+		if ready.IsZero() {
+			t.Errorf("generation 2's clusterd pod %s is not Ready after the promotion", name)
+		}
+		if ready.After(lastReady) {
+			lastReady = ready
+		}
+	}
+	sort.Strings(names)
+	if want := []string{"mz" + id + "-cluster-s2-replica-s1-gen-2-0", "mz" + id + "-cluster-u1-replica-u1-gen-2-0"}; strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("generation 2's clusterd pods %v, want %v", names, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Ready times have a second's precision.
+	if promotionAt.IsZero() {
+		t.Error("the promotion was never seen in status.rollout")
+	} else if waited := promotionAt.Sub(lastReady); waited < hydration-time.Second {
+		t.Errorf("promoted %v after the last clusterd replica became Ready, before it could hydrate (%v)", waited, hydration)
+	} else {
+		t.Logf("promoted %v after the last clusterd replica became Ready (hydration %v)", waited, hydration)
+	}
+	saidWhy := false
+	for _, m := range messages {
+		saidWhy = saidWhy || strings.Contains(m, "environmentd is Initializing (catching up: clusterd replica pods 2/2 ready, hydrating)")
+	}
+	if !saidWhy {
+		t.Errorf("the condition never said the rollout waits for hydration; messages: %q", messages)
+	}
+	if pods := clusterdPods(t, ns, 1); len(pods) != 0 {
+		waitExists(t, "generation 1's clusterd replicas gone", func() error {
+			if pods := clusterdPods(t, ns, 1); len(pods) != 0 {
+				return fmt.Errorf("still there: %v", pods)
+			}
+			return nil
+		})
+	}
+	if loops := crashLoops(); len(loops) > 0 {
+		t.Errorf("pods in CrashLoopBackOff during the rollout: %v", loops)
+	}
+}
