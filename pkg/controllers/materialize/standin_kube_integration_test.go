@@ -259,7 +259,7 @@ func wantFatal(t *testing.T, exit <-chan error, contains ...string) {
 	select {
 	case err := <-exit:
 		var e *standin.ExitError
-		if !errors.As(err, &e) || e.Code != 101 {
+		if !errors.As(err, &e) || e.Code != standin.ExitPanic {
 			t.Fatalf("exit %v, want environmentd's fatal exit", err)
 		}
 		for _, c := range contains {

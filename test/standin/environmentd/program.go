@@ -23,8 +23,10 @@ import (
 )
 
 // ExitError is how the real program would end: clap's usage errors exit 2
-// with "error: ...", environmentd's start-up failures panic (exit 101) with
-// "environmentd: fatal: ...". balancerd's stand-in uses it too.
+// with "error: ...", environmentd's start-up failures panic with
+// "environmentd: fatal: ..." under its enhanced panic handler, which aborts
+// (exit 134; upstream's run installs it first thing). balancerd's stand-in
+// uses it too (balancerd panics without that handler: exit 101).
 type ExitError struct {
 	Code    int
 	Message string
@@ -36,7 +38,7 @@ func (e *ExitError) Error() string { return e.Message }
 func (e *ExitError) ExitCode() int { return e.Code }
 
 func fatal(format string, a ...any) *ExitError {
-	return &ExitError{Code: 101, Message: "environmentd: fatal: " + fmt.Sprintf(format, a...)}
+	return &ExitError{Code: ExitPanic, Message: "environmentd: fatal: " + fmt.Sprintf(format, a...)}
 }
 
 // Plan is what a command line that environmentd accepts asks it to serve.
