@@ -28,12 +28,29 @@ type Catalog interface {
 	// Open opens the catalog for writing as gen, fencing out every lower
 	// generation. It fails, changing nothing, when a higher one holds it.
 	Open(ctx context.Context, gen uint64) error
+	// UserItems counts the catalog's user objects and replicas: DDL
+	// changes it (upstream's preflight compares the next user ids).
+	UserItems(ctx context.Context) (uint64, error)
 }
 
 // MemoryCatalog is a Catalog in memory, for tests of one process.
 type MemoryCatalog struct {
-	mu  sync.Mutex
-	gen *uint64
+	mu    sync.Mutex
+	gen   *uint64
+	items uint64
+}
+
+// DDL is a user object created by the leader.
+func (c *MemoryCatalog) DDL() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items++
+}
+
+func (c *MemoryCatalog) UserItems(context.Context) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.items, nil
 }
 
 func (c *MemoryCatalog) Generation(context.Context) (uint64, bool, error) {
@@ -55,8 +72,12 @@ func (c *MemoryCatalog) Open(_ context.Context, gen uint64) error {
 	return nil
 }
 
-// catalogGenerationKey is the Secret entry holding the generation.
-const catalogGenerationKey = "deploy-generation"
+// Secret entries: the generation, and the count of user objects (a test
+// writes it to play DDL run against the leader).
+const (
+	catalogGenerationKey = "deploy-generation"
+	catalogUserItemsKey  = "user-items"
+)
 
 // SecretCatalog keeps the stand-in's catalog in a Secret of the pod's
 // namespace, written with the pod's own ServiceAccount (environmentd's Role
@@ -119,4 +140,23 @@ func (c *SecretCatalog) Open(ctx context.Context, gen uint64) error {
 	s.Data[catalogGenerationKey] = value
 	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 	return err
+}
+
+func (c *SecretCatalog) UserItems(ctx context.Context) (uint64, error) {
+	s, err := c.Kube.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the catalog: %w", err)
+	}
+	raw, ok := s.Data[catalogUserItemsKey]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(string(raw), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("catalog Secret %s: %s: %w", c.Name, catalogUserItemsKey, err)
+	}
+	return n, nil
 }

@@ -28,12 +28,15 @@ type CatchUpConfig struct {
 	MaxWait time.Duration
 	// PanicAfterTimeout is enable_0dt_deployment_panic_after_timeout.
 	PanicAfterTimeout bool
+	// DDLCheckInterval is with_0dt_deployment_ddl_check_interval: how often
+	// the catalog is read for DDL that the new generation has not seen.
+	DDLCheckInterval time.Duration
 }
 
 // DefaultCatchUpConfig is upstream's defaults: a check every 10 s, and a
 // year's wait, which in practice never promotes a generation that has not
 // hydrated.
-var DefaultCatchUpConfig = CatchUpConfig{CheckInterval: 10 * time.Second, MaxWait: 365 * 24 * time.Hour}
+var DefaultCatchUpConfig = CatchUpConfig{CheckInterval: 10 * time.Second, MaxWait: 365 * 24 * time.Hour, DDLCheckInterval: 5 * time.Minute}
 
 // catchUpConfig reads the settings from the --system-parameter-default
 // values (KEY=VALUE, the last one of a key wins).
@@ -56,6 +59,11 @@ func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
 			cfg.MaxWait, err = humantime.Parse(v)
 		case "enable_0dt_deployment_panic_after_timeout":
 			cfg.PanicAfterTimeout, err = strconv.ParseBool(v)
+		case "with_0dt_deployment_ddl_check_interval":
+			cfg.DDLCheckInterval, err = humantime.Parse(v)
+			if err == nil && cfg.DDLCheckInterval <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
 		}
 		if err != nil {
 			return cfg, fmt.Errorf("invalid system parameter %s=%q: %v", k, v, err)
@@ -72,22 +80,41 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment) error 
 	if err != nil {
 		return fatal("%v", err)
 	}
+	// The user objects when catch-up began: DDL since means the dataflows
+	// being hydrated are not the ones the leader serves.
+	items, err := p.Catalog.UserItems(ctx)
+	if err != nil {
+		return fatal("%v", err)
+	}
+	ddl := func() error {
+		now, err := p.Catalog.UserItems(ctx)
+		if err != nil {
+			p.Log.Warn("reading the catalog failed", "error", err)
+			return nil
+		}
+		if now != items {
+			return halt("there have been DDL that we need to react to; rebooting in read-only mode. New objects: %d", now-min(now, items))
+		}
+		return nil
+	}
 	p.Log.Info("waiting for deployment to be caught up", "check_interval", cfg.CheckInterval.String(), "max_wait", cfg.MaxWait.String())
 	skip := d.SetCatchingUp()
 	maxWait := time.NewTimer(cfg.MaxWait)
 	defer maxWait.Stop()
 	check := time.NewTicker(cfg.CheckInterval)
 	defer check.Stop()
+	ddlCheck := time.NewTicker(cfg.DDLCheckInterval)
+	defer ddlCheck.Stop()
 	last := ""
 	for {
-		if p.Replicas == nil {
-			p.Log.Info("deployment caught up")
-			return nil
+		ok, why := true, ""
+		if p.Replicas != nil {
+			ok, why = p.Replicas.CaughtUp(ctx)
 		}
-		ok, why := p.Replicas.CaughtUp(ctx)
 		if ok {
 			p.Log.Info("deployment caught up", "replicas", why)
-			return nil
+			// A last look for DDL, unless catch-up was skipped.
+			return ddl()
 		}
 		if why != last { // one line a change, not one a check
 			p.Log.Info("deployment not caught up", "waiting_for", why)
@@ -102,9 +129,13 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment) error 
 				return &ExitError{Code: ExitPanic, Message: fmt.Sprintf("thread 'preflight_0dt' panicked: not caught up within %v", cfg.MaxWait)}
 			}
 			p.Log.Info(fmt.Sprintf("not caught up within %v, proceeding now", cfg.MaxWait))
-			return nil
+			return ddl()
 		case err := <-p.served:
 			return p.servingEnded(err)
+		case <-ddlCheck.C:
+			if err := ddl(); err != nil {
+				return err
+			}
 		case <-check.C:
 		case <-ctx.Done():
 			return nil

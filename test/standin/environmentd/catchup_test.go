@@ -22,12 +22,18 @@ import (
 // caughtUpAfter is a cluster whose replicas are caught up from the n-th
 // check on.
 type caughtUpAfter struct {
-	n      int32
+	n      atomic.Int32
 	checks atomic.Int32
 }
 
+func after(n int32) *caughtUpAfter {
+	c := &caughtUpAfter{}
+	c.n.Store(n)
+	return c
+}
+
 func (c *caughtUpAfter) CaughtUp(context.Context) (bool, string) {
-	if c.checks.Add(1) >= c.n {
+	if c.checks.Add(1) >= c.n.Load() {
 		return true, "1/1 replica processes hydrated"
 	}
 	return false, "0/1 replica processes hydrated; r-0 hydrating"
@@ -41,6 +47,11 @@ func bootWith(t *testing.T, ctx context.Context, replicas CaughtUpChecker, args 
 	t.Helper()
 	catalog := &MemoryCatalog{}
 	_ = catalog.Open(ctx, 1)
+	return bootOn(t, ctx, catalog, replicas, args)
+}
+
+func bootOn(t *testing.T, ctx context.Context, catalog Catalog, replicas CaughtUpChecker, args *clap.Matches) (*Deployment, <-chan error) {
+	t.Helper()
 	d := NewDeployment()
 	p := &Process{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: catalog,
 		Replicas: replicas, FenceCheck: 10 * time.Millisecond, Deployment: d}
@@ -54,7 +65,7 @@ func bootWith(t *testing.T, ctx context.Context, replicas CaughtUpChecker, args 
 func TestReadyToPromoteOnlyOnceTheReplicasAreCaughtUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	replicas := &caughtUpAfter{n: 5}
+	replicas := after(5)
 	d, _ := bootWith(t, ctx, replicas, params("0dt_deployment_hydration_check_interval=20ms"))
 	for replicas.checks.Load() < 5 {
 		if s := d.Status(); s != mzenv.Initializing {
@@ -142,5 +153,34 @@ func TestInvalidCatchUpParameterIsFatal(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("booted with an invalid parameter")
+	}
+}
+
+// DDL against the leader while a new generation catches up halts it (exit
+// 166, to reboot read-only): found by the periodic check
+// (with_0dt_deployment_ddl_check_interval) or by the last look once caught
+// up.
+func TestDDLDuringCatchUpHalts(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const msg = "halting process: there have been DDL that we need to react to; rebooting in read-only mode. New objects: 1"
+
+	catalog := &MemoryCatalog{}
+	_ = catalog.Open(ctx, 1)
+	d, exit := bootOn(t, ctx, catalog, neverCaughtUp{}, params("with_0dt_deployment_ddl_check_interval=20ms"))
+	waitPhase(t, d, phaseCatchingUp)
+	catalog.DDL()
+	wantExit(t, exit, ExitHalt, msg)
+
+	catalog = &MemoryCatalog{}
+	_ = catalog.Open(ctx, 1)
+	replicas := after(1 << 30)
+	d, exit = bootOn(t, ctx, catalog, replicas, params("0dt_deployment_hydration_check_interval=10ms"))
+	waitPhase(t, d, phaseCatchingUp)
+	catalog.DDL()
+	replicas.n.Store(0) // caught up at the next check, with the default DDL interval (5 minutes) far off
+	wantExit(t, exit, ExitHalt, msg)
+	if s := d.Status(); s == mzenv.ReadyToPromote {
+		t.Error("ReadyToPromote with DDL it has not seen")
 	}
 }
