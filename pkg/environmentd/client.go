@@ -34,8 +34,10 @@ const (
 	SystemUser = "mz_system"
 )
 
-// DefaultTimeout bounds each request made by a Client whose HTTP is nil.
-const DefaultTimeout = 5 * time.Second
+// DefaultTimeout bounds each request made by a Client whose HTTP is nil:
+// upstream orchestratord's 10 s. environmentd answers a login only once its
+// adapter is up, which can take seconds after its pod is Ready.
+const DefaultTimeout = 10 * time.Second
 
 // MaxBodyBytes is the largest response body a Client reads.
 const MaxBodyBytes = 1 << 20

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -182,5 +184,35 @@ func TestDDLDuringCatchUpHalts(t *testing.T) {
 	wantExit(t, exit, ExitHalt, msg)
 	if s := d.Status(); s == mzenv.ReadyToPromote {
 		t.Error("ReadyToPromote with DDL it has not seen")
+	}
+}
+
+// A login waits until the adapter is up, as environmentd's does (its
+// password check goes through the adapter client): a client that gives up
+// first gets no answer; once the adapter serves, the login succeeds.
+func TestLoginWaitsForTheAdapter(t *testing.T) {
+	d := NewDeployment()
+	l := Listener{Name: "internal", AuthenticatorKind: "Password",
+		Routes: map[string]RouteGroup{"internal": {Enabled: true, AllowedRoles: "Internal"}}}
+	srv := httptest.NewServer(ListenerHandler(l, "pw", d))
+	defer srv.Close()
+	login := func(timeout time.Duration) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+mzenv.LoginPath,
+			strings.NewReader(`{"username":"mz_system","password":"pw"}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := login(200 * time.Millisecond); err == nil {
+		t.Fatalf("login answered %d before the adapter was up", code)
+	}
+	d.SetAdapterReady()
+	if code, err := login(5 * time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("login once the adapter is up: %d %v", code, err)
 	}
 }

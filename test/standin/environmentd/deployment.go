@@ -61,10 +61,39 @@ type Deployment struct {
 	phase    phase
 	skip     chan struct{} // closed when catch-up is skipped
 	promoted chan struct{} // closed when promoted
+	adapter  chan struct{} // closed once the adapter serves
 }
 
-// NewDeployment returns a deployment in the Initializing phase.
-func NewDeployment() *Deployment { return &Deployment{} }
+// NewDeployment returns a deployment in the Initializing phase, its adapter
+// not up.
+func NewDeployment() *Deployment { return &Deployment{adapter: make(chan struct{})} }
+
+// SetAdapterReady is the adapter up: logins (which check the password
+// through it) are answered from now on.
+func (d *Deployment) SetAdapterReady() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.adapter == nil {
+		d.adapter = make(chan struct{})
+	}
+	select {
+	case <-d.adapter:
+	default:
+		close(d.adapter)
+	}
+}
+
+// AdapterReady is closed once the adapter serves. A Deployment made
+// without NewDeployment has its adapter up.
+func (d *Deployment) AdapterReady() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.adapter == nil {
+		d.adapter = make(chan struct{})
+		close(d.adapter)
+	}
+	return d.adapter
+}
 
 // Status is what GET /api/leader/status answers.
 func (d *Deployment) Status() mzenv.LeaderStatus {

@@ -274,9 +274,26 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 		}
 		return s.user(r)
 	}
+	// environmentd checks a password through its adapter client: a login
+	// waits until the adapter is up (upstream's Delayed adapter client).
+	adapterUp := func(r *http.Request) bool {
+		a, ok := leader.(interface{ AdapterReady() <-chan struct{} })
+		if !ok {
+			return true
+		}
+		select {
+		case <-a.AdapterReady():
+			return true
+		case <-r.Context().Done():
+			return false
+		}
+	}
 	mux := http.NewServeMux()
 	if authenticates {
 		mux.HandleFunc("POST "+mzenv.LoginPath, func(w http.ResponseWriter, r *http.Request) {
+			if !adapterUp(r) {
+				return
+			}
 			var creds struct {
 				Username string `json:"username"`
 				Password string `json:"password"`

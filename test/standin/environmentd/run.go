@@ -105,6 +105,7 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	if err := p.bootstrap(ctx, plan, gen, false); err != nil {
 		return err
 	}
+	d.SetAdapterReady()
 	return p.lead(ctx, gen)
 }
 
@@ -116,6 +117,7 @@ func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen u
 	if err := p.bootstrap(ctx, plan, gen, true); err != nil {
 		return err
 	}
+	d.SetAdapterReady() // the coordinator serves, read-only
 	if err := p.catchUp(ctx, plan, d); err != nil {
 		return err
 	}
