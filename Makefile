@@ -94,9 +94,10 @@ bench-record: kube-binaries ## Record the controllers bench's summary in docs/be
 	$(GO) run ./hack/bench/controllers -n 1000 -workers 8 -qps 500 -guard docs/benchmarks.md -record
 
 .PHONY: bench-cluster
-bench-cluster: ## As root: failover and webhook-rollout figures on the local cluster (docs/benchmarks.md).
+bench-cluster: ## As root: failover, webhook-rollout and 0dt rollout phase figures on the local cluster (docs/benchmarks.md).
 	hack/cluster/run.sh
 	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) run ./hack/bench/failover
+	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) $(GO) run ./hack/bench/rollout -runs 3
 
 .PHONY: fuzz
 fuzz: ## Fuzz each target (conversion, JSON, the webhook's handler) for FUZZTIME (default 5m).
