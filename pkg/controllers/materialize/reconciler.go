@@ -526,6 +526,9 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 	}
 	license := r.licenseKeyState(ctx, mz, backend)
 	out := rollout.Step(in)
+	if out.Status.Rollout == nil { // nothing in progress once this step is done
+		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, "")
+	}
 	setLicenseCondition(&out.Status, license)
 	err = r.act(ctx, e, out, leader)
 	var failed *applyFailedError

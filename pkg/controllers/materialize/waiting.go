@@ -200,6 +200,17 @@ func (w *Waiting) set(key, kind string) {
 	w.kind[key] = waitingEntry{kind: kind, at: w.clock()}
 }
 
+// Of is what the named Materialize's rollout waits for, "" when nothing.
+func (w *Waiting) Of(namespace, name string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.kind[namespace+"/"+name]
+	if !ok || w.clock().Sub(e.at) > waitingStale {
+		return ""
+	}
+	return e.kind
+}
+
 var waitingDesc = prometheus.NewDesc("orchestratord_materialize_rollout_waiting",
 	"Materializes whose rollout waits, by what it waits for (environmentd_pod, clusterd_pods, hydration, environmentd); "+
 		"the leader of the materialize controller reports them, the other replicas 0.",
