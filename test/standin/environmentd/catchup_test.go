@@ -127,8 +127,15 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 	if _, err := kube.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, why := c.CaughtUp(ctx); ok || !strings.HasSuffix(why, "gen-2-0 hydrating") {
-		t.Fatalf("ready, hydrating: %v %q", ok, why)
+	// The pod reaches the controller through its watch.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ok, why := c.CaughtUp(ctx)
+		if !ok && strings.HasSuffix(why, "gen-2-0 hydrating") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ready, hydrating: %v %q", ok, why)
+		}
 	}
 	want := "mzx-cluster-u1-replica-u1-gen-2-0.mzx-cluster-u1-replica-u1-gen-2.ns.svc.cluster.local:2101"
 	if len(dialed) != 1 || dialed[0] != want {

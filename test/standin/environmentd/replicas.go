@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/test/standin/ctp"
 )
@@ -138,6 +140,31 @@ type Controller struct {
 	replicas []Replica
 	gen      uint64
 	conns    map[string]*ctp.Client
+	pods     cache.Store // the orchestrator's pod watch, started by the first check
+	stop     context.CancelFunc
+}
+
+// watchPods starts the orchestrator's pod watch (upstream's
+// watch_services: every pod of its orchestrator namespace, by label) and
+// waits for its first list.
+func (c *Controller) watchPods(ctx context.Context) error {
+	if c.pods != nil {
+		return nil
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(c.O.Kube, 0, informers.WithNamespace(c.O.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = namespaceLabel + "=" + orchestratorNamespace }))
+	inf := f.Core().V1().Pods().Informer()
+	wctx, cancel := context.WithCancel(context.Background())
+	f.Start(wctx.Done())
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+		cancel()
+		f.Shutdown()
+		return fmt.Errorf("watching clusterd pods: not synced")
+	}
+	c.pods, c.stop = inf.GetStore(), func() { cancel(); f.Shutdown() }
+	return nil
 }
 
 // Manage makes the controller responsible for replicas of generation gen.
@@ -159,13 +186,15 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 	if c.replicas == nil {
 		return false, "no replicas created yet"
 	}
-	pods, err := c.O.Kube.CoreV1().Pods(c.O.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: namespaceLabel + "=" + orchestratorNamespace})
-	if err != nil {
-		return false, fmt.Sprintf("listing clusterd pods: %v", err)
+	if err := c.watchPods(ctx); err != nil {
+		return false, err.Error()
 	}
 	ready := map[string]bool{}
-	for _, p := range pods.Items {
+	for _, obj := range c.pods.List() {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
 				ready[p.Name] = true
@@ -231,10 +260,14 @@ func (c *Controller) hydrated(ctx context.Context, addr, host string) (bool, err
 	return s.Hydrated, nil
 }
 
-// Close ends the controller's connections.
+// Close ends the controller's connections and its pod watch.
 func (c *Controller) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stop != nil {
+		c.stop()
+		c.pods, c.stop = nil, nil
+	}
 	for addr, cl := range c.conns {
 		_ = cl.Close()
 		delete(c.conns, addr)
