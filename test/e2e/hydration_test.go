@@ -115,6 +115,7 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 			return false, nil
 		}
 		got.Spec.RequestRollout = uuid.NewString()
+		got.Spec.ForceRollout = uuid.NewString() // a new generation without a change of spec
 		_, err = mzs.Update(ctx, got, metav1.UpdateOptions{})
 		return err == nil, nil
 	}); err != nil {

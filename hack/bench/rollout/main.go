@@ -116,6 +116,7 @@ func run(runs int, hydration time.Duration, check, image string) error {
 				return false, nil
 			}
 			m.Spec.RequestRollout = uuid.NewString()
+			m.Spec.ForceRollout = uuid.NewString() // a new generation without a change of spec
 			requested = time.Now()
 			_, err = mzs.Update(ctx, m, metav1.UpdateOptions{})
 			return err == nil, nil
