@@ -31,8 +31,12 @@
 # packet for another address; the service CIDR is routed into a device that
 # discards packets, so a ClusterIP without a kube-proxy rule goes nowhere.
 # The API server refuses hostNetwork pods, whose traffic would not pass the
-# bridge. Pods resolve through the cluster DNS IP (inside the service CIDR,
-# with no server behind it) and never see the host's resolv.conf.
+# bridge, but one: the NetworkPolicy agent (ServiceAccount
+# kube-system/kube-network-policies, deployed by run.sh), which talks only to
+# the API server and programs the nftables table "inet kube-network-policies";
+# `down` deletes that table. Pods resolve through the cluster DNS IP (inside
+# the service CIDR, with no server behind it) and never see the host's
+# resolv.conf.
 #
 # Settings (environment):
 #   ORCHESTRATORD_CLUSTER_DIR           state directory
@@ -57,6 +61,10 @@ node_dev=orchd-node0
 chain=ORCHD-CLUSTER-EGRESS
 cni_bin_dir=/usr/lib/cni
 pause_ref=localhost/orchestratord/pause:v1
+# The NetworkPolicy agent (hack/cluster/network-policies): its ServiceAccount
+# and nftables table.
+netpol_sa=kube-network-policies
+netpol_table="inet kube-network-policies"
 
 # First three octets + .1 / .10 of the service CIDR: the kubernetes Service
 # and the cluster DNS address.
@@ -543,6 +551,16 @@ clean_iptables() {
   done
 }
 
+# Deletes the NetworkPolicy agent's table (rules that queue pod packets to a
+# listener that is gone) unless it existed before the first up. The agent
+# deletes it only on SIGINT; `down` SIGKILLs it with the other containers.
+clean_netpol_table() {
+  command -v nft >/dev/null || return 0
+  ! grep -qx "nft $netpol_table" "$run/host-state" 2>/dev/null || return 0
+  nft list table $netpol_table >/dev/null 2>&1 || return 0
+  nft delete table $netpol_table || log "could not delete the nftables table $netpol_table"
+}
+
 # Removes nftables tables that did not exist before the first up and hold no
 # rules any more (the iptables-nft tables that iptables created).
 clean_nft_tables() {
@@ -668,9 +686,12 @@ EOF
 
 # refuse_host_network KUBECTL: a pod in the host's network namespace would
 # bypass the bridge and the egress DROP chain, so the API server refuses such
-# pods (a ValidatingAdmissionPolicy; namespace labels cannot lift it).
+# pods (a ValidatingAdmissionPolicy; namespace labels cannot lift it). The
+# one exception is the NetworkPolicy agent, which must program the node's
+# nftables: a pod in kube-system (the cluster's own namespace) running as its
+# ServiceAccount.
 refuse_host_network() {
-  "$1" --kubeconfig "$admin_kubeconfig" apply --server-side --field-manager orchestratord-cluster -f - >>"$logs/kubectl.log" 2>&1 <<'EOF' ||
+  "$1" --kubeconfig "$admin_kubeconfig" apply --server-side --field-manager orchestratord-cluster -f - >>"$logs/kubectl.log" 2>&1 <<EOF ||
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
@@ -684,7 +705,10 @@ spec:
       operations: [CREATE, UPDATE]
       resources: [pods]
   validations:
-  - expression: "!has(object.spec.hostNetwork) || !object.spec.hostNetwork"
+  - expression: >-
+      !has(object.spec.hostNetwork) || !object.spec.hostNetwork ||
+      (request.namespace == 'kube-system' && has(object.spec.serviceAccountName) &&
+      object.spec.serviceAccountName == '$netpol_sa')
     message: "this local cluster refuses hostNetwork pods: their traffic would bypass its egress rule"
 ---
 apiVersion: admissionregistration.k8s.io/v1
@@ -772,6 +796,7 @@ clean_network() {
   ip route del "$service_cidr" dev "$node_dev" 2>/dev/null || true
   ip link del "$node_dev" 2>/dev/null || true
   clean_iptables
+  clean_netpol_table
   clean_nft_tables
   command -v conntrack >/dev/null && conntrack -D -s "$pod_cidr" >/dev/null 2>&1 || true
   command -v conntrack >/dev/null && conntrack -D -d "$pod_cidr" >/dev/null 2>&1 || true

@@ -5,12 +5,20 @@
 #
 # 1. builds the images (hack/images/images.sh) and Helm (hack/kube-binaries.sh);
 # 2. starts the cluster (hack/cluster/cluster.sh up) and loads the images;
-# 3. deploys cluster DNS (hack/cluster/dns: CoreDNS for cluster.local only);
+# 3. deploys the NetworkPolicy agent (hack/cluster/network-policies:
+#    kube-network-policies, nftables + nfqueue), so that NetworkPolicies are
+#    enforced on the node, then cluster DNS (hack/cluster/dns: CoreDNS for
+#    cluster.local only);
 # 4. installs charts/orchestratord as release "orchestratord" in namespace
 #    orchestratord, using the local images (pullPolicy Never), with small
 #    environmentd resources: the stand-in needs little, and the chart's
 #    default (upstream's: 1 CPU each) would leave a 2-core node unable to
-#    run two generations during a rollout;
+#    run two generations during a rollout; a cluster replica size "local"
+#    (20m CPU, 64 MiB) for the bootstrap clusters, whose clusterd pods
+#    (stand-ins too) then run on the node; and with upstream's
+#    NetworkPolicies for the environments on (internal, ingress and egress,
+#    the CIDRs at their default 0.0.0.0/0), so that the sample runs under
+#    them;
 # 5. applies a sample Materialize (apiVersion v1: the webhook converts it) in
 #    namespace materialize-sample whose environmentd is the TEST STAND-IN
 #    localhost/standin/environmentd:v26.35.0 (cmd/standin-environmentd;
@@ -52,6 +60,13 @@ k() { "$kubectl" "$@"; }
 
 log "loading ${#tars[@]} images"
 "$cluster" load "${tars[@]}" >&2
+# The chart's clusterd sizes select nodes labelled for swap
+# (clusterd.swapNodeSelector), as on a real cluster whose nodes are labelled.
+k label nodes --all --overwrite materialize.cloud/swap=true >&2
+
+log "deploying the NetworkPolicy agent (kube-network-policies)"
+k apply -f "$root/hack/cluster/network-policies/kube-network-policies.yaml" >&2
+k -n kube-system rollout status ds/kube-network-policies --timeout "${timeout}s" >&2
 
 log "deploying cluster DNS at $dns_ip"
 sed "s/__DNS_IP__/$dns_ip/" "$root/hack/cluster/dns/coredns.yaml" | k apply -f - >&2
@@ -72,6 +87,10 @@ k -n cert-manager rollout status deploy/cert-manager --timeout "${timeout}s" >&2
 
 log "installing the chart"
 upgrade=false
+# Upstream's NetworkPolicies for the environments, enforced by the agent:
+# egress on too (cidrs at their default, 0.0.0.0/0), as upstream's users need
+# it: the internal policies alone limit environmentd's egress to its own
+# environment's pods, cutting it off from the API server and DNS.
 "$helm" status "$release" --namespace "$ns" >/dev/null 2>&1 && upgrade=true
 "$helm" upgrade --install "$release" "$root/charts/orchestratord" \
   --namespace "$ns" --create-namespace \
@@ -79,9 +98,14 @@ upgrade=false
   --set controllers.image.repository=localhost/orchestratord/controllers,controllers.image.tag=dev,controllers.image.pullPolicy=Never \
   --set webhook.replicas=2 \
   --set environmentd.imagePullPolicy=Never \
+  --set networkPolicies.enabled=true,networkPolicies.internal.enabled=true \
+  --set networkPolicies.ingress.enabled=true,networkPolicies.egress.enabled=true \
   --set-json 'environmentd.defaultResources={"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}}' \
   --set-json 'balancerd.defaultResources={"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"memory":"64Mi"}}' \
   --set-json 'console.defaultResources={"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"memory":"64Mi"}}' \
+  --set-json 'clusters.sizes.local={"workers":1,"scale":1,"cpu_exclusive":false,"cpu_limit":0.02,"credits_per_hour":"0.00","disk_limit":"0","memory_limit":"64MiB"}' \
+  --set clusters.defaultSizes.default=local,clusters.defaultSizes.system=local,clusters.defaultSizes.probe=local \
+  --set clusters.defaultSizes.support=local,clusters.defaultSizes.catalogServer=local,clusters.defaultSizes.analytics=local \
   --wait --timeout "${timeout}s" >&2
 if $upgrade; then
   # The images keep their tag (dev) across builds: restart the pods so they
@@ -113,6 +137,11 @@ metadata:
 spec:
   environmentdImageRef: localhost/standin/environmentd:v26.35.0
   backendSecretName: sample-backend
+  # An environmentd system parameter: a new generation checks every second,
+  # not every 10 s, whether its clusters caught up (the e2e suite rolls the
+  # sample out often).
+  environmentdExtraArgs:
+    - --system-parameter-default=0dt_deployment_hydration_check_interval=1s
 EOM
 )
 # retry COMMAND...: the webhook may still be writing its CA into the CRD, or
@@ -156,12 +185,17 @@ until uptodate; do
 done
 # environmentd (the stand-in) creates its bootstrap replicas' clusterd
 # StatefulSets itself, with its own ServiceAccount, after listing
-# VpcEndpoints: proof that its ClusterRole (bound by the controllers), name
-# prefix and the CRD are right.
-until [ -n "$(k -n "$sample_ns" get statefulsets -l app.kubernetes.io/name=clusterd -o name 2>/dev/null)" ]; do
+# VpcEndpoints (proof that its ClusterRole, bound by the controllers, its
+# name prefix and the CRD are right), then connects to their pods through
+# the operator's NetworkPolicies and waits until they hydrate.
+hydrated() {
+  k -n "$sample_ns" logs -l materialize.cloud/app=environmentd --tail -1 2>/dev/null | grep -q '"cluster replicas hydrated"'
+}
+until hydrated; do
   if [ $SECONDS -ge $deadline ]; then
+    k -n "$sample_ns" get statefulsets,pods -l app.kubernetes.io/name=clusterd >&2 || true
     k -n "$sample_ns" logs -l materialize.cloud/app=environmentd --tail 20 >&2 || true
-    log "environmentd created no clusterd StatefulSet"
+    log "environmentd's clusterd replicas did not hydrate"
     exit 1
   fi
   sleep 1
@@ -181,9 +215,10 @@ Materialize.
   kubectl -n $sample_ns get mzs sample -o yaml
   kubectl -n $sample_ns get mzs,statefulsets,services,pods,balancers,consoles
   kubectl get vpce -A                                 # VpcEndpoints: environmentd lists them as it boots
-  kubectl -n $sample_ns get statefulsets -l app.kubernetes.io/name=clusterd   # made by environmentd, Pending here
+  kubectl -n $sample_ns get statefulsets,pods -l app.kubernetes.io/name=clusterd   # made by environmentd, running clusterd
   kubectl -n $sample_ns logs -l materialize.cloud/app=environmentd    # its boot: catalog, VpcEndpoints, replicas
   kubectl -n $ns get pods,leases        # webhook and controllers; one Lease per reconciler
+  kubectl get networkpolicies -A        # the operator's, enforced by kube-system/kube-network-policies
   kubectl -n $ns logs deploy/$release-controllers
   kubectl -n $sample_ns patch mzs sample --type merge -p '{"spec":{"forceRollout":"'\$(cat /proc/sys/kernel/random/uuid)'"}}'   # a new generation
 

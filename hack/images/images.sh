@@ -12,7 +12,10 @@
 #       hack/tools/coredns, cluster DNS of the local cluster (hack/cluster/dns)
 #   localhost/orchestratord/cert-manager-controller:dev  cert-manager's
 #       controller pinned in hack/tools/cert-manager (hack/cluster/cert-manager)
-#   localhost/standin/{environmentd,balancerd,console}:v26.35.0 and :v26.5.0
+#   localhost/orchestratord/kube-network-policies:dev  SIG Network's
+#       NetworkPolicy agent pinned in hack/tools/kube-network-policies
+#       (hack/cluster/network-policies); runs as root
+#   localhost/standin/{environmentd,balancerd,console,clusterd}:v26.35.0 and :v26.5.0
 #       cmd/standin-environmentd: TEST STAND-INs, NOT Materialize. They parse
 #       their command line as the real programs of that version do and refuse
 #       what those refuse (STANDIN_PLAYS and STANDIN_VERSION in the image's
@@ -21,10 +24,12 @@
 # Like upstream, the operator takes clusterd's, balancerd's and the console's
 # images from the environmentd image's repository path and tag, so a
 # Materialize on localhost/standin/environmentd:v26.35.0 gets
-# localhost/standin/balancerd:v26.35.0 and localhost/standin/console:v26.35.0.
+# localhost/standin/balancerd:v26.35.0, localhost/standin/console:v26.35.0 and
+# (environmentd runs it) localhost/standin/clusterd:v26.35.0.
 #
 # Settings (environment): ORCHESTRATORD_CACHE (as hack/kube-binaries.sh) holds
-# the CoreDNS and cert-manager binaries, built once per version.
+# the CoreDNS, cert-manager and kube-network-policies binaries, built once
+# per version (and, for kube-network-policies, its patch).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -75,6 +80,43 @@ build_cert_manager() {
   echo "$dir/controller"
 }
 
+# kube-network-policies (SIG Network's NetworkPolicy agent: nftables +
+# nfqueue) with hack/tools/kube-network-policies/xt-nfqueue.patch (it queues
+# through the xtables NFQUEUE target: this machine kind's kernel lacks
+# nftables' queue expression): the module's source is copied and patched
+# outside the module cache, and the pinned tools module is built with a
+# replace pointing at the copy. Built once into a cache keyed by its version
+# and the patch.
+build_kube_network_policies() {
+  local mod=$root/hack/tools/kube-network-policies pkg=sigs.k8s.io/kube-network-policies
+  local patch=$mod/xt-nfqueue.patch v dir src work
+  v=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
+  dir=$cache_root/kube-network-policies-$v-$(sha256sum <"$patch" | cut -c1-12)
+  mkdir -p "$dir"
+  exec 7>"$dir/.lock"
+  flock 7
+  if [ ! -x "$dir/kube-network-policies" ]; then
+    log "building kube-network-policies $v (patched) into $dir (first time only, about 4 minutes)"
+    src=$(cd "$mod" && go mod download -json $pkg@$v | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -d "$src" ] || { log "no module directory for $pkg $v"; exit 1; }
+    work=$dir/.build
+    rm -rf "$work"
+    mkdir -p "$work"
+    cp -R "$src" "$work/src"
+    chmod -R u+w "$work/src"
+    (cd "$work/src" && GIT_CEILING_DIRECTORIES=$work git apply "$patch") || exit 1
+    cp "$mod/go.mod" "$work/tools.mod"
+    cp "$mod/go.sum" "$work/tools.sum"
+    go mod edit -replace "$pkg=$work/src" "$work/tools.mod" || exit 1
+    (cd "$mod" && CGO_ENABLED=0 GOOS=linux go build -modfile "$work/tools.mod" -trimpath -ldflags '-s -w' \
+      -o "$dir/kube-network-policies.tmp" $pkg/cmd) || exit 1
+    mv "$dir/kube-network-policies.tmp" "$dir/kube-network-policies"
+    rm -rf "$work"
+  fi
+  exec 7>&-
+  echo "$dir/kube-network-policies"
+}
+
 standin_versions=(26.35.0 26.5.0)
 
 log "building webhook, controllers, standin-environmentd"
@@ -82,8 +124,10 @@ log "building webhook, controllers, standin-environmentd"
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
 coredns=$(build_coredns)
 cert_manager=$(build_cert_manager)
+kube_network_policies=$(build_kube_network_policies)
 
-# pack REF TARBALL BINARY [IMAGE-OPTION...]
+# pack REF TARBALL BINARY [IMAGE-OPTION...]: the image runs as 65532:65532
+# unless an option says otherwise (-user 0:0: a later -user wins).
 pack() {
   local ref=$1 tar=$2 bin=$3 file
   shift 3
@@ -97,8 +141,10 @@ pack "$prefix/webhook:$tag" webhook "$build/webhook"
 pack "$prefix/controllers:$tag" controllers "$build/controllers"
 pack "$prefix/coredns:$tag" coredns "$coredns"
 pack "$prefix/cert-manager-controller:$tag" cert-manager-controller "$cert_manager"
+# It programs the node's nftables: root (and privileged in its pod).
+pack "$prefix/kube-network-policies:$tag" kube-network-policies "$kube_network_policies" -user 0:0
 for v in "${standin_versions[@]}"; do
-  for plays in environmentd balancerd console; do
+  for plays in environmentd balancerd console clusterd; do
     pack "localhost/standin/$plays:v$v" "standin-$plays-$v" "$build/standin-environmentd" \
       -env STANDIN_PLAYS=$plays -env STANDIN_VERSION=$v
   done

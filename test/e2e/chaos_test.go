@@ -327,7 +327,8 @@ func TestChaosAllWebhookPodsButOneSIGKILLed(t *testing.T) {
 
 // A node drain: cordon, then evict every pod on the node through the
 // Eviction API, retrying refused evictions (harsher than `kubectl drain`,
-// which skips DaemonSet and mirror pods: this cluster has neither). The cluster has one
+// which skips DaemonSet and mirror pods: this also evicts the NetworkPolicy
+// agent's, which its DaemonSet puts back at once). The cluster has one
 // node, so an evicted pod's replacement stays Pending until the node is
 // uncordoned: the drain cannot finish, which is what shows the PDBs
 // holding. Throughout, a webhook pod stays ready and serving (no read
