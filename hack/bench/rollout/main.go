@@ -52,6 +52,10 @@ func main() {
 	check := flag.String("check", "10s", "environmentd's 0dt_deployment_hydration_check_interval")
 	image := flag.String("image", "localhost/standin/environmentd:v26.35.0", "environmentd image (a stand-in of the local cluster)")
 	flag.Parse()
+	if *runs < 1 {
+		fmt.Fprintln(os.Stderr, "rollout-bench: -runs must be at least 1")
+		os.Exit(2)
+	}
 	if err := run(*runs, *hydration, *check, *image); err != nil {
 		fmt.Fprintln(os.Stderr, "rollout-bench:", err)
 		os.Exit(1)

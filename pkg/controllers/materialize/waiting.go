@@ -65,29 +65,29 @@ var exitMeanings = map[int32]string{
 	167: "over its memory limit",
 }
 
-// waiting is what generation gen of e waits for, read from its pods (a
-// list by the resource id label, bounded), and its kind. Nothing here is
-// a tenant's secret: pod phases, condition messages of the scheduler and
+// waiting is what generation gen of e waits for, read from its pods (two
+// narrow lists by label, each bounded), and its kind. Nothing here is a
+// tenant's secret: pod phases, condition messages of the scheduler and
 // kubelet, container reasons and exit codes.
 func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatus string, environmentdReady bool) (string, string) {
-	pods, err := r.d.Kube.CoreV1().Pods(e.ns()).List(ctx, metav1.ListOptions{
-		LabelSelector: children.ResourceIDLabel + "=" + e.id, Limit: maxPodsRead})
-	if err != nil {
-		if environmentdReady {
-			return WaitingEnvironmentd, ""
+	list := func(selector string) ([]corev1.Pod, bool, error) {
+		pods, err := r.d.Kube.CoreV1().Pods(e.ns()).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: maxPodsRead})
+		if err != nil {
+			return nil, false, err
 		}
-		return WaitingEnvironmentdPod, ""
+		items := pods.Items
+		sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+		return items, pods.Continue != "", nil
 	}
-	items := pods.Items
-	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	if !environmentdReady {
-		name := e.generationName(gen)
+		items, _, err := list(children.ResourceIDLabel + "=" + e.id + "," + children.NameLabel + "=" + e.generationName(gen) +
+			"," + component.AppLabel + "=" + environmentdApp)
+		if err != nil {
+			return WaitingEnvironmentdPod, ""
+		}
 		for i := range items {
-			p := &items[i]
-			if p.Labels[children.NameLabel] == name && p.Labels[component.AppLabel] == environmentdApp {
-				if problem, ok := podProblem(p); ok {
-					return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d %s", gen, problem)
-				}
+			if problem, ok := podProblem(&items[i]); ok {
+				return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d %s", gen, problem)
 			}
 		}
 		// Not there yet, or starting: nothing worth a status write.
@@ -96,28 +96,32 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 	if leaderStatus != "Initializing" && leaderStatus != "CatchingUp" {
 		return WaitingEnvironmentd, ""
 	}
-	generation := strconv.FormatUint(gen, 10)
-	total, ready := 0, 0
+	items, more, err := list(children.ResourceIDLabel + "=" + e.id + "," + orchestratorNSLabel + "=cluster," +
+		clusterdGenerationLabel + "=" + strconv.FormatUint(gen, 10))
+	if err != nil {
+		return WaitingEnvironmentd, ""
+	}
+	total, ready := len(items), 0
 	first := ""
 	for i := range items {
 		p := &items[i]
-		if p.Labels[orchestratorNSLabel] != "cluster" || p.Labels[clusterdGenerationLabel] != generation {
-			continue
-		}
-		total++
 		if podReady(p) {
 			ready++
 		} else if problem, ok := podProblem(p); ok && first == "" {
 			first = "; clusterd replica " + p.Name + " " + problem
 		}
 	}
+	of := strconv.Itoa(total)
+	if more { // more replica pods than read: the count is a lower bound
+		of = "≥" + of
+	}
 	switch {
 	case total == 0:
 		return WaitingClusterdPods, "catching up: no clusterd replica pods yet"
 	case ready < total:
-		return WaitingClusterdPods, boundedtext.Cut(fmt.Sprintf("catching up: clusterd replica pods %d/%d ready%s", ready, total, first), waitingBytes)
+		return WaitingClusterdPods, boundedtext.Cut(fmt.Sprintf("catching up: clusterd replica pods %d/%s ready%s", ready, of, first), waitingBytes)
 	}
-	return WaitingHydration, fmt.Sprintf("catching up: clusterd replica pods %d/%d ready, hydrating", ready, total)
+	return WaitingHydration, fmt.Sprintf("catching up: clusterd replica pods %d/%s ready, hydrating", ready, of)
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -146,9 +150,12 @@ func podProblem(p *corev1.Pod) (string, bool) {
 			last = t
 		}
 		w := cs.State.Waiting
+		// One message for the whole crash cycle (waiting in back-off,
+		// running again, exited): it changes only with the exit code, so
+		// each restart is not a status write.
 		switch {
-		case w != nil && w.Reason == "CrashLoopBackOff" && last != nil:
-			return fmt.Sprintf("crash-looping: exit %d%s, %d restarts", last.ExitCode, meaning(last.ExitCode), cs.RestartCount), true
+		case last != nil && (cs.RestartCount > 0 || (w != nil && w.Reason == "CrashLoopBackOff")):
+			return fmt.Sprintf("crash-looping: exit %d%s", last.ExitCode, meaning(last.ExitCode)), true
 		case w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing":
 			return boundedtext.Cut(w.Reason+": "+oneLine(w.Message), podDetailBytes), true
 		case cs.State.Terminated != nil:

@@ -334,7 +334,7 @@ func (p *serdeJSON) value(f timelyField) (any, error) {
 		if err != nil {
 			// Beyond u64 serde_json reads a float.
 			fl, _ := strconv.ParseFloat(string(n), 64)
-			return nil, p.errorf("invalid type: floating point `%s`, expected %s", strconv.FormatFloat(fl, 'f', -1, 64), f.kind)
+			return nil, p.errorf("invalid type: floating point `%s`, expected %s", rustFloat(fl), f.kind)
 		}
 		if f.kind == "u32" && u > math.MaxUint32 {
 			return nil, p.errorf("invalid value: integer `%d`, expected u32", u)
@@ -355,7 +355,7 @@ func describe(t json.Token) string {
 	case json.Number:
 		if strings.ContainsAny(string(v), ".eE") {
 			f, _ := strconv.ParseFloat(string(v), 64)
-			return fmt.Sprintf("floating point `%s`", strconv.FormatFloat(f, 'f', -1, 64))
+			return fmt.Sprintf("floating point `%s`", rustFloat(f))
 		}
 		return fmt.Sprintf("integer `%s`", v)
 	case json.Delim:
@@ -365,4 +365,15 @@ func describe(t json.Token) string {
 		return "map"
 	}
 	return fmt.Sprint(t)
+}
+
+// rustFloat is serde's Unexpected::Float display in the serde_core upstream
+// pins (1.0.228): Rust's f64 Display, with ".0" added to a whole number
+// (its WithDecimalPoint).
+func rustFloat(f float64) string {
+	out := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(out, ".") && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		out += ".0"
+	}
+	return out
 }

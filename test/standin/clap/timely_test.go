@@ -3,8 +3,10 @@ package clap
 import "testing"
 
 // TimelyConfig parses as serde_json parses it into upstream's struct. The
-// answers were produced by serde_json itself (Debian's librust-serde-json,
-// a struct declared as upstream's TimelyConfig); "" is a value it accepts.
+// answers were produced by serde_json itself (Debian's librust-serde-json
+// 1.0.87 with serde 1.0.152, a struct declared as upstream's TimelyConfig),
+// but for whole floats, which the serde_core upstream pins (1.0.228) writes
+// with ".0" (WithDecimalPoint); "" is a value it accepts.
 func TestParseTimelyConfigAsSerdeJSON(t *testing.T) {
 	for _, tc := range []struct{ in, err string }{
 		{"{\"workers\":2,\"process\":0,\"addresses\":[\"a:1\",\"b:1\"],\"arrangement_exert_proportionality\":16,\"enable_zero_copy\":false,\"enable_zero_copy_lgalloc\":false,\"zero_copy_limit\":null}", ""},
@@ -30,7 +32,7 @@ func TestParseTimelyConfigAsSerdeJSON(t *testing.T) {
 		{"{\"workers\":1,", "EOF while parsing a value at line 1 column 13"},
 		{"{\"workers\":1 \"process\":2}", "expected `,` or `}` at line 1 column 14"},
 		{"{1:2}", "key must be a string at line 1 column 2"},
-		{"{\"workers\":18446744073709551616}", "invalid type: floating point `18446744073709552000`, expected usize at line 1 column 31"},
+		{"{\"workers\":18446744073709551616}", "invalid type: floating point `18446744073709552000.0`, expected usize at line 1 column 31"},
 		{"null", "invalid type: null, expected struct TimelyConfig at line 1 column 4"},
 		{"\"x\"", "invalid type: string \"x\", expected struct TimelyConfig at line 1 column 3"},
 		{"{\"addresses\":{}}", "invalid type: map, expected a sequence at line 1 column 13"},
@@ -53,8 +55,8 @@ func TestParseTimelyConfigAsSerdeJSON(t *testing.T) {
 		{"{\"a\":1,,}", "key must be a string at line 1 column 8"},
 		{"{\"workers\":1,\"process\":nul}", "expected ident at line 1 column 27"},
 		{"[1,0,[\"a:1\"],16,false,fals]", "expected ident at line 1 column 27"},
-		{"{\"workers\":1e3}", "invalid type: floating point `1000`, expected usize at line 1 column 14"},
-		{"{\"workers\":0.0}", "invalid type: floating point `0`, expected usize at line 1 column 14"},
+		{"{\"workers\":1e3}", "invalid type: floating point `1000.0`, expected usize at line 1 column 14"},
+		{"{\"workers\":0.0}", "invalid type: floating point `0.0`, expected usize at line 1 column 14"},
 		{"{\"workers\":\"a\\\"b\"}", "invalid type: string \"a\\\"b\", expected usize at line 1 column 17"},
 		{" {\"workers\":1}  ", "missing field `process` at line 1 column 14"},
 		{"x", "expected value at line 1 column 1"},

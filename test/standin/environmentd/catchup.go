@@ -75,22 +75,19 @@ func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
 // catchUp is upstream's preflight wait (deployment/preflight.rs): catching
 // up until the clusters are caught up, an administrator skips it, or the
 // maximum wait passes.
-func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment) error {
+// items is the catalog's user objects when preflight began.
+func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, items uint64) error {
 	cfg, err := catchUpConfig(plan.Args)
-	if err != nil {
-		return fatal("%v", err)
-	}
-	// The user objects when catch-up began: DDL since means the dataflows
-	// being hydrated are not the ones the leader serves.
-	items, err := p.Catalog.UserItems(ctx)
 	if err != nil {
 		return fatal("%v", err)
 	}
 	ddl := func() error {
 		now, err := p.Catalog.UserItems(ctx)
-		if err != nil {
-			p.Log.Warn("reading the catalog failed", "error", err)
+		if ctx.Err() != nil {
 			return nil
+		}
+		if err != nil { // upstream's unwrap_or_terminate
+			return fatal("can open in savepoint mode: %v", err)
 		}
 		if now != items {
 			return halt("there have been DDL that we need to react to; rebooting in read-only mode. New objects: %d", now-min(now, items))

@@ -69,9 +69,16 @@ func TestReadyToPromoteOnlyOnceTheReplicasAreCaughtUp(t *testing.T) {
 	defer cancel()
 	replicas := after(5)
 	d, _ := bootWith(t, ctx, replicas, params("0dt_deployment_hydration_check_interval=20ms"))
-	for replicas.checks.Load() < 5 {
-		if s := d.Status(); s != mzenv.Initializing {
-			t.Fatalf("status %s after %d checks, want Initializing until the fifth", s, replicas.checks.Load())
+	for {
+		// Status first: a check that lands after it cannot be counted
+		// against it.
+		s := d.Status()
+		n := replicas.checks.Load()
+		if n >= 5 {
+			break
+		}
+		if s != mzenv.Initializing {
+			t.Fatalf("status %s after %d checks, want Initializing until the fifth", s, n)
 		}
 		time.Sleep(time.Millisecond)
 	}

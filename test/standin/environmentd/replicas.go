@@ -113,10 +113,14 @@ func (o *Orchestrator) clusterdArgs(r Replica, name string, size replicaSize, di
 	default:
 		args = append(args, "--secrets-reader=kubernetes", "--secrets-reader-kubernetes-context="+get("orchestrator-kubernetes-context"))
 	}
+	// The orchestrator's own additions: the scratch disk of a size with
+	// one (its ephemeral volume mounted at /scratch), then the prefix.
+	if diskLimit != 0 {
+		args = append(args, "--scratch-directory=/scratch")
+	}
 	if o.Prefix != "" {
 		args = append(args, "--secrets-reader-name-prefix="+o.Prefix)
 	}
-	_ = diskLimit // decides the scratch volume, not the command line
 	return args, nil
 }
 
@@ -137,6 +141,7 @@ type Controller struct {
 	Dial func(ctx context.Context, addr, version, host string) (*ctp.Client, error)
 
 	mu       sync.Mutex
+	managed  bool
 	replicas []Replica
 	gen      uint64
 	conns    map[string]*ctp.Client
@@ -154,7 +159,8 @@ func (c *Controller) watchPods(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(c.O.Kube, 0, informers.WithNamespace(c.O.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = namespaceLabel + "=" + orchestratorNamespace }))
 	inf := f.Core().V1().Pods().Informer()
-	wctx, cancel := context.WithCancel(context.Background())
+	// The watch lives until Close (the process's end), not one check.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.Start(wctx.Done())
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()
@@ -171,7 +177,7 @@ func (c *Controller) watchPods(ctx context.Context) error {
 func (c *Controller) Manage(replicas []Replica, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.replicas, c.gen = replicas, gen
+	c.replicas, c.gen, c.managed = replicas, gen, true
 }
 
 // CaughtUp reports whether every process of every managed replica is Ready
@@ -183,7 +189,7 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 	if c.conns == nil {
 		c.conns = map[string]*ctp.Client{}
 	}
-	if c.replicas == nil {
+	if !c.managed {
 		return false, "no replicas created yet"
 	}
 	if err := c.watchPods(ctx); err != nil {

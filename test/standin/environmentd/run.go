@@ -82,6 +82,9 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	defer func() {
 		cancel()
 		p.background.Wait()
+		if c, ok := p.Replicas.(*Controller); ok {
+			c.Close()
+		}
 	}()
 	p.served = make(chan error, 1)
 	p.background.Go(func() { p.served <- Serve(ctx, plan, d) })
@@ -114,11 +117,17 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 // and halts to reboot as the leader.
 func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen uint64) error {
 	p.Log.Info("this deployment is a new generation; booting in read only mode", "deploy_generation", gen)
+	// The user objects when preflight began: DDL since means the dataflows
+	// being hydrated are not the ones the leader serves.
+	items, err := p.Catalog.UserItems(ctx)
+	if err != nil {
+		return fatal("%v", err)
+	}
 	if err := p.bootstrap(ctx, plan, gen, true); err != nil {
 		return err
 	}
 	d.SetAdapterReady() // the coordinator serves, read-only
-	if err := p.catchUp(ctx, plan, d); err != nil {
+	if err := p.catchUp(ctx, plan, d, items); err != nil {
 		return err
 	}
 	promoted := d.SetReadyToPromote()
