@@ -116,6 +116,13 @@ func process(ctx context.Context, log *slog.Logger, plan *standin.Plan, version 
 		}
 		// STANDIN_HYDRATION (a Materialize's environmentdExtraEnv) is how
 		// long its replicas take to hydrate; real environmentd ignores it.
+		// A bad value is refused here, not left to each replica to drop
+		// the connection over.
+		if v := os.Getenv("STANDIN_HYDRATION"); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return nil, fmt.Errorf("STANDIN_HYDRATION=%q: want a duration", v)
+			}
+		}
 		if p, err = standin.KubeProcess(ctx, log, plan, version, os.Getenv("STANDIN_HYDRATION"), cfg, ns, os.Getenv("HOSTNAME")); err != nil {
 			return nil, err
 		}

@@ -104,7 +104,8 @@ func (c *conn) handshake(version, serverFQDN string, isServer bool) error {
 	if peer.Version != version {
 		return fmt.Errorf("version mismatch: %s != %s", peer.Version, version)
 	}
-	if isServer && serverFQDN != "" && peer.ServerFQDN != serverFQDN {
+	// Upstream compares only when both ends name the server.
+	if isServer && serverFQDN != "" && peer.ServerFQDN != "" && peer.ServerFQDN != serverFQDN {
 		return fmt.Errorf("server FQDN mismatch: %s != %s", peer.ServerFQDN, serverFQDN)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -149,6 +150,10 @@ type Orchestrator struct {
 	// Owners are the ownerReferences of environmentd's own pod, which it
 	// puts on what it creates (so a generation's StatefulSet owns them).
 	Owners []metav1.OwnerReference
+
+	sizesOnce sync.Once
+	sizes     map[string]replicaSize
+	sizesErr  error
 }
 
 // ListVpcEndpoints is the cloud-resource controller's list at bootstrap:
@@ -179,17 +184,33 @@ func (o *Orchestrator) keyValues(flag string) (map[string]string, error) {
 	return out, nil
 }
 
+// sizeOf is r's entry of --cluster-replica-sizes, parsed once: the
+// orchestrator and the cluster controller read it at every replica and
+// every check.
+func (o *Orchestrator) sizeOf(r Replica) (replicaSize, error) {
+	o.sizesOnce.Do(func() {
+		raw, _ := o.Args.Get("cluster-replica-sizes")
+		o.sizes = map[string]replicaSize{}
+		if err := json.Unmarshal([]byte(raw), &o.sizes); err != nil {
+			o.sizesErr = fmt.Errorf("cluster replica sizes: %w", err)
+		}
+	})
+	if o.sizesErr != nil {
+		return replicaSize{}, o.sizesErr
+	}
+	size, ok := o.sizes[r.Size]
+	if !ok {
+		return replicaSize{}, fmt.Errorf("unknown cluster replica size %q", r.Size)
+	}
+	return size, nil
+}
+
 // EnsureReplica applies the headless Service and the StatefulSet of one
 // replica of generation gen, server-side, as environmentd does.
 func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64) error {
-	sizes := map[string]replicaSize{}
-	raw, _ := o.Args.Get("cluster-replica-sizes")
-	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
-		return fmt.Errorf("cluster replica sizes: %w", err)
-	}
-	size, ok := sizes[r.Size]
-	if !ok {
-		return fmt.Errorf("unknown cluster replica size %q", r.Size)
+	size, err := o.sizeOf(r)
+	if err != nil {
+		return err
 	}
 	serviceLabels, err := o.keyValues("orchestrator-kubernetes-service-label")
 	if err != nil {
@@ -232,7 +253,7 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 	ports := []struct {
 		name string
 		port int32
-	}{{"storagectl", 2100}, {"storage", 2103}, {"computectl", 2101}, {"compute", 2102}, {"internal-http", 6878}}
+	}{{"storagectl", storageCtlPort}, {"storage", storagePort}, {"computectl", computeCtlPort}, {"compute", computePort}, {"internal-http", internalHTTPPort}}
 	podLabels := map[string]string{}
 	for _, m := range []map[string]string{selector, standard} {
 		for k, v := range m {

@@ -211,11 +211,11 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 	var waiting []string
 	for _, r := range c.replicas {
 		name := c.O.name(r.ServiceID(c.gen))
-		scale, err := c.O.scaleOf(r)
+		size, err := c.O.sizeOf(r)
 		if err != nil {
 			return false, err.Error()
 		}
-		for i, host := range c.O.hosts(name, scale) {
+		for i, host := range c.O.hosts(name, int(size.Scale)) {
 			total++
 			pod := fmt.Sprintf("%s-%d", name, i)
 			if !ready[pod] {
@@ -287,18 +287,4 @@ func shortError(err error) error {
 		msg = msg[i+2:]
 	}
 	return fmt.Errorf("%s", msg)
-}
-
-// scaleOf is the number of processes of r's size.
-func (o *Orchestrator) scaleOf(r Replica) (int, error) {
-	sizes := map[string]replicaSize{}
-	raw, _ := o.Args.Get("cluster-replica-sizes")
-	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
-		return 0, fmt.Errorf("cluster replica sizes: %w", err)
-	}
-	size, ok := sizes[r.Size]
-	if !ok {
-		return 0, fmt.Errorf("unknown cluster replica size %q", r.Size)
-	}
-	return int(size.Scale), nil
 }
