@@ -80,6 +80,10 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 		return nil
 	})
 
+	// Users' clients, through balancerd and the policies, all along.
+	clients := watchClients(t, ns, id)
+	rolloutAt := time.Now()
+
 	// Watch the rollout: the messages of its condition, when the operator
 	// first asked for the promotion.
 	var (
@@ -180,5 +184,36 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 	}
 	if loops := crashLoops(); len(loops) > 0 {
 		t.Errorf("pods in CrashLoopBackOff during the rollout: %v", loops)
+	}
+
+	// While the new generation catches up, the old one serves every
+	// client; the switch (the new environmentd's reboot as leader, the
+	// Service's move) is the only window clients can notice, and after it
+	// they are served by the new generation.
+	if !promotionAt.IsZero() {
+		// An attempt may take its 2 s timeout: one begun later may still
+		// be in flight at the cutover.
+		if f := failedBetween(clients(), rolloutAt, promotionAt.Add(-2*time.Second)); len(f.ByKind) > 0 {
+			t.Errorf("clients failed before the promotion, while generation 2 caught up: %v (first, %v before the promotion: %s)",
+				f.ByKind, promotionAt.Sub(f.First), f.FirstError)
+		}
+	}
+	appliedAt := time.Now()
+	if cond := meta.FindStatusCondition(done.Status.Conditions, "UpToDate"); cond != nil {
+		appliedAt = cond.LastTransitionTime.Time
+	}
+	poll(t, "clients served again after the rollout", 2*time.Minute, func() (bool, error) {
+		ok := map[string]bool{}
+		for _, a := range clients() {
+			ok[a.Kind] = ok[a.Kind] || (a.OK && a.At.After(appliedAt))
+		}
+		return ok["pgwire"] && ok["http"], nil
+	})
+	all := clients()
+	if f := failedBetween(all, rolloutAt, time.Now()); len(f.ByKind) > 0 {
+		t.Logf("clients across the rollout (%d attempts, every 200 ms each): failed %v, from %v to %v after the promotion was sent (first: %s)",
+			len(all), f.ByKind, f.First.Sub(promotionAt), f.Last.Sub(promotionAt), f.FirstError)
+	} else {
+		t.Logf("clients across the rollout (%d attempts, every 200 ms each): none failed", len(all))
 	}
 }

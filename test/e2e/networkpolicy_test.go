@@ -10,11 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -163,6 +167,23 @@ func TestNetworkPoliciesAreEnforced(t *testing.T) {
 // runs).
 func buildNetprobeImage(t *testing.T) {
 	t.Helper()
+	netprobeBuilt.Do(func() {
+		netprobeBuildFailed = true // until it returns: a t.Fatal inside ends it early
+		buildNetprobeImageOnce(t)
+		netprobeBuildFailed = false
+	})
+	if netprobeBuildFailed {
+		t.Fatal("the netprobe image could not be built (see the test that built it first)")
+	}
+}
+
+var (
+	netprobeBuilt       sync.Once
+	netprobeBuildFailed bool
+)
+
+func buildNetprobeImageOnce(t *testing.T) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -181,4 +202,107 @@ func buildNetprobeImage(t *testing.T) {
 	run(nil, "go", "run", "./hack/cluster/image", "-ref", netprobeImage, "-file", netprobeBin+"="+bin,
 		"-entrypoint", netprobeBin, "-user", "65532:65532", "-out", tar)
 	run(nil, filepath.Join(root, "hack", "cluster", "cluster.sh"), "load", tar)
+}
+
+// With the operator's allow-orchestratord policy gone and its re-creation
+// refused (here by an admission policy, as a policy engine or a GitOps
+// tool could), a rollout does not go on without it: no new generation is
+// created, none is promoted, and the Materialize's condition names the
+// policy and the refusal. Once the refusal is lifted, the rollout completes
+// without another change.
+func TestRolloutWithoutTheOperatorsPolicySaysWhy(t *testing.T) {
+	ctx := context.Background()
+	ns := contractNamespace(t, nil)
+	createMaterialize(t, ns, standinV26_35, "")
+	first := waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 4*time.Minute)
+	id := first.Status.ResourceID
+	policy := "mz" + id + "-allow-orchestratord"
+	if _, err := c.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, policy, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the operator's policy: %v", err)
+	}
+
+	admission := c.Kube.AdmissionregistrationV1()
+	name := "e2e-withhold-" + ns
+	forbidden := metav1.StatusReasonForbidden
+	fail := admissionregistrationv1.Fail
+	if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"networking.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"networkpolicies"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: `object.metadata.name != "` + policy + `"`,
+				Message:    "the e2e test withholds this policy",
+				Reason:     &forbidden,
+			}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lift := func() {
+		_ = admission.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = admission.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(lift)
+	poll(t, "the admission policy to refuse the operator's policy", time.Minute, func() (bool, error) {
+		_, err := c.Kube.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: policy},
+			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		// Until the policy is loaded, the name is merely taken.
+		return err != nil && strings.Contains(err.Error(), "withholds"), nil
+	})
+	if err := c.Kube.NetworkingV1().NetworkPolicies(ns).Delete(ctx, policy, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	mzs := c.Materialize.MaterializeV1alpha1().Materializes(ns)
+	poll(t, "a rollout requested", time.Minute, func() (bool, error) {
+		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got.Spec.RequestRollout = uuid.NewString()
+		got.Spec.ForceRollout = uuid.NewString()
+		_, err = mzs.Update(ctx, got, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	failed := waitUpToDate(t, ns, metav1.ConditionFalse, "FailedDeploy", 2*time.Minute)
+	cond := meta.FindStatusCondition(failed.Status.Conditions, "UpToDate")
+	for _, want := range []string{policy, "the e2e test withholds this policy"} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("the condition %q does not name %q", cond.Message, want)
+		}
+	}
+	if failed.Status.ActiveGeneration != 1 {
+		t.Errorf("active generation %d, want 1", failed.Status.ActiveGeneration)
+	}
+	if _, err := c.Kube.AppsV1().StatefulSets(ns).Get(ctx, "mz"+id+"-environmentd-2", metav1.GetOptions{}); err == nil {
+		t.Error("generation 2 was created without the operator's policy")
+	}
+
+	lift()
+	done := waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 4*time.Minute)
+	if done.Status.ActiveGeneration != 2 {
+		t.Errorf("after the refusal was lifted: active generation %d, want 2", done.Status.ActiveGeneration)
+	}
+	if _, err := c.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, policy, metav1.GetOptions{}); err != nil {
+		t.Errorf("the operator's policy after the rollout: %v", err)
+	}
 }

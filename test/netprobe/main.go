@@ -1,23 +1,33 @@
 // Command netprobe is the end-to-end tests' TCP peer (test/e2e, the
 // NetworkPolicy test): a pod runs `netprobe serve ADDR`, and the test runs
 // `netprobe dial ADDR` in another pod with kubectl exec to see whether the
-// network lets one reach the other.
+// network lets one reach the other. `netprobe watch` is a client of
+// Materialize through balancerd across a rollout: it logs in over pgwire and
+// sends an HTTP request, again and again, and prints one JSON line per
+// attempt, which the test reads from the pod's log.
 //
 //	netprobe serve ADDR              accept TCP connections on ADDR, answer "ok", until SIGTERM
 //	netprobe dial [-timeout D] ADDR  connect to ADDR and read the answer: exit 0 if
 //	                                 it came, 3 if the connection failed, 2 on misuse
+//	netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL
+//	                                 until SIGTERM: a pgwire login as materialize
+//	                                 and an HTTP GET every D, a line each
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/materializeinc/orchestratord/test/standin/pgwire"
 )
 
 // Unreachable is dial's exit code when the connection fails: the test tells
@@ -49,13 +59,90 @@ func main() {
 			os.Exit(Unreachable)
 		}
 		fmt.Println("ok")
+	case "watch":
+		fs := flag.NewFlagSet("watch", flag.ExitOnError)
+		every := fs.Duration("every", 200*time.Millisecond, "attempt this often")
+		timeout := fs.Duration("timeout", 2*time.Second, "give an attempt up after this long")
+		pgAddr := fs.String("pgwire", "", "log in over pgwire at this address")
+		url := fs.String("http", "", "GET this URL")
+		_ = fs.Parse(os.Args[2:])
+		if fs.NArg() != 0 || (*pgAddr == "" && *url == "") {
+			usage()
+		}
+		watch(*every, *timeout, *pgAddr, *url)
 	default:
 		usage()
 	}
 }
 
+// Attempt is one line of watch's output.
+type Attempt struct {
+	At    time.Time `json:"at"` // when the attempt began
+	Kind  string    `json:"kind"` // "pgwire" or "http"
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+}
+
+func watch(every, timeout time.Duration, pgAddr, url string) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := json.NewEncoder(os.Stdout)
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	report := func(kind string, start time.Time, err error) {
+		a := Attempt{At: start.UTC(), Kind: kind, OK: err == nil}
+		if err != nil {
+			a.Error = err.Error()
+		}
+		_ = out.Encode(a)
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if pgAddr != "" {
+			start := time.Now()
+			report("pgwire", start, login(pgAddr, timeout))
+		}
+		if url != "" {
+			start := time.Now()
+			report("http", start, get(client, url))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// login is a pgwire login as materialize: a new connection each time, as a
+// client that reconnects would open.
+func login(addr string, timeout time.Duration) error {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	return pgwire.Handshake(conn, "materialize", "")
+}
+
+// get is an HTTP GET on a new connection; any answer of environmentd's
+// counts (balancerd's own answer when it cannot reach environmentd is a 502).
+func get(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusBadGateway {
+		return fmt.Errorf("HTTP %d from balancerd", resp.StatusCode)
+	}
+	return nil
+}
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial [-timeout D] ADDR")
+	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial [-timeout D] ADDR | netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL")
 	os.Exit(2)
 }
 

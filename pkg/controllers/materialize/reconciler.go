@@ -242,10 +242,17 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		return controller.Result{}, err
 	}
 	e := env{mz: mz, id: mz.Status.ResourceID, cfg: &r.o.Config}
-	if err := r.applyEnvironmentObjects(ctx, e); err != nil {
-		return controller.Result{}, err
+	// The environment's own objects (its ServiceAccount, RoleBinding,
+	// certificate and NetworkPolicies) come first. When one is refused, a
+	// pending rollout does not go on without it: its condition says which
+	// and why (FailedDeploy), and the error brings the retry.
+	envErr := r.applyEnvironmentObjects(ctx, e)
+	if envErr != nil {
+		if _, pending := rollout.Pending(r.rolloutInput(e)); !pending {
+			return controller.Result{}, envErr
+		}
 	}
-	result, settled, err := r.rollout(ctx, e)
+	result, settled, err := r.rollout(ctx, e, envErr)
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
 	}
@@ -472,7 +479,9 @@ func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
 // rollout runs one step of the rollout state machine (package rollout):
 // observe, decide, act. settled is true when nothing waits on environmentd,
 // so the Balancer and Console may be applied.
-func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Result, settled bool, err error) {
+// rolloutInput is what the rollout's state machine decides on, before
+// anything is observed.
+func (r *reconciler) rolloutInput(e env) rollout.Input {
 	mz := e.mz
 	// Requests are compared as upstream compares them: as UUIDs, absent
 	// being the nil UUID, so a spelling is never a new request.
@@ -481,7 +490,7 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 	if status.Rollout != nil {
 		status.Rollout.Request = mzuuid.Value(status.Rollout.Request)
 	}
-	in := rollout.Input{
+	return rollout.Input{
 		Now: r.o.Now(), MetaGeneration: mz.Generation,
 		Request: mzuuid.Value(mz.Spec.RequestRollout), Image: mz.Spec.EnvironmentdImageRef,
 		ManuallyPromote:   mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote,
@@ -489,6 +498,15 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		Timeout:           rolloutTimeout(mz), Retry: r.o.PreflightRetry,
 		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
 	}
+}
+
+// rollout steps the rollout once. envErr is why the environment's own
+// objects could not be applied: the rollout records it and goes no
+// further (a promotion already sent goes on).
+func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result controller.Result, settled bool, err error) {
+	mz := e.mz
+	in := r.rolloutInput(e)
+	status := in.Status
 	leader := r.o.Leader
 	// One read of the backend Secret serves the LicenseKey condition and
 	// the pre-flight check.
@@ -508,7 +526,10 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 			leader = leader.WithPassword(pre.password)
 		}
 		ready := getErr == nil && statefulSetReady(sts)
-		if ready {
+		promotionSent := status.Rollout != nil && status.Rollout.PromotionSentAt != nil
+		if envErr != nil && !promotionSent {
+			in.ApplyFailed = envErr.Error()
+		} else if ready {
 			in.Desired = r.observeLeader(ctx, leader, r.o.EnvironmentdURL(mz, e.id, desired), pre.problem)
 		}
 		waitingFor := ""
@@ -551,6 +572,8 @@ func (r *reconciler) rollout(ctx context.Context, e env) (result controller.Resu
 		}
 	case err != nil:
 		return controller.Result{}, false, err
+	case envErr != nil:
+		return controller.Result{RequeueAfter: result.RequeueAfter}, false, envErr
 	}
 	mz.Status = out.Status // the Balancer and Console follow what now runs
 	switch {

@@ -1,8 +1,8 @@
 // Package balancerd is a TEST STAND-IN for balancerd, not Materialize: it
 // parses balancerd's command line as the real program does (clap tables
 // generated from upstream, package test/standin/clap) and then serves the
-// probes the Balancer's Deployment uses, and accepts connections on its
-// pgwire and HTTPS ports.
+// probes the Balancer's Deployment uses and proxies pgwire and HTTPS
+// connections to environmentd as balancerd's static resolver does.
 package balancerd
 
 import (
@@ -21,34 +21,53 @@ import (
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
+// Config is what balancerd serves and where it sends connections.
+type Config struct {
+	// PGWire, HTTPS and Internal are the listen addresses.
+	PGWire, HTTPS, Internal string
+	// TLS terminates clients' TLS (--tls-mode=require); nil: plain.
+	TLS *tls.Config
+	// StaticAddr is pgwire's destination (--static-resolver-addr) and
+	// HTTPSAddr the HTTPS port's (--https-resolver-template, which names
+	// one host when clients give no SNI).
+	StaticAddr, HTTPSAddr string
+	// InternalTLS: connections to environmentd are TLS (--internal-tls).
+	InternalTLS bool
+}
+
 // Check parses argv as balancerd of the given version does (its release
-// line's command line, clap.Command.At) and returns the addresses to serve.
-func Check(version imageref.Version, argv []string, lookup func(string) (string, bool)) (pgwire, https, internal string, tlsConfig *tls.Config, err error) {
+// line's command line, clap.Command.At) and returns what to serve.
+func Check(version imageref.Version, argv []string, lookup func(string) (string, bool)) (*Config, error) {
 	m, err := clap.Parse(clap.Balancerd.At(version.Major, version.Minor), argv, lookup)
 	if err != nil {
 		var ce *clap.Error
 		if errors.As(err, &ce) {
-			return "", "", "", nil, &standin.ExitError{Code: ce.ExitCode(), Message: ce.Error()}
+			return nil, &standin.ExitError{Code: ce.ExitCode(), Message: ce.Error()}
 		}
-		return "", "", "", nil, &standin.ExitError{Code: 2, Message: err.Error()}
+		return nil, &standin.ExitError{Code: 2, Message: err.Error()}
 	}
 	svc := m.Subcommand
 	if svc == nil || svc.Command != "service" {
-		return "", "", "", nil, &standin.ExitError{Code: 2, Message: "error: the stand-in plays only `balancerd service`"}
+		return nil, &standin.ExitError{Code: 2, Message: "error: the stand-in plays only `balancerd service`"}
 	}
-	pgwire, _ = svc.Get("pgwire-listen-addr")
-	https, _ = svc.Get("https-listen-addr")
-	internal, _ = svc.Get("internal-http-listen-addr")
+	c := &Config{}
+	c.PGWire, _ = svc.Get("pgwire-listen-addr")
+	c.HTTPS, _ = svc.Get("https-listen-addr")
+	c.Internal, _ = svc.Get("internal-http-listen-addr")
+	c.StaticAddr, _ = svc.Get("static-resolver-addr")
+	c.HTTPSAddr, _ = svc.Get("https-sni-resolver-template")
+	internalTLS, _ := svc.Get("internal-tls")
+	c.InternalTLS = internalTLS == "true"
 	if mode, _ := svc.Get("tls-mode"); mode == "require" {
 		cert, _ := svc.Get("tls-cert")
 		key, _ := svc.Get("tls-key")
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return "", "", "", nil, &standin.ExitError{Code: 101, Message: "balancer: fatal: " + err.Error()}
+			return nil, &standin.ExitError{Code: 101, Message: "balancer: fatal: " + err.Error()}
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
-	return pgwire, https, internal, tlsConfig, nil
+	return c, nil
 }
 
 // Resolvers is what balancerd's run checks of its resolvers before it
@@ -150,7 +169,7 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 	if err != nil {
 		return err
 	}
-	pgwire, https, internal, tlsConfig, err := Check(version, argv, lookup)
+	cfg, err := Check(version, argv, lookup)
 	if err != nil {
 		return err
 	}
@@ -158,19 +177,23 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 		return err
 	}
 	log.Info("TEST STAND-IN balancerd (not Materialize) accepted its command line",
-		"version", version.String(), "pgwire", pgwire, "https", https, "internal-http", internal, "tls", tlsConfig != nil)
+		"version", version.String(), "pgwire", cfg.PGWire, "https", cfg.HTTPS, "internal-http", cfg.Internal,
+		"tls", cfg.TLS != nil, "static-resolver-addr", cfg.StaticAddr, "https-resolver", cfg.HTTPSAddr, "internal-tls", cfg.InternalTLS)
 	probes := http.NewServeMux()
 	for _, p := range []string{"/api/readyz", "/api/livez"} {
 		probes.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	}
 	type port struct {
-		addr string
-		http http.Handler // nil: accept and close connections
-		tls  *tls.Config  // only the HTTPS port terminates TLS
+		addr  string
+		serve func(net.Listener) error
 	}
 	var lns []net.Listener
 	errc := make(chan error, 3)
-	for _, p := range []port{{addr: pgwire}, {addr: https, tls: tlsConfig}, {addr: internal, http: probes}} {
+	for _, p := range []port{
+		{cfg.PGWire, func(ln net.Listener) error { return accept(ln, func(c net.Conn) { cfg.proxyPGWire(log, c) }) }},
+		{cfg.HTTPS, func(ln net.Listener) error { return accept(ln, func(c net.Conn) { cfg.proxyHTTPS(log, c) }) }},
+		{cfg.Internal, func(ln net.Listener) error { return standin.ServeHTTP(ln, probes) }},
+	} {
 		if p.addr == "" {
 			continue
 		}
@@ -182,17 +205,7 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 			return fmt.Errorf("listening on %s: %w", p.addr, err)
 		}
 		lns = append(lns, ln)
-		if p.tls != nil {
-			ln = tls.NewListener(ln, p.tls)
-		}
-		go func() {
-			if p.http != nil {
-				errc <- standin.ServeHTTP(ln, p.http)
-				return
-			}
-			standin.AcceptAndClose(ln) // the stand-in proxies nothing
-			errc <- nil
-		}()
+		go func() { errc <- p.serve(ln) }()
 	}
 	return standin.CloseAndWait(ctx, lns, errc)
 }

@@ -32,12 +32,14 @@ func TestAcceptsTheBalancersCommandLine(t *testing.T) {
 	// Every release line the operator runs.
 	for _, line := range clap.Balancerd.Versions {
 		v := imageref.MustParseVersion(line + ".0")
-		pgwire, https, internal, tlsConfig, err := Check(v, args, nil)
+		cfg, err := Check(v, args, nil)
 		if err != nil {
 			t.Fatalf("balancerd %s refuses %q: %v", v, args, err)
 		}
-		if pgwire != "0.0.0.0:6875" || https != "0.0.0.0:6876" || internal != "0.0.0.0:8080" || tlsConfig != nil {
-			t.Errorf("%s: addresses %s %s %s, tls %v", v, pgwire, https, internal, tlsConfig != nil)
+		want := Config{PGWire: "0.0.0.0:6875", HTTPS: "0.0.0.0:6876", Internal: "0.0.0.0:8080",
+			StaticAddr: "mzabc-environmentd.envs.svc.cluster.local:6875", HTTPSAddr: "mzabc-environmentd.envs.svc.cluster.local:6876"}
+		if *cfg != want {
+			t.Errorf("%s: %+v, want %+v", v, *cfg, want)
 		}
 	}
 }
@@ -54,7 +56,7 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 			"--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876", "--internal-http-listen-addr=0.0.0.0:8080",
 			"--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, "balancer: fatal:"},
 	} {
-		_, _, _, _, err := Check(newest, c.args, nil)
+		_, err := Check(newest, c.args, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("Check(%q) = %v, want %q", c.args, err, c.want)
 		}
@@ -66,7 +68,7 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 func TestRefusesValuesBalancerdRefuses(t *testing.T) {
 	base := []string{"service", "--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876",
 		"--internal-http-listen-addr=0.0.0.0:8080", "--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}
-	if _, _, _, _, err := Check(newest, base, nil); err != nil {
+	if _, err := Check(newest, base, nil); err != nil {
 		t.Fatalf("the base command line is refused: %v", err)
 	}
 	for _, c := range []struct{ arg, want string }{
@@ -77,14 +79,14 @@ func TestRefusesValuesBalancerdRefuses(t *testing.T) {
 		{"--config-sync-timeout=1d2", "error: invalid value '1d2' for '--config-sync-timeout <CONFIG_SYNC_TIMEOUT>': time unit needed, for example 2sec or 2ms"},
 		{"--default-config=x", "error: invalid value 'x' for '--default-config <DEFAULT_CONFIG>': invalid KEY=value: no `=` found in `x`"},
 	} {
-		_, _, _, _, err := Check(newest, append(append([]string(nil), base...), c.arg), nil)
+		_, err := Check(newest, append(append([]string(nil), base...), c.arg), nil)
 		var e *standin.ExitError
 		if !errors.As(err, &e) || e.Code != 2 || e.Message != c.want {
 			t.Errorf("%s: %v, want exit 2 %q", c.arg, err, c.want)
 		}
 	}
 	// Options of the top-level command, before the subcommand.
-	_, _, _, _, err := Check(newest, append([]string{"--startup-log-filter=info,[x"}, base...), nil)
+	_, err := Check(newest, append([]string{"--startup-log-filter=info,[x"}, base...), nil)
 	if err == nil || err.Error() != "error: invalid value 'info,[x' for '--startup-log-filter <FILTER>': invalid filter directive" {
 		t.Errorf("a bad --startup-log-filter: %v", err)
 	}
@@ -141,7 +143,7 @@ func TestStaticResolverAddrTimeoutIsNewIn2637(t *testing.T) {
 		{"26.37.0", base, badEnv, "error: invalid value 'soon' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': expected number at 0"},
 		{"27.0.0", withTimeout, nil, ""},
 	} {
-		_, _, _, _, err := Check(imageref.MustParseVersion(c.version), c.args, c.lookup)
+		_, err := Check(imageref.MustParseVersion(c.version), c.args, c.lookup)
 		var e *standin.ExitError
 		switch {
 		case c.want == "" && err != nil:

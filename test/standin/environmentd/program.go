@@ -186,7 +186,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 // Serve serves plan's listeners until ctx ends: the leader API (leader: a
 // Deployment, or a Server standing in for many) only where a listener's internal route group is enabled and only
 // to the roles it allows, logins where the listener authenticates, the
-// metrics group's probes, and SQL listeners that accept connections.
+// metrics group's probes, and SQL listeners that log clients in (ServeSQL).
 func Serve(ctx context.Context, plan *Plan, leader http.Handler) error {
 	errc := make(chan error, len(plan.Listeners.SQL)+len(plan.Listeners.HTTP))
 	var lns []net.Listener
@@ -209,11 +209,15 @@ func Serve(ctx context.Context, plan *Plan, leader http.Handler) error {
 		return err
 	}
 	for _, l := range plan.Listeners.SQL {
-		ln, err := listen(l)
+		ln, err := net.Listen("tcp", l.Addr.String()) // pgwire negotiates its own TLS
 		if err != nil {
 			return abort(err)
 		}
-		go func() { AcceptAndClose(ln); errc <- nil }() // the stand-in speaks no pgwire
+		lns = append(lns, ln)
+		go func() {
+			ServeSQL(ln, l, plan, func(ctx context.Context) bool { return adapterUp(ctx, leader) })
+			errc <- nil
+		}()
 	}
 	for _, l := range plan.Listeners.HTTP {
 		ln, err := listen(l)
@@ -254,6 +258,22 @@ func (s *sessions) user(r *http.Request) (string, bool) {
 	return u, ok
 }
 
+// adapterUp waits until leader's adapter serves (or ctx ends): environmentd
+// checks a password, and opens a session, through its adapter client, which
+// waits for the adapter (upstream's Delayed adapter client).
+func adapterUp(ctx context.Context, leader http.Handler) bool {
+	a, ok := leader.(interface{ AdapterReady() <-chan struct{} })
+	if !ok {
+		return true
+	}
+	select {
+	case <-a.AdapterReady():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 var internalUsers = map[string]bool{mzenv.SystemUser: true, "mz_support": true}
 
 // ListenerHandler routes one HTTP listener's requests as environmentd's
@@ -274,24 +294,10 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 		}
 		return s.user(r)
 	}
-	// environmentd checks a password through its adapter client: a login
-	// waits until the adapter is up (upstream's Delayed adapter client).
-	adapterUp := func(r *http.Request) bool {
-		a, ok := leader.(interface{ AdapterReady() <-chan struct{} })
-		if !ok {
-			return true
-		}
-		select {
-		case <-a.AdapterReady():
-			return true
-		case <-r.Context().Done():
-			return false
-		}
-	}
 	mux := http.NewServeMux()
 	if authenticates {
 		mux.HandleFunc("POST "+mzenv.LoginPath, func(w http.ResponseWriter, r *http.Request) {
-			if !adapterUp(r) {
+			if !adapterUp(r.Context(), leader) {
 				return
 			}
 			var creds struct {

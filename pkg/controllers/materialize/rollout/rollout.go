@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	"github.com/materializeinc/orchestratord/pkg/humantime"
 )
 
@@ -484,8 +485,12 @@ func upToDate(st v1alpha1.MaterializeStatus) *metav1.Condition {
 
 // setCondition sets UpToDate; its lastTransitionTime changes only with its
 // status (the Kubernetes convention, which upstream follows too).
+// MaxMessageBytes bounds a condition's message (the API allows 32 KiB).
+const MaxMessageBytes = 4096
+
 func setCondition(st *v1alpha1.MaterializeStatus, in Input, status metav1.ConditionStatus, reason, message string) {
-	c := metav1.Condition{Type: ConditionUpToDate, Status: status, Reason: reason, Message: message,
+	// An API server's or environmentd's words are in it: bounded.
+	c := metav1.Condition{Type: ConditionUpToDate, Status: status, Reason: reason, Message: boundedtext.Cut(message, MaxMessageBytes),
 		ObservedGeneration: in.MetaGeneration, LastTransitionTime: metav1.NewTime(in.Now.Truncate(time.Second))}
 	if old := upToDate(*st); old != nil {
 		if old.Status == status {

@@ -1,0 +1,162 @@
+package balancerd
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/materializeinc/orchestratord/test/standin/pgwire"
+)
+
+// startupTimeout bounds a client's startup (and TLS handshake): a peer that
+// connects and says nothing holds a connection no longer.
+const startupTimeout = 30 * time.Second
+
+// accept hands each connection on ln to handle, closing it afterwards,
+// until ln is closed.
+func accept(ln net.Listener, handle func(net.Conn)) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return nil
+		}
+		go func() {
+			defer c.Close()
+			handle(c)
+		}()
+	}
+}
+
+// proxyPGWire is balancerd's PgwireBalancer with the static resolver: the
+// client's startup read (TLS where --tls-mode asks), the protocol version
+// and user checked, environmentd's address resolved anew for every
+// connection, the startup sent on (over TLS with --internal-tls), then the
+// bytes copied both ways until either side closes.
+func (c *Config) proxyPGWire(log *slog.Logger, conn net.Conn) {
+	_ = conn.SetDeadline(time.Now().Add(startupTimeout))
+	var client net.Conn = conn
+	var startup pgwire.Startup
+	for {
+		var err error
+		if startup, err = pgwire.ReadStartup(client); err != nil {
+			return
+		}
+		if startup.Code != pgwire.SSLRequestCode && startup.Code != pgwire.GSSENCRequestCode {
+			break
+		}
+		if startup.Code == pgwire.SSLRequestCode && c.TLS != nil && client == conn {
+			if _, err := client.Write([]byte{'S'}); err != nil {
+				return
+			}
+			client = tls.Server(conn, c.TLS)
+			continue
+		}
+		if _, err := client.Write([]byte{'N'}); err != nil {
+			return
+		}
+	}
+	fatal := func(message string) {
+		_ = pgwire.WriteError(client, "FATAL", pgwire.RejectedEstablishment, message)
+	}
+	switch {
+	case startup.Code == pgwire.CancelRequestCode:
+		return // the stand-in routes no cancellation
+	case startup.Code != pgwire.Version3:
+		fatal("server does not support the client's requested protocol version")
+		return
+	}
+	if _, ok := startup.Params["user"]; !ok {
+		fatal("user parameter required")
+		return
+	}
+	if c.TLS != nil && client == conn {
+		_ = pgwire.WriteError(client, "FATAL", pgwire.InvalidAuthorization, "TLS encryption is required")
+		return
+	}
+	upstream, err := c.dialEnvironmentd(c.StaticAddr, true)
+	if err != nil {
+		log.Error("failed to connect to upstream server", "error", err)
+		fatal("upstream server not available")
+		return
+	}
+	defer upstream.Close()
+	if err := pgwire.WriteStartup(upstream, startup.Params); err != nil {
+		fatal("upstream server not available")
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	splice(client, upstream)
+}
+
+// proxyHTTPS is balancerd's HttpsBalancer without SNI: TLS terminated where
+// --tls-mode asks, environmentd's HTTP address resolved for every
+// connection (502 when it cannot be reached, written as raw HTTP as
+// upstream does), then the bytes copied both ways.
+func (c *Config) proxyHTTPS(log *slog.Logger, conn net.Conn) {
+	var client net.Conn = conn
+	if c.TLS != nil {
+		_ = conn.SetDeadline(time.Now().Add(startupTimeout))
+		t := tls.Server(conn, c.TLS)
+		if err := t.Handshake(); err != nil {
+			return
+		}
+		_ = conn.SetDeadline(time.Time{})
+		client = t
+	}
+	upstream, err := c.dialEnvironmentd(c.HTTPSAddr, false)
+	if err != nil {
+		log.Error("failed to connect to upstream server", "error", err)
+		const body = "upstream server not available"
+		_, _ = fmt.Fprintf(client, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		return
+	}
+	defer upstream.Close()
+	splice(client, upstream)
+}
+
+// dialEnvironmentd connects to addr, with TLS when --internal-tls says so
+// (unverified, as upstream: environmentd has no certificate balancerd
+// trusts); pgwire asks for TLS with an SSLRequest first and goes on in the
+// clear when environmentd declines.
+func (c *Config) dialEnvironmentd(addr string, pgwireSSLRequest bool) (net.Conn, error) {
+	conn, err := net.DialTimeout("tcp", addr, startupTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if !c.InternalTLS {
+		return conn, nil
+	}
+	if pgwireSSLRequest {
+		_ = conn.SetDeadline(time.Now().Add(startupTimeout))
+		if err := pgwire.WriteSSLRequest(conn); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		var answer [1]byte
+		if _, err := io.ReadFull(conn, answer[:]); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		_ = conn.SetDeadline(time.Time{})
+		if answer[0] != 'S' {
+			return conn, nil
+		}
+	}
+	t := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // upstream does not verify environmentd either
+	return t, nil
+}
+
+// splice copies bytes both ways until either side closes.
+func splice(a, b net.Conn) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go cp(a, b)
+	go cp(b, a)
+	<-done
+}

@@ -1,0 +1,133 @@
+package balancerd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
+	"github.com/materializeinc/orchestratord/test/standin/pgwire"
+)
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// environmentd serves one SQL listener (authenticator kind auth) and one
+// HTTP listener, returning their addresses.
+func environmentd(t *testing.T, auth string) (sql, web string) {
+	t.Helper()
+	plan := &standin.Plan{Password: "secret"}
+	sqlLn, webLn := listen(t), listen(t)
+	l := standin.Listener{AuthenticatorKind: auth, AllowedRoles: "NormalAndInternal"}
+	go standin.ServeSQL(sqlLn, l, plan, func(context.Context) bool { return true })
+	go func() {
+		_ = standin.ServeHTTP(webLn, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "environmentd") }))
+	}()
+	return sqlLn.Addr().String(), webLn.Addr().String()
+}
+
+// proxying runs the balancer towards cfg's addresses and returns its pgwire and HTTPS
+// addresses.
+func proxying(t *testing.T, cfg *Config) (pg, web string) {
+	t.Helper()
+	pgLn, webLn := listen(t), listen(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() { _ = accept(pgLn, func(c net.Conn) { cfg.proxyPGWire(log, c) }) }()
+	go func() { _ = accept(webLn, func(c net.Conn) { cfg.proxyHTTPS(log, c) }) }()
+	return pgLn.Addr().String(), webLn.Addr().String()
+}
+
+func login(t *testing.T, addr, user, password string) error {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return pgwire.Handshake(conn, user, password)
+}
+
+func TestProxiesPGWireAndHTTPToEnvironmentd(t *testing.T) {
+	sql, web := environmentd(t, "Password")
+	pg, https := proxying(t, &Config{StaticAddr: sql, HTTPSAddr: web})
+	if err := login(t, pg, "mz_system", "secret"); err != nil {
+		t.Errorf("a login through the balancer: %v", err)
+	}
+	// environmentd's refusal reaches the client through the proxy.
+	var pgErr *pgwire.Error
+	if err := login(t, pg, "mz_system", "wrong"); !errors.As(err, &pgErr) || pgErr.Code != pgwire.InvalidPassword {
+		t.Errorf("a wrong password through the balancer: %v, want SQLSTATE %s", err, pgwire.InvalidPassword)
+	}
+	resp, err := http.Get("http://" + https + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "environmentd" {
+		t.Errorf("HTTP through the balancer: %d %q", resp.StatusCode, body)
+	}
+}
+
+// With environmentd gone, balancerd answers as upstream's does: a FATAL
+// "upstream server not available" on pgwire, a 502 on HTTPS.
+func TestEnvironmentdDownIsUpstreamsAnswer(t *testing.T) {
+	gone := listen(t)
+	addr := gone.Addr().String()
+	_ = gone.Close()
+	pg, https := proxying(t, &Config{StaticAddr: addr, HTTPSAddr: addr})
+	var pgErr *pgwire.Error
+	if err := login(t, pg, "materialize", ""); !errors.As(err, &pgErr) || pgErr.Message != "upstream server not available" || pgErr.Code != pgwire.RejectedEstablishment {
+		t.Errorf("pgwire with environmentd down: %v", err)
+	}
+	resp, err := http.Get("http://" + https + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("HTTPS with environmentd down: %d, want 502", resp.StatusCode)
+	}
+}
+
+// The startup checks balancerd makes before it resolves anything.
+func TestRefusesABadStartup(t *testing.T) {
+	sql, web := environmentd(t, "None")
+	pg, _ := proxying(t, &Config{StaticAddr: sql, HTTPSAddr: web})
+	for name, c := range map[string]struct {
+		write func(io.Writer) error
+		want  string
+	}{
+		"no user": {func(w io.Writer) error { return pgwire.WriteStartup(w, map[string]string{"database": "x"}) }, "user parameter required"},
+		"protocol 2": {func(w io.Writer) error {
+			_, err := w.Write([]byte{0, 0, 0, 8, 0, 2, 0, 0})
+			return err
+		}, "server does not support the client's requested protocol version"},
+	} {
+		conn, err := net.Dial("tcp", pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.write(conn); err != nil {
+			t.Fatal(err)
+		}
+		typ, body, err := pgwire.ReadMessage(bufio.NewReader(conn))
+		conn.Close()
+		if err != nil || typ != 'E' || !strings.Contains(pgwire.ParseError(body).Message, c.want) {
+			t.Errorf("%s: %q %v %v, want an error %q", name, typ, pgwire.ParseError(body), err, c.want)
+		}
+	}
+}
