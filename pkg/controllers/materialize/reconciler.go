@@ -476,9 +476,6 @@ func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
 	return defaultRolloutTimeout
 }
 
-// rollout runs one step of the rollout state machine (package rollout):
-// observe, decide, act. settled is true when nothing waits on environmentd,
-// so the Balancer and Console may be applied.
 // rolloutInput is what the rollout's state machine decides on, before
 // anything is observed.
 func (r *reconciler) rolloutInput(e env) rollout.Input {
@@ -500,9 +497,11 @@ func (r *reconciler) rolloutInput(e env) rollout.Input {
 	}
 }
 
-// rollout steps the rollout once. envErr is why the environment's own
-// objects could not be applied: the rollout records it and goes no
-// further (a promotion already sent goes on).
+// rollout runs one step of the rollout state machine (package rollout):
+// observe, decide, act. settled is true when nothing waits on environmentd,
+// so the Balancer and Console may be applied. envErr is why the
+// environment's own objects could not be applied: the rollout records it
+// and goes no further (a promotion already sent goes on).
 func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result controller.Result, settled bool, err error) {
 	mz := e.mz
 	in := r.rolloutInput(e)
