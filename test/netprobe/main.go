@@ -77,7 +77,7 @@ func main() {
 
 // Attempt is one line of watch's output.
 type Attempt struct {
-	At    time.Time `json:"at"` // when the attempt began
+	At    time.Time `json:"at"`   // when the attempt began
 	Kind  string    `json:"kind"` // "pgwire" or "http"
 	OK    bool      `json:"ok"`
 	Error string    `json:"error,omitempty"`
