@@ -487,3 +487,26 @@ func TestMigrationCommandsNameEveryCRD(t *testing.T) {
 		t.Errorf("found %d of the label, annotate and check commands in the migration page", seen)
 	}
 }
+
+// The number of alerts monitoring.md gives is the number the shipped rules
+// hold, and every alert the rules hold has a section there.
+func TestMonitoringNamesEveryAlert(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "charts/orchestratord/files/monitoring/alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)`).FindAllStringSubmatch(string(raw), -1)
+	doc, err := os.ReadFile(filepath.Join(root, "docs/monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(\d+) alerts`).FindStringSubmatch(string(doc))
+	if m == nil || m[1] != strconv.Itoa(len(alerts)) {
+		t.Errorf("docs/monitoring.md counts %v alerts, the rules hold %d", m, len(alerts))
+	}
+	for _, a := range alerts {
+		if !strings.Contains(string(doc), a[1]) {
+			t.Errorf("alert %s has no section in docs/monitoring.md", a[1])
+		}
+	}
+}

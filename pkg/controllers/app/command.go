@@ -105,7 +105,7 @@ func NewCommand() *cobra.Command {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Leases; empty means the pod's namespace")
 	fs.StringVar(&o.LeaderElectionIdentity, "leader-election-identity", "", "holder identity; empty means $POD_NAME, else hostname plus a random suffix")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease is valid without renewal")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long a leader may go without renewing before it stops its writes and exits")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long a leader may go without renewing its Lease before that Lease's reconciler stops writing and rejoins the election")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "how often to try to acquire or renew a Lease")
 	fs.DurationVar(&o.DrainTimeout, "shutdown-drain-timeout", 30*time.Second,
 		"on SIGTERM, how long in-flight reconciles may run to completion (their writes still fenced by the Lease) before they are cancelled")
