@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,20 +54,7 @@ func TestEnvironmentdHaltsAfterPromotionAndTheOldGenerationIsTornDown(t *testing
 	}
 
 	// A rollout that waits for approval at ReadyToPromote.
-	mzs := c.Materialize.MaterializeV1alpha1().Materializes(ns)
-	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		got.Spec.RequestRollout = uuid.NewString()
-		got.Spec.ForceRollout = uuid.NewString()
-		_, err = mzs.Update(ctx, got, metav1.UpdateOptions{})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	requestForcedRollout(t, ns)
 	waitUpToDate(t, ns, metav1.ConditionUnknown, "ReadyToPromote", 4*time.Minute)
 
 	gen2Pod := fmt.Sprintf("mz%s-environmentd-2-0", id)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/google/uuid"
 	"io"
 	"slices"
 	"strings"
@@ -60,6 +61,23 @@ func createMaterialize(t *testing.T, ns, image string, auth v1alpha1.Authenticat
 	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// requestForcedRollout requests a rollout of the Materialize "mz" in ns
+// with a new forceRollout: a new generation without a change of spec.
+func requestForcedRollout(t *testing.T, ns string) {
+	t.Helper()
+	mzs := c.Materialize.MaterializeV1alpha1().Materializes(ns)
+	poll(t, "a rollout requested", time.Minute, func() (bool, error) {
+		got, err := mzs.Get(context.Background(), "mz", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got.Spec.RequestRollout = uuid.NewString()
+		got.Spec.ForceRollout = uuid.NewString()
+		_, err = mzs.Update(context.Background(), got, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
 }
 
 // waitUpToDate waits for UpToDate with the given status and reason and

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,18 +112,7 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 		})
 	}()
 	mzs := c.Materialize.MaterializeV1alpha1().Materializes(ns)
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		got.Spec.RequestRollout = uuid.NewString()
-		got.Spec.ForceRollout = uuid.NewString() // a new generation without a change of spec
-		_, err = mzs.Update(ctx, got, metav1.UpdateOptions{})
-		return err == nil, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	requestForcedRollout(t, ns)
 	var done *v1alpha1.Materialize
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -272,17 +271,7 @@ func TestRolloutWithoutTheOperatorsPolicySaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mzs := c.Materialize.MaterializeV1alpha1().Materializes(ns)
-	poll(t, "a rollout requested", time.Minute, func() (bool, error) {
-		got, err := mzs.Get(ctx, "mz", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		got.Spec.RequestRollout = uuid.NewString()
-		got.Spec.ForceRollout = uuid.NewString()
-		_, err = mzs.Update(ctx, got, metav1.UpdateOptions{})
-		return err == nil, nil
-	})
+	requestForcedRollout(t, ns)
 	failed := waitUpToDate(t, ns, metav1.ConditionFalse, "FailedDeploy", 2*time.Minute)
 	cond := meta.FindStatusCondition(failed.Status.Conditions, "UpToDate")
 	for _, want := range []string{policy, "the e2e test withholds this policy"} {
