@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,14 +20,16 @@ import (
 type clientAttempt struct {
 	At    time.Time `json:"at"` // when the attempt began
 	Kind  string    `json:"kind"`
+	Took  float64   `json:"took"` // seconds
 	OK    bool      `json:"ok"`
 	Error string    `json:"error,omitempty"`
 }
 
 // watchClients runs a client of the environment with resource ID id in ns,
 // through balancerd's Service as a user's would connect: a pgwire login and
-// an HTTP request every 200 ms, each on a new connection. It returns once
-// both have succeeded; attempts reads every attempt so far.
+// an HTTP request every 200 ms, each on a new connection, given up after
+// clientTimeout. It returns once both have succeeded; attempts reads every
+// attempt so far.
 func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt) {
 	t.Helper()
 	buildNetprobeImage(t)
@@ -38,7 +41,7 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 			TerminationGracePeriodSeconds: ptrTo[int64](1),
 			Containers: []corev1.Container{{
 				Name: "netprobe", Image: netprobeImage, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"watch", "-every", "200ms", "-timeout", "2s",
+				Args: []string{"watch", "-every", "200ms", "-timeout", clientTimeout.String(),
 					"-pgwire", host + ":6875", "-http", "http://" + host + ":6876/"},
 			}},
 		},
@@ -71,6 +74,50 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 		return ok["pgwire"] && ok["http"], nil
 	})
 	return read
+}
+
+// balancerdSaid returns the lines of balancerd's pods' logs in ns that
+// contain any of words: what it says of a client's failure.
+func balancerdSaid(t *testing.T, ns string, words ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=balancerd"})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, p := range pods.Items {
+		raw, err := c.Kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			out = append(out, p.Name+": "+err.Error())
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			for _, w := range words {
+				if strings.Contains(line, w) {
+					out = append(out, p.Name+": "+line)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// clientTimeout is how long a client attempt may take: as a user's client
+// would wait, long enough for one DNS retry (resolv.conf's 5 s) on the
+// local cluster, whose policy agent queues every new flow.
+const clientTimeout = 10 * time.Second
+
+// slowAttempts counts the attempts that succeeded but took over a second.
+func slowAttempts(attempts []clientAttempt) int {
+	n := 0
+	for _, a := range attempts {
+		if a.OK && a.Took > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // clientFailures are the failed attempts begun in a span of time.

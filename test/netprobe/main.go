@@ -79,6 +79,7 @@ func main() {
 type Attempt struct {
 	At    time.Time `json:"at"`   // when the attempt began
 	Kind  string    `json:"kind"` // "pgwire" or "http"
+	Took  float64   `json:"took"` // seconds
 	OK    bool      `json:"ok"`
 	Error string    `json:"error,omitempty"`
 }
@@ -89,7 +90,7 @@ func watch(every, timeout time.Duration, pgAddr, url string) {
 	out := json.NewEncoder(os.Stdout)
 	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	report := func(kind string, start time.Time, err error) {
-		a := Attempt{At: start.UTC(), Kind: kind, OK: err == nil}
+		a := Attempt{At: start.UTC(), Kind: kind, OK: err == nil, Took: time.Since(start).Seconds()}
 		if err != nil {
 			a.Error = err.Error()
 		}

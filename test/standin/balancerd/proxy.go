@@ -1,6 +1,7 @@
 package balancerd
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -76,7 +77,7 @@ func (c *Config) proxyPGWire(log *slog.Logger, conn net.Conn) {
 		_ = pgwire.WriteError(client, "FATAL", pgwire.InvalidAuthorization, "TLS encryption is required")
 		return
 	}
-	upstream, err := c.dialEnvironmentd(c.StaticAddr, true)
+	upstream, err := c.dialEnvironmentd(log, c.StaticAddr, true)
 	if err != nil {
 		log.Error("failed to connect to upstream server", "error", err)
 		fatal("upstream server not available")
@@ -106,7 +107,7 @@ func (c *Config) proxyHTTPS(log *slog.Logger, conn net.Conn) {
 		_ = conn.SetDeadline(time.Time{})
 		client = t
 	}
-	upstream, err := c.dialEnvironmentd(c.HTTPSAddr, false)
+	upstream, err := c.dialEnvironmentd(log, c.HTTPSAddr, false)
 	if err != nil {
 		log.Error("failed to connect to upstream server", "error", err)
 		const body = "upstream server not available"
@@ -121,8 +122,23 @@ func (c *Config) proxyHTTPS(log *slog.Logger, conn net.Conn) {
 // (unverified, as upstream: environmentd has no certificate balancerd
 // trusts); pgwire asks for TLS with an SSLRequest first and goes on in the
 // clear when environmentd declines.
-func (c *Config) dialEnvironmentd(addr string, pgwireSSLRequest bool) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", addr, startupTimeout)
+func (c *Config) dialEnvironmentd(log *slog.Logger, addr string, pgwireSSLRequest bool) (net.Conn, error) {
+	// Resolved, then connected, each timed: a slow one is logged, so a
+	// client's timeout can be told apart (DNS, the network, environmentd).
+	began := time.Now()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	ips, err := net.DefaultResolver.LookupHost(context.Background(), host)
+	resolved := time.Since(began)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(ips[0], port), startupTimeout)
+	if took := time.Since(began); took > time.Second {
+		log.Warn("slow connection to environmentd", "addr", addr, "ip", ips[0], "resolve", resolved, "total", took, "error", err)
+	}
 	if err != nil {
 		return nil, err
 	}
