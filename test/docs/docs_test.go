@@ -61,7 +61,7 @@ func pages(t *testing.T) []page {
 		}
 		paths = append(paths, matches...)
 	}
-	paths = append(paths, filepath.Join(root, "README.md"))
+	paths = append(paths, filepath.Join(root, "README.md"), filepath.Join(root, "CHANGELOG.md"))
 	var out []page
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)
