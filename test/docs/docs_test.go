@@ -327,7 +327,7 @@ func metricNames(t *testing.T) map[string]bool {
 					names[strings.Join(full, "_")] = true
 				}
 			case *ast.BasicLit:
-				if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && regexp.MustCompile(`^orchestratord_[a-z_]+$`).MatchString(s) {
+				if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && regexp.MustCompile(`^(orchestratord|environmentd)_[a-z_]+$`).MatchString(s) {
 					names[s] = true
 				}
 			}
@@ -348,7 +348,7 @@ func TestMetricsExist(t *testing.T) {
 	if !names["orchestratord_webhook_conversions_total"] || !names["orchestratord_leader_election_is_leader"] {
 		t.Fatalf("the metric names were not found in the source: %v", names)
 	}
-	use := regexp.MustCompile(`\borchestratord_[a-z_]+[a-z]`)
+	use := regexp.MustCompile(`\borchestratord_[a-z_]+[a-z]|\benvironmentd_needs_update\b`)
 	for _, pg := range pages(t) {
 		for _, l := range append(append([]located{}, pg.spans...), pg.blocks...) {
 			for _, name := range use.FindAllString(l.text, -1) {

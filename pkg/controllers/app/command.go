@@ -357,6 +357,15 @@ func Run(ctx context.Context, o *Options) error {
 		case "materialize":
 			// Counted from the cache every replica keeps, leader or not.
 			registry.MustRegister(materialize.ConditionsCollector(mzInformers.Materialize().V1alpha1().Materializes().Lister()))
+			// Upstream's metrics follow the materialize Lease: true for
+			// each term, from its start to its lead context's end.
+			leading := &atomic.Bool{}
+			registry.MustRegister(materialize.UpstreamMetricsCollector(mzInformers.Materialize().V1alpha1().Materializes().Lister(), leading.Load))
+			alongside[name] = func(ctx context.Context) {
+				leading.Store(true)
+				<-ctx.Done()
+				leading.Store(false)
+			}
 			waiting := materialize.NewWaiting()
 			registry.MustRegister(waiting)
 			ctrls = append(ctrls, materialize.New(deps, materialize.Options{
@@ -370,7 +379,7 @@ func Run(ctx context.Context, o *Options) error {
 				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
 			if run := o.nodeTriggers(kube, mz, log, registry); run != nil {
-				alongside[name] = run
+				alongside[name] = together(alongside[name], run)
 			}
 		case "balancer":
 			env := &o.Environment
