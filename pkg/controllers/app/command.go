@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -56,6 +55,7 @@ import (
 type Options struct {
 	cli.Observability
 	Kubeconfig              string
+	KubernetesContext       string
 	LeaderElectionNamespace string
 	LeaderElectionIdentity  string
 	LeaseDuration           time.Duration
@@ -102,6 +102,7 @@ func NewCommand() *cobra.Command {
 	fs := cmd.Flags()
 	o.Observability.AddFlags(fs)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster configuration")
+	fs.StringVar(&o.KubernetesContext, "kubernetes-context", "", "kubeconfig context (upstream orchestratord's flag): from --kubeconfig or the default kubeconfig locations, in-cluster when none has it; empty: --kubeconfig's current context")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Leases; empty means the pod's namespace")
 	fs.StringVar(&o.LeaderElectionIdentity, "leader-election-identity", "", "holder identity; empty means $POD_NAME, else hostname plus a random suffix")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease is valid without renewal")
@@ -133,6 +134,7 @@ func NewCommand() *cobra.Command {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server")
 	o.Environment.AddFlags(fs)
 	o.addNodeUpgradeFlags(fs)
+	upstreamFlags.Install(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return Run(cmd.Context(), o)
 	}
@@ -259,7 +261,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	cfg, err := cli.RESTConfig(o.Kubeconfig, o.KubernetesContext)
 	if err != nil {
 		return fmt.Errorf("kubernetes client configuration: %w", err)
 	}
@@ -616,3 +618,35 @@ func serve(log *zap.Logger, o *Options, registry *prometheus.Registry, health *l
 		}
 	}, nil
 }
+
+// upstreamFlags are upstream orchestratord's flags that are not this
+// program's by the same name (most environment flags are: the same names
+// and meanings).
+var upstreamFlags = cli.UpstreamFlags{
+	Aliases: map[string]string{
+		"metrics-listen-address": "metrics-address",
+		"create-console":         "create-consoles",
+	},
+	Refused: map[string]string{
+		"profiling-listen-address":       "--profiling serves /debug/pprof/ on --health-address (the chart's controllers.profiling)",
+		"webhook-listen-address":         webhookFlag,
+		"webhook-service-name":           webhookFlag,
+		"webhook-service-namespace":      webhookFlag,
+		"webhook-service-port":           webhookFlag,
+		"webhook-cert-reload-interval":   webhookFlag,
+		"install-v1-crd":                 "the chart installs the CRDs, v1 and its conversion webhook always (crds.enabled)",
+		"tls-ca":                         webhookFlag,
+		"tls-cert":                       webhookFlag,
+		"tls-key":                        webhookFlag,
+		"additional-crd-columns":         "the chart puts the columns into the Materialize CRD: its value additionalMaterializeCRDColumns",
+		"disable-license-key-checks":     "only environmentd versions below 26 took it, and this operator refuses them",
+		"tokio-console-listen-addr":      cli.NoTokioConsole,
+		"tokio-console-publish-interval": cli.NoTokioConsole,
+		"tokio-console-retention":        cli.NoTokioConsole,
+	},
+	Ignored: map[string]string{
+		"disable-authentication": "upstream orchestratord reads it nowhere; it does nothing here either",
+	},
+}
+
+const webhookFlag = "the conversion webhook is its own program, cmd/webhook (the chart's webhook.* values)"

@@ -51,4 +51,3 @@ func TestUpstreamMetricsFollowTheMaterializeLease(t *testing.T) {
 	leading = true
 	expect(1, 3) // all but the applied one
 }
-

@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/materializeinc/orchestratord/pkg/cli"
 	"github.com/materializeinc/orchestratord/pkg/crds"
@@ -40,6 +39,7 @@ const (
 type Options struct {
 	cli.Observability
 	Kubeconfig         string
+	KubernetesContext  string
 	ListenAddress      string
 	MetricsAddress     string
 	HealthAddress      string
@@ -75,6 +75,7 @@ func NewCommand() *cobra.Command {
 	fs := cmd.Flags()
 	o.Observability.AddFlags(fs)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster configuration")
+	fs.StringVar(&o.KubernetesContext, "kubernetes-context", "", "kubeconfig context (upstream orchestratord's flag): from --kubeconfig or the default kubeconfig locations, in-cluster when none has it; empty: --kubeconfig's current context")
 	fs.StringVar(&o.ListenAddress, "listen-address", ":9443", "HTTPS address of /convert")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "plain-HTTP address of /metrics (may equal --health-address)")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "plain-HTTP address of /healthz and /readyz")
@@ -104,6 +105,7 @@ func NewCommand() *cobra.Command {
 	fs.BoolVar(&o.Supervise, "supervise", false,
 		"run the server as a child process on listening sockets this process holds, and start a new one at once if it crashes: "+
 			"the API server's connections queue while it restarts instead of being refused")
+	upstreamFlags.Install(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.Supervise && !supervisor.Supervised() {
 			return supervise(cmd.Context(), o)
@@ -253,7 +255,7 @@ func (o *Options) certSource(log *zap.Logger) (certSource, error) {
 		// configuration (and runs outside a cluster as well).
 		return &servingcert.FileSource{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, Log: log}, nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	cfg, err := cli.RESTConfig(o.Kubeconfig, o.KubernetesContext)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
@@ -297,4 +299,28 @@ func (o *Options) servingNames() ([]string, []net.IP) {
 		}
 	}
 	return names, ips
+}
+
+// upstreamFlags are upstream orchestratord's webhook flags as this program
+// takes them: the same meaning under upstream's name, or refused with what
+// to use instead.
+var upstreamFlags = cli.UpstreamFlags{
+	Aliases: map[string]string{
+		"metrics-listen-address":    "metrics-address",
+		"webhook-listen-address":    "listen-address",
+		"webhook-service-name":      "service-name",
+		"webhook-service-namespace": "namespace",
+		"tls-cert":                  "tls-cert-file",
+		"tls-key":                   "tls-key-file",
+		"tls-ca":                    "tls-ca-file",
+	},
+	Refused: map[string]string{
+		"profiling-listen-address":       "--profiling serves /debug/pprof/ on --health-address (the chart's webhook.profiling)",
+		"webhook-service-port":           "the chart points the CRD at its Service's port (webhook.service.port)",
+		"webhook-cert-reload-interval":   "certificate files are re-read when they change; self-signed mode: --cert-resync-period",
+		"install-v1-crd":                 "the chart installs the CRDs, v1 and this webhook always (crds.enabled)",
+		"tokio-console-listen-addr":      cli.NoTokioConsole,
+		"tokio-console-publish-interval": cli.NoTokioConsole,
+		"tokio-console-retention":        cli.NoTokioConsole,
+	},
 }
