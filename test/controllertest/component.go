@@ -96,19 +96,20 @@ func (k Kind[T]) WaitReady(t *testing.T, namespace, name string, status metav1.C
 
 // ReadyFollowsDeployment checks that the CR's Ready condition mirrors its
 // Deployment's Available condition (which the test sets: there is no
-// kube-controller-manager): Reconciling first, then Available=True, then
-// the given unavailable status and reason; lastTransitionTime never goes back
-// and each transition is one event.
+// kube-controller-manager) as upstream writes it: Reconciling first, then
+// True/DeploymentStatus, then, whatever the Deployment's unavailable status
+// and reason, False/DeploymentStatus; lastTransitionTime never goes back and
+// each transition is one event.
 func (k Kind[T]) ReadyFollowsDeployment(t *testing.T, ctrl *Running, namespace, name, deployment string, unavailable corev1.ConditionStatus, unavailableReason string) {
 	t.Helper()
 	notReady := k.WaitReady(t, namespace, name, metav1.ConditionFalse, component.ReasonReconciling)
 	SetAvailable(t, namespace, deployment, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	ready := k.WaitReady(t, namespace, name, metav1.ConditionTrue, "MinimumReplicasAvailable")
+	ready := k.WaitReady(t, namespace, name, metav1.ConditionTrue, component.ReasonDeploymentStatus)
 	if ready.LastTransitionTime.Before(&notReady.LastTransitionTime) {
 		t.Errorf("lastTransitionTime went back: %v then %v", notReady.LastTransitionTime, ready.LastTransitionTime)
 	}
 	SetAvailable(t, namespace, deployment, unavailable, unavailableReason)
-	k.WaitReady(t, namespace, name, metav1.ConditionStatus(unavailable), unavailableReason)
+	k.WaitReady(t, namespace, name, metav1.ConditionFalse, component.ReasonDeploymentStatus)
 
 	WaitQuiet(t, ctrl.UserAgent)
 	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}

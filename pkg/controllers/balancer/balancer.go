@@ -58,6 +58,7 @@ var gvk = v1alpha1.SchemeGroupVersion.WithKind("Balancer")
 // kind is how the shared status code reads and writes Balancers.
 func kind(mz versioned.Interface) component.Kind[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration] {
 	return component.Kind[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration]{
+		App:                Component,
 		Status:             func(b *v1alpha1.Balancer) v1alpha1.ComponentStatus { return b.Status },
 		SpecResourceID:     func(b *v1alpha1.Balancer) string { return b.Spec.ResourceID },
 		ApplyConfiguration: mzac.Balancer,

@@ -293,7 +293,7 @@ func TestNoWritesOnResync(t *testing.T) {
 	controllertest.WaitDeployment(t, ns, name)
 	controllertest.WaitService(t, ns, name)
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	balancers.WaitReady(t, ns, "b", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	balancers.WaitReady(t, ns, "b", metav1.ConditionTrue, component.ReasonDeploymentStatus)
 	controllertest.WaitQuiet(t, first.UserAgent)
 
 	// Changes outside the controller's fields make it reconcile, and write nothing.

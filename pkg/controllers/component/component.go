@@ -23,18 +23,24 @@ import (
 // ReadyCondition mirrors the Available condition of the component's Deployment.
 const ReadyCondition = "Ready"
 
-// Reasons of the Ready condition besides the Deployment's own.
+// Reasons of the Ready condition.
 const (
+	// ReasonDeploymentStatus: upstream's one reason, the Deployment's
+	// Available condition mirrored (True only when it is True).
+	ReasonDeploymentStatus = "DeploymentStatus"
 	// ReasonDeploymentNotFound: the Deployment does not exist.
 	ReasonDeploymentNotFound = "DeploymentNotFound"
 	// ReasonReconciling: the Deployment has not reported availability yet.
 	ReasonReconciling = "Reconciling"
 )
 
-// ReadyFromDeployment derives the Ready condition from the Deployment (nil
-// when it does not exist): the status, reason and message of its Available
-// condition, or False while it has none.
-func ReadyFromDeployment(dep *appsv1.Deployment, generation int64) metav1.Condition {
+// ReadyFromDeployment derives the Ready condition of a component (app:
+// "balancerd", "console") from its Deployment (nil when it does not exist):
+// upstream's reason and message from the Deployment's Available condition,
+// True only when that is True; False, with this operator's reasons, while
+// the Deployment does not exist or reports no availability (upstream writes
+// nothing then).
+func ReadyFromDeployment(dep *appsv1.Deployment, generation int64, app string) metav1.Condition {
 	c := metav1.Condition{Type: ReadyCondition, ObservedGeneration: generation}
 	if dep == nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonDeploymentNotFound, "the Deployment does not exist"
@@ -44,14 +50,9 @@ func ReadyFromDeployment(dep *appsv1.Deployment, generation int64) metav1.Condit
 		if dc.Type != appsv1.DeploymentAvailable {
 			continue
 		}
-		c.Status, c.Reason, c.Message = metav1.ConditionStatus(dc.Status), dc.Reason, dc.Message
-		if c.Reason == "" {
-			c.Reason = "Deployment" + map[metav1.ConditionStatus]string{
-				metav1.ConditionTrue: "Available", metav1.ConditionFalse: "Unavailable",
-			}[c.Status]
-			if c.Reason == "Deployment" {
-				c.Reason = "DeploymentAvailabilityUnknown"
-			}
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonDeploymentStatus, app+" deployment is not ready"
+		if dc.Status == corev1.ConditionTrue {
+			c.Status, c.Message = metav1.ConditionTrue, app+" deployment is ready"
 		}
 		return c
 	}

@@ -46,6 +46,9 @@ type StatusClient[T Object, AC any] interface {
 // status type (v1alpha1.ComponentStatus) but not their Go types, so the
 // status code reaches them through these functions.
 type Kind[T Object, AC StatusApplyConfiguration[AC]] struct {
+	// App is the component's program ("balancerd", "console"), as the
+	// Ready condition's message names it.
+	App string
 	// Status returns the object's status.
 	Status func(T) v1alpha1.ComponentStatus
 	// SpecResourceID returns the object's spec.resourceId.
@@ -149,7 +152,7 @@ func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id strin
 	status := o.Kind.Status(cr)
 	prev := meta.FindStatusCondition(status.Conditions, ReadyCondition)
 	conds := append([]metav1.Condition(nil), status.Conditions...)
-	meta.SetStatusCondition(&conds, ReadyFromDeployment(dep, cr.GetGeneration())) // keeps lastTransitionTime unless the status changes
+	meta.SetStatusCondition(&conds, ReadyFromDeployment(dep, cr.GetGeneration(), o.Kind.App)) // keeps lastTransitionTime unless the status changes
 	ready := *meta.FindStatusCondition(conds, ReadyCondition)
 
 	desired := o.Kind.ApplyConfiguration(cr.GetName(), cr.GetNamespace()).

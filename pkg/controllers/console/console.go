@@ -124,6 +124,7 @@ func (c Config) Endpoint(ref v1alpha1.BalancerdRef) string {
 // kind is how the shared status code reads and writes Consoles.
 func kind(mz versioned.Interface) component.Kind[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration] {
 	return component.Kind[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration]{
+		App:                Component,
 		Status:             func(c *v1alpha1.Console) v1alpha1.ComponentStatus { return c.Status },
 		SpecResourceID:     func(c *v1alpha1.Console) string { return c.Spec.ResourceID },
 		ApplyConfiguration: mzac.Console,

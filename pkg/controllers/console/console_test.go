@@ -355,7 +355,7 @@ func TestNoWritesOnResync(t *testing.T) {
 	controllertest.WaitService(t, ns, name)
 	controllertest.WaitNetworkPolicy(t, ns, name+"-ingress")
 	controllertest.SetAvailable(t, ns, name, corev1.ConditionTrue, "MinimumReplicasAvailable")
-	consoles.WaitReady(t, ns, "c", metav1.ConditionTrue, "MinimumReplicasAvailable")
+	consoles.WaitReady(t, ns, "c", metav1.ConditionTrue, component.ReasonDeploymentStatus)
 	controllertest.WaitQuiet(t, first.UserAgent)
 
 	// Changes outside the controller's fields make it reconcile, and write nothing.

@@ -196,9 +196,10 @@ type MaterializeStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=materializes,shortName=mzs,categories=materialize
-// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.environmentdImageRef`
+// +kubebuilder:printcolumn:name="ImageRefRunning",type=string,JSONPath=`.status.lastCompletedRolloutEnvironmentdImageRef`,priority=1,description="Reference to the Docker image that is currently in use."
+// +kubebuilder:printcolumn:name="ImageRefToDeploy",type=string,JSONPath=`.spec.environmentdImageRef`,description="Reference to the Docker image which will be deployed on the next rollout."
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.activeGeneration`,description="Active environmentd generation"
-// +kubebuilder:printcolumn:name="UpToDate",type=string,JSONPath=`.status.conditions[?(@.type=="UpToDate")].status`
+// +kubebuilder:printcolumn:name="UpToDate",type=string,JSONPath=`.status.conditions[?(@.type=="UpToDate")].status`,description="Whether the spec has been applied"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="UpToDate")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -77,8 +77,8 @@ type ComponentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=balancers,categories=materialize
-// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.balancerdImageRef`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="ImageRef",type=string,JSONPath=`.spec.balancerdImageRef`,description="Reference to the Docker image."
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the deployment is ready"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Balancer is an environment's balancerd: the SQL and HTTP front door.

@@ -74,8 +74,8 @@ type BalancerdRef struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=consoles,categories=materialize
-// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.consoleImageRef`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="ImageRef",type=string,JSONPath=`.spec.consoleImageRef`,description="Reference to the Docker image."
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the deployment is ready"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Console is an environment's web console.
