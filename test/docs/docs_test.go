@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	controllers "github.com/materializeinc/orchestratord/pkg/controllers/app"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 	webhook "github.com/materializeinc/orchestratord/pkg/webhook/app"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
@@ -503,6 +504,30 @@ func TestMonitoringNamesEveryAlert(t *testing.T) {
 	for _, a := range alerts {
 		if !strings.Contains(string(doc), a[1]) {
 			t.Errorf("alert %s has no section in docs/monitoring.md", a[1])
+		}
+	}
+}
+
+// The stuck-rollout runbook (operations.md) says what every reason of the
+// UpToDate condition means and what to do.
+func TestRunbookCoversEveryRolloutReason(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "## A rollout that does not finish")
+	if start < 0 {
+		t.Fatal(`docs/operations.md has no "A rollout that does not finish" section`)
+	}
+	section := doc[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	for _, reason := range []string{rollout.ReasonApplied, rollout.ReasonApplying, rollout.ReasonReadyToPromote,
+		rollout.ReasonPromoting, rollout.ReasonWaitingForApproval, rollout.ReasonFailedDeploy, rollout.ReasonRolloutTimeout} {
+		if !strings.Contains(section, "| `"+reason+"` (") {
+			t.Errorf("the runbook has no row for UpToDate reason %s", reason)
 		}
 	}
 }
