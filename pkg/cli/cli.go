@@ -32,7 +32,7 @@ func EnvName(flag string) string {
 func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 	var errs []error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" {
+		if f.Changed || f.Name == "help" || f.Annotations[commandLineOnly] != nil {
 			return
 		}
 		if value, ok := lookup(EnvName(f.Name)); ok {

@@ -37,12 +37,21 @@ func (u UpstreamFlags) Install(fs *pflag.FlagSet) {
 		f := fs.Lookup(name)
 		f.NoOptDefVal = "true" // refused with or without a value
 		f.Hidden = true
+		f.Annotations = map[string][]string{commandLineOnly: {"true"}}
 	}
 	for name, why := range u.Ignored {
 		fs.Bool(name, false, "upstream orchestratord's flag, ignored: "+why)
 		_ = fs.MarkDeprecated(name, why)
+		fs.Lookup(name).Annotations = map[string][]string{commandLineOnly: {"true"}}
 	}
 }
+
+// commandLineOnly marks the flags ApplyEnv leaves alone: upstream's
+// refused and ignored flags are for command lines written for upstream,
+// and their environment names collide with the variables Kubernetes gives
+// every pod for a Service (a Service orchestratord-webhook makes
+// ORCHESTRATORD_WEBHOOK_SERVICE_PORT).
+const commandLineOnly = "orchestratord.materialize.cloud/command-line-only"
 
 // NoTokioConsole is what replaces upstream's tokio-console flags.
 const NoTokioConsole = "a Rust runtime's console; this program is Go: --profiling serves /debug/pprof/"

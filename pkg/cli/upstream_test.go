@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 const twoContexts = `apiVersion: v1
@@ -41,5 +43,34 @@ func TestRESTConfigContext(t *testing.T) {
 	}
 	if _, err := RESTConfig(path, "missing"); err == nil {
 		t.Error("a context no kubeconfig has, outside a pod: no error")
+	}
+}
+
+// Kubernetes gives every pod variables for the Services of its namespace:
+// the chart's webhook Service orchestratord-webhook makes
+// ORCHESTRATORD_WEBHOOK_SERVICE_PORT, the environment name of upstream's
+// refused --webhook-service-port. The environment never sets upstream's
+// refused or ignored flags; the command line still does.
+func TestServiceVariablesDoNotSetUpstreamFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.String("metrics-address", ":8080", "")
+	UpstreamFlags{
+		Aliases: map[string]string{"metrics-listen-address": "metrics-address"},
+		Refused: map[string]string{"webhook-service-port": "the chart's webhook.service.port"},
+		Ignored: map[string]string{"disable-authentication": "read nowhere"},
+	}.Install(fs)
+	env := map[string]string{
+		"ORCHESTRATORD_WEBHOOK_SERVICE_PORT":   "443",
+		"ORCHESTRATORD_DISABLE_AUTHENTICATION": "true",
+		"ORCHESTRATORD_METRICS_ADDRESS":        ":3100",
+	}
+	if err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatalf("the Service's variables: %v", err)
+	}
+	if got := fs.Lookup("metrics-address").Value.String(); got != ":3100" {
+		t.Errorf("ORCHESTRATORD_METRICS_ADDRESS set --metrics-address to %q", got)
+	}
+	if err := fs.Parse([]string{"--webhook-service-port=443"}); err == nil {
+		t.Error("the command line's --webhook-service-port was accepted")
 	}
 }
