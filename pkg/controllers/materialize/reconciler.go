@@ -247,11 +247,6 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// pending rollout does not go on without it: its condition says which
 	// and why (FailedDeploy), and the error brings the retry.
 	envErr := r.applyEnvironmentObjects(ctx, e)
-	if envErr != nil {
-		if _, pending := rollout.Pending(r.rolloutInput(e)); !pending {
-			return controller.Result{}, envErr
-		}
-	}
 	result, settled, err := r.rollout(ctx, e, envErr)
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
@@ -511,6 +506,9 @@ func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result c
 	// the pre-flight check.
 	backend := r.readBackendSecret(ctx, mz)
 	desired, pending := rollout.Pending(in)
+	if envErr != nil && !pending {
+		return controller.Result{}, false, envErr // nothing to record it on: retried with backoff
+	}
 	if pending {
 		if in.Forced, err = r.forcePromote(ctx, mz); err != nil {
 			return controller.Result{}, false, err
@@ -572,7 +570,7 @@ func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result c
 	case err != nil:
 		return controller.Result{}, false, err
 	case envErr != nil:
-		return controller.Result{RequeueAfter: result.RequeueAfter}, false, envErr
+		return controller.Result{}, false, envErr
 	}
 	mz.Status = out.Status // the Balancer and Console follow what now runs
 	switch {
