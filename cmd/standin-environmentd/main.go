@@ -106,13 +106,14 @@ func process(ctx context.Context, log *slog.Logger, plan *standin.Plan, version 
 	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, FenceCheck: time.Second}
 	if o, _ := plan.Args.Get("orchestrator"); o == "kubernetes" {
 		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
+		// environmentd panics when it cannot create its orchestrator.
 		cfg, err := loader.ClientConfig()
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+			return nil, &standin.ExitError{Code: standin.ExitPanic, Message: "environmentd: fatal: creating kubernetes orchestrator: " + err.Error()}
 		}
 		ns, _, err := loader.Namespace()
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes namespace: %w", err)
+			return nil, &standin.ExitError{Code: standin.ExitPanic, Message: "environmentd: fatal: creating kubernetes orchestrator: " + err.Error()}
 		}
 		// STANDIN_HYDRATION (a Materialize's environmentdExtraEnv) is how
 		// long its replicas take to hydrate; real environmentd ignores it.

@@ -8,7 +8,8 @@
 # 3. deploys the NetworkPolicy agent (hack/cluster/network-policies:
 #    kube-network-policies, nftables + nfqueue), so that NetworkPolicies are
 #    enforced on the node, then cluster DNS (hack/cluster/dns: CoreDNS for
-#    cluster.local only);
+#    cluster.local only) and metrics-server (hack/cluster/metrics-server:
+#    the resource metrics API, metrics.k8s.io);
 # 4. installs charts/orchestratord as release "orchestratord" in namespace
 #    orchestratord, using the local images (pullPolicy Never), with small
 #    environmentd resources: the stand-in needs little, and the chart's
@@ -18,14 +19,16 @@
 #    (stand-ins too) then run on the node; and with upstream's
 #    NetworkPolicies for the environments on (internal, ingress and egress,
 #    the CIDRs at their default 0.0.0.0/0), so that the sample runs under
-#    them;
+#    them; and with pod metrics on (observability.podMetrics.enabled), so
+#    that environmentd reads its clusterd pods' usage from metrics-server;
 # 5. applies a sample Materialize (apiVersion v1: the webhook converts it) in
 #    namespace materialize-sample whose environmentd is the TEST STAND-IN
 #    localhost/standin/environmentd:v26.35.0 (cmd/standin-environmentd;
 #    balancerd and console are stand-ins too). It is NOT Materialize: it
 #    parses its command line, environment and listeners file as environmentd
-#    26.35 does and refuses what that refuses, then only answers the
-#    operator's leader API and probes;
+#    26.35 does and refuses what that refuses, then runs its clusterd
+#    replicas (stand-ins) as upstream's orchestrator does and answers the
+#    operator's leader API, probes and client logins;
 # 6. waits until the sample is UpToDate and prints how to look around.
 #
 # `hack/cluster/cluster.sh down` stops the cluster. Runs as root (as
@@ -72,6 +75,9 @@ log "deploying cluster DNS at $dns_ip"
 sed "s/__DNS_IP__/$dns_ip/" "$root/hack/cluster/dns/coredns.yaml" | k apply -f - >&2
 k -n kube-system rollout status deploy/coredns --timeout "${timeout}s" >&2
 
+log "deploying metrics-server (the resource metrics API)"
+k apply --server-side --force-conflicts -f "$root/hack/cluster/metrics-server/metrics-server.yaml" >&2
+
 log "installing cert-manager (its controller and CRDs; issuer orchestratord-local-ca)"
 cm_dir=$(cd "$root/hack/tools/cert-manager" && go mod download -json github.com/cert-manager/cert-manager | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 # The module's CRDs are Helm templates only in their labels: drop those.
@@ -100,6 +106,7 @@ upgrade=false
   --set environmentd.imagePullPolicy=Never \
   --set networkPolicies.enabled=true,networkPolicies.internal.enabled=true \
   --set networkPolicies.ingress.enabled=true,networkPolicies.egress.enabled=true \
+  --set observability.podMetrics.enabled=true \
   --set-json 'environmentd.defaultResources={"requests":{"cpu":"50m","memory":"32Mi"},"limits":{"memory":"128Mi"}}' \
   --set-json 'balancerd.defaultResources={"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"memory":"64Mi"}}' \
   --set-json 'console.defaultResources={"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"memory":"64Mi"}}' \
@@ -114,6 +121,11 @@ if $upgrade; then
   k -n "$ns" rollout status deploy/"$release-webhook" --timeout "${timeout}s" >&2
   k -n "$ns" rollout status deploy/"$release-controllers" --timeout "${timeout}s" >&2
 fi
+
+# metrics-server started long ago; it is Available once it has scraped the
+# node once.
+k -n kube-system rollout status deploy/metrics-server --timeout "${timeout}s" >&2
+k wait --for condition=Available --timeout "${timeout}s" apiservice/v1beta1.metrics.k8s.io >&2
 
 log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
 k create namespace "$sample_ns" --dry-run=client -o yaml | k apply -f - >&2

@@ -10,6 +10,9 @@
 #   localhost/orchestratord/controllers:dev       cmd/controllers
 #   localhost/orchestratord/coredns:dev           CoreDNS pinned in
 #       hack/tools/coredns, cluster DNS of the local cluster (hack/cluster/dns)
+#   localhost/orchestratord/metrics-server:dev    metrics-server pinned in
+#       hack/tools/metrics-server, the resource metrics API of the local
+#       cluster (hack/cluster/metrics-server)
 #   localhost/orchestratord/cert-manager-controller:dev  cert-manager's
 #       controller pinned in hack/tools/cert-manager (hack/cluster/cert-manager)
 #   localhost/orchestratord/kube-network-policies:dev  SIG Network's
@@ -28,7 +31,7 @@
 # (environmentd runs it) localhost/standin/clusterd:v26.35.0.
 #
 # Settings (environment): ORCHESTRATORD_CACHE (as hack/kube-binaries.sh) holds
-# the CoreDNS, cert-manager and kube-network-policies binaries, built once
+# the CoreDNS, metrics-server, cert-manager and kube-network-policies binaries, built once
 # per version (and, for kube-network-policies, its patch).
 set -euo pipefail
 
@@ -45,21 +48,23 @@ log() { echo "images: $*" >&2; }
 version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 module=$(cd "$root" && go list -m)
 
-# CoreDNS: built once into a cache keyed by its version.
-build_coredns() {
-  local mod=$root/hack/tools/coredns pkg=github.com/coredns/coredns v dir
-  v=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
-  dir=$cache_root/coredns-$v
+# build_pinned NAME MODULE-DIR PACKAGE: a program pinned as a tool of a
+# hack/tools module (CoreDNS, metrics-server), built once into a cache keyed
+# by its version. Prints the binary.
+build_pinned() {
+  local name=$1 mod=$root/hack/tools/$2 pkg=$3 v dir
+  v=$(awk -v p="${pkg%%/cmd/*}" '$1 == p {print $2; exit}' "$mod/go.mod")
+  dir=$cache_root/$name-$v
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
   flock 7
-  if [ ! -x "$dir/coredns" ]; then
-    log "building CoreDNS $v into $dir (first time only, a few minutes)"
-    (cd "$mod" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '-s -w' -o "$dir/coredns.tmp" $pkg)
-    mv "$dir/coredns.tmp" "$dir/coredns"
+  if [ ! -x "$dir/$name" ]; then
+    log "building $name $v into $dir (first time only, a few minutes)"
+    (cd "$mod" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '-s -w' -o "$dir/$name.tmp" "$pkg")
+    mv "$dir/$name.tmp" "$dir/$name"
   fi
   exec 7>&-
-  echo "$dir/coredns"
+  echo "$dir/$name"
 }
 
 # cert-manager's controller: built once into a cache keyed by its version.
@@ -122,7 +127,8 @@ standin_versions=(26.35.0 26.5.0)
 log "building webhook, controllers, standin-environmentd"
 (cd "$root" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" \
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
-coredns=$(build_coredns)
+coredns=$(build_pinned coredns coredns github.com/coredns/coredns)
+metrics_server=$(build_pinned metrics-server metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server)
 cert_manager=$(build_cert_manager)
 kube_network_policies=$(build_kube_network_policies)
 
@@ -140,6 +146,7 @@ pack() {
 pack "$prefix/webhook:$tag" webhook "$build/webhook"
 pack "$prefix/controllers:$tag" controllers "$build/controllers"
 pack "$prefix/coredns:$tag" coredns "$coredns"
+pack "$prefix/metrics-server:$tag" metrics-server "$metrics_server"
 pack "$prefix/cert-manager-controller:$tag" cert-manager-controller "$cert_manager"
 # It programs the node's nftables: root (and privileged in its pod).
 pack "$prefix/kube-network-policies:$tag" kube-network-policies "$kube_network_policies" -user 0:0

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,20 @@ func TestEnvironmentdHaltsAfterPromotionAndTheOldGenerationIsTornDown(t *testing
 		})
 	}
 
+	// Secrets of user items as environmentd's secrets controller names
+	// them, against a catalog that has u1 and allocated ids up to u4: the
+	// promoted generation, once it leads, deletes u3's (orphaned) and keeps
+	// u1's (live) and u8's (an id the catalog has not allocated).
+	prefix := "mz" + id + "-"
+	playCatalogItems(t, ns, "u1", 5)
+	for _, item := range []string{"u1", "u3", "u8"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: prefix + "user-managed-" + item, Namespace: ns},
+			Data: map[string][]byte{"contents": []byte("secret of " + item)}}
+		if _, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// A rollout that waits for approval at ReadyToPromote.
 	requestForcedRollout(t, ns)
 	waitUpToDate(t, ns, metav1.ConditionUnknown, "ReadyToPromote", 4*time.Minute)
@@ -93,9 +108,59 @@ func TestEnvironmentdHaltsAfterPromotionAndTheOldGenerationIsTornDown(t *testing
 		}
 		return nil
 	})
+	waitExists(t, "the leader's orphaned Secret cleanup", func() error {
+		var left []string
+		for _, item := range []string{"u1", "u3", "u8"} {
+			if _, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, prefix+"user-managed-"+item, metav1.GetOptions{}); err == nil {
+				left = append(left, item)
+			}
+		}
+		if got := strings.Join(left, ","); got != "u1,u8" {
+			return fmt.Errorf("Secrets of %s left, want u1,u8", got)
+		}
+		return nil
+	})
+	// environmentd reads its replicas' usage from metrics-server as its own
+	// ServiceAccount (the environment's Role allows it), and clusterd's
+	// heap over the network, under the operator's policies: once a
+	// minute, so this waits for the first read after the pods are scraped.
+	waitExists(t, "replica metrics read by the leader", func() error {
+		log := containerLog(t, ns, gen2Pod)
+		if strings.Contains(log, "forbidden") {
+			return fmt.Errorf("a metrics read was refused:\n%s", lastLines(log, 20))
+		}
+		if !strings.Contains(log, `"msg":"replica metrics","pod":"`+prefix+"cluster-u1-replica-u1-gen-2-0") {
+			return fmt.Errorf("no replica metrics yet:\n%s", lastLines(log, 5))
+		}
+		return nil
+	})
 	if loops := crashLoops(); len(loops) > 0 {
 		t.Errorf("pods in CrashLoopBackOff during the rollout: %v", loops)
 	}
+}
+
+// playCatalogItems writes the user items of ns's stand-in catalog as DDL
+// against the leader would leave them: ids (space separated) and the id
+// allocator's next.
+func playCatalogItems(t *testing.T, ns, ids string, next uint64) {
+	t.Helper()
+	ctx := context.Background()
+	list, err := c.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=standin-catalog"})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("the stand-in's catalog Secret: %d found, %v", len(list.Items), err)
+	}
+	s := list.Items[0]
+	s.Data["user-item-ids"] = []byte(ids)
+	s.Data["next-user-item-id"] = []byte(strconv.FormatUint(next, 10))
+	if _, err := c.Kube.CoreV1().Secrets(ns).Update(ctx, &s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lastLines is s's last n lines.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // A generation whose catalog a newer one took over exits 0 at boot and, as

@@ -12,6 +12,7 @@ package clusterd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,9 @@ type Plan struct {
 	StorageCtl, ComputeCtl      string
 	InternalHTTP, EnvironmentID string
 	GRPCHost                    string
+	// ScratchDirectory is --scratch-directory, whose disk use clusterd
+	// reports.
+	ScratchDirectory string
 }
 
 // Version is the clusterd version the stand-in plays (STANDIN_VERSION, else
@@ -102,7 +106,8 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	}
 	return &Plan{Version: version, Process: process, Workers: storage.Workers,
 		StorageCtl: get("storage-controller-listen-addr"), ComputeCtl: get("compute-controller-listen-addr"),
-		InternalHTTP: get("internal-http-listen-addr"), EnvironmentID: get("environment-id"), GRPCHost: get("grpc-host")}, nil
+		InternalHTTP: get("internal-http-listen-addr"), EnvironmentID: get("environment-id"), GRPCHost: get("grpc-host"),
+		ScratchDirectory: get("scratch-directory")}, nil
 }
 
 // hydration is STANDIN_HYDRATION, or DefaultHydration.
@@ -149,7 +154,7 @@ func Serve(ctx context.Context, log *slog.Logger, plan *Plan, replica *ctp.Repli
 	})
 	internal.HandleFunc("GET /api/usage-metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"disk_bytes":null,"memory_bytes":null,"swap_bytes":null,"heap_limit":null}`))
+		_ = json.NewEncoder(w).Encode(collectUsage(hostFS, plan.ScratchDirectory))
 	})
 	addrs := []string{plan.StorageCtl, plan.ComputeCtl, plan.InternalHTTP}
 	var lns []net.Listener

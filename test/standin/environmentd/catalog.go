@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,44 @@ import (
 // errFenced is Open's refusal: a higher deploy generation holds the catalog.
 var errFenced = errors.New("catalog is held by a higher deploy generation")
 
+// errCorruptCatalog is a catalog that cannot be read: unlike an unreachable
+// store, retrying does not help.
+var errCorruptCatalog = errors.New("catalog cannot be decoded")
+
+// UserItems are the catalog's user items (objects and replicas, one id
+// space in the stand-in): the ids of those that exist, and the id
+// allocator's next id, which DDL raises and dropping leaves.
+type UserItems struct {
+	IDs  []uint64
+	Next uint64
+}
+
+// NextFromIDs is the next id as preflight computes it, from the items that
+// exist: their highest id plus one.
+func (u UserItems) NextFromIDs() uint64 {
+	next := uint64(1)
+	for _, id := range u.IDs {
+		next = max(next, id+1)
+	}
+	return next
+}
+
+// Since are the ids at or above next: the items created since.
+func (u UserItems) Since(next uint64) []uint64 {
+	var out []uint64
+	for _, id := range u.IDs {
+		if id >= next {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Has reports whether id is a user item of the catalog.
+func (u UserItems) Has(id uint64) bool {
+	return slices.Contains(u.IDs, id)
+}
+
 // Catalog is the part of environmentd's durable catalog that decides what a
 // process may do at boot (upstream src/environmentd/src/deployment/preflight.rs):
 // the deploy generation that last opened it for writing.
@@ -28,29 +68,37 @@ type Catalog interface {
 	// Open opens the catalog for writing as gen, fencing out every lower
 	// generation. It fails, changing nothing, when a higher one holds it.
 	Open(ctx context.Context, gen uint64) error
-	// UserItems counts the catalog's user objects and replicas: DDL
-	// changes it (upstream's preflight compares the next user ids).
-	UserItems(ctx context.Context) (uint64, error)
+	// UserItems are the catalog's user objects and replicas.
+	UserItems(ctx context.Context) (UserItems, error)
 }
 
 // MemoryCatalog is a Catalog in memory, for tests of one process.
 type MemoryCatalog struct {
 	mu    sync.Mutex
 	gen   *uint64
-	items uint64
+	items UserItems
 }
 
-// DDL is a user object created by the leader.
+// DDL is a user object created by the leader: a new id.
 func (c *MemoryCatalog) DDL() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.items++
+	id := max(c.items.Next, c.items.NextFromIDs())
+	c.items.IDs = append(c.items.IDs, id)
+	c.items.Next = id + 1
 }
 
-func (c *MemoryCatalog) UserItems(context.Context) (uint64, error) {
+// Drop is a user object dropped by the leader.
+func (c *MemoryCatalog) Drop(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.items, nil
+	c.items.IDs = slices.DeleteFunc(slices.Clone(c.items.IDs), func(i uint64) bool { return i == id })
+}
+
+func (c *MemoryCatalog) UserItems(context.Context) (UserItems, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return UserItems{IDs: slices.Clone(c.items.IDs), Next: c.items.Next}, nil
 }
 
 func (c *MemoryCatalog) Generation(context.Context) (uint64, bool, error) {
@@ -72,11 +120,13 @@ func (c *MemoryCatalog) Open(_ context.Context, gen uint64) error {
 	return nil
 }
 
-// Secret entries: the generation, and the count of user objects (a test
-// writes it to play DDL run against the leader).
+// Secret entries: the generation; the user items' ids ("u1 u5") and the id
+// allocator's next (a test writes both to play DDL run against the
+// leader, or objects whose secrets are left behind).
 const (
 	catalogGenerationKey = "deploy-generation"
-	catalogUserItemsKey  = "user-items"
+	catalogUserItemsKey  = "user-item-ids"
+	catalogNextUserKey   = "next-user-item-id"
 )
 
 // SecretCatalog keeps the stand-in's catalog in a Secret of the pod's
@@ -109,7 +159,7 @@ func (c *SecretCatalog) Generation(ctx context.Context) (uint64, bool, error) {
 	}
 	gen, err := strconv.ParseUint(string(s.Data[catalogGenerationKey]), 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("catalog Secret %s: %w", c.Name, err)
+		return 0, false, fmt.Errorf("%w: Secret %s: %w", errCorruptCatalog, c.Name, err)
 	}
 	return gen, true, nil
 }
@@ -142,21 +192,37 @@ func (c *SecretCatalog) Open(ctx context.Context, gen uint64) error {
 	return err
 }
 
-func (c *SecretCatalog) UserItems(ctx context.Context) (uint64, error) {
+func (c *SecretCatalog) UserItems(ctx context.Context) (UserItems, error) {
+	var u UserItems
 	s, err := c.Kube.CoreV1().Secrets(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return 0, nil
+		return u, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading the catalog: %w", err)
+		return u, fmt.Errorf("reading the catalog: %w", err)
 	}
-	raw, ok := s.Data[catalogUserItemsKey]
+	for field := range strings.FieldsSeq(string(s.Data[catalogUserItemsKey])) {
+		id, ok := parseUserID(field)
+		if !ok {
+			return u, fmt.Errorf("%w: Secret %s: %s: %q is not a user item id", errCorruptCatalog, c.Name, catalogUserItemsKey, field)
+		}
+		u.IDs = append(u.IDs, id)
+	}
+	if raw, ok := s.Data[catalogNextUserKey]; ok {
+		if u.Next, err = strconv.ParseUint(string(raw), 10, 64); err != nil {
+			return u, fmt.Errorf("%w: Secret %s: %s: %v", errCorruptCatalog, c.Name, catalogNextUserKey, err)
+		}
+	}
+	u.Next = max(u.Next, u.NextFromIDs())
+	return u, nil
+}
+
+// parseUserID parses a user CatalogItemId as upstream prints it: u7.
+func parseUserID(s string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(s, "u")
 	if !ok {
-		return 0, nil
+		return 0, false
 	}
-	n, err := strconv.ParseUint(string(raw), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("catalog Secret %s: %s: %w", c.Name, catalogUserItemsKey, err)
-	}
-	return n, nil
+	id, err := strconv.ParseUint(rest, 10, 64)
+	return id, err == nil
 }

@@ -75,22 +75,29 @@ func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
 // catchUp is upstream's preflight wait (deployment/preflight.rs): catching
 // up until the clusters are caught up, an administrator skips it, or the
 // maximum wait passes.
-// items is the catalog's user objects when preflight began.
-func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, items uint64) error {
+// next is the next user item id when preflight began: an item with a
+// higher id is DDL run against the leader since (upstream
+// check_ddl_changes; a drop alone is not).
+func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next uint64) error {
 	cfg, err := catchUpConfig(plan.Args)
 	if err != nil {
 		return fatal("%v", err)
 	}
 	ddl := func() error {
-		now, err := p.Catalog.UserItems(ctx)
+		var items UserItems
+		err := p.catalogCall(ctx, func() (err error) { items, err = p.Catalog.UserItems(ctx); return err })
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil { // upstream's unwrap_or_terminate
 			return fatal("can open in savepoint mode: %v", err)
 		}
-		if now != items {
-			return halt("there have been DDL that we need to react to; rebooting in read-only mode. New objects: %d", now-min(now, items))
+		if created := items.Since(next); len(created) > 0 {
+			objects := make([]string, len(created))
+			for i, id := range created {
+				objects[i] = fmt.Sprintf("{object_id: u%d}", id)
+			}
+			return halt("there have been DDL that we need to react to; rebooting in read-only mode. New objects: [%s]", strings.Join(objects, ", "))
 		}
 		return nil
 	}

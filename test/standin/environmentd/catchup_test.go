@@ -175,21 +175,32 @@ func TestInvalidCatchUpParameterIsFatal(t *testing.T) {
 // DDL against the leader while a new generation catches up halts it (exit
 // 166, to reboot read-only): found by the periodic check
 // (with_0dt_deployment_ddl_check_interval) or by the last look once caught
-// up.
+// up. A drop alone is not DDL to react to: upstream looks for items with
+// ids from the next one when preflight began.
 func TestDDLDuringCatchUpHalts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const msg = "halting process: there have been DDL that we need to react to; rebooting in read-only mode. New objects: 1"
+	const msg = "halting process: there have been DDL that we need to react to; rebooting in read-only mode. New objects: [{object_id: u3}]"
 
 	catalog := &MemoryCatalog{}
 	_ = catalog.Open(ctx, 1)
+	catalog.DDL()
+	catalog.DDL() // u1 and u2 before the new generation boots
 	d, exit := bootOn(t, ctx, catalog, neverCaughtUp{}, params("with_0dt_deployment_ddl_check_interval=20ms"))
 	waitPhase(t, d, phaseCatchingUp)
+	catalog.Drop(2)
+	select {
+	case err := <-exit:
+		t.Fatalf("a drop ended catch-up: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
 	catalog.DDL()
 	wantExit(t, exit, ExitHalt, msg)
 
 	catalog = &MemoryCatalog{}
 	_ = catalog.Open(ctx, 1)
+	catalog.DDL()
+	catalog.DDL()
 	replicas := after(1 << 30)
 	d, exit = bootOn(t, ctx, catalog, replicas, params("0dt_deployment_hydration_check_interval=10ms"))
 	waitPhase(t, d, phaseCatchingUp)

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 )
 
 // The listeners file as environmentd parses it (upstream
@@ -246,16 +248,31 @@ func sortedNames[V any](m map[string]V) []string {
 	return names
 }
 
+// internalUsers are environmentd's internal users (upstream
+// INTERNAL_USER_NAMES).
+var internalUsers = map[string]bool{mzenv.SystemUser: true, "mz_support": true, "mz_analytics": true}
+
+// reservedRoleName is upstream's is_reserved_role_name: the mz_ and pg_
+// prefixes, PUBLIC and the role specification keywords.
+func reservedRoleName(name string) bool {
+	switch name {
+	case "public", "current_user", "current_role", "session_user", "user", "none":
+		return true
+	}
+	return strings.HasPrefix(name, "mz_") || strings.HasPrefix(name, "pg_")
+}
+
 // Allows reports whether roles (a route group's or a SQL listener's
-// allowed_roles) admit an internal user (mz_system) or a normal one.
-func Allows(roles string, internalUser bool) bool {
+// allowed_roles) admit user, as upstream's check_role_allowed: Normal is
+// every name that is not reserved, Internal the internal users.
+func Allows(roles, user string) bool {
 	switch roles {
 	case "NormalAndInternal":
-		return true
+		return !reservedRoleName(user) || internalUsers[user]
 	case "Internal":
-		return internalUser
+		return internalUsers[user]
 	case "Normal":
-		return !internalUser
+		return !reservedRoleName(user)
 	}
 	return false
 }

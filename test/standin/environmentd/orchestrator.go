@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
+	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -147,9 +146,15 @@ type Orchestrator struct {
 	Prefix string
 	// Args are environmentd's parsed arguments.
 	Args *clap.Matches
-	// Owners are the ownerReferences of environmentd's own pod, which it
-	// puts on what it creates (so a generation's StatefulSet owns them).
-	Owners []metav1.OwnerReference
+	// Pod is environmentd's own pod (HOSTNAME). Owners are its
+	// ownerReferences, which environmentd puts on what it creates (so a
+	// generation's StatefulSet owns them); read before the first replica.
+	Pod          string
+	Owners       []metav1.OwnerReference
+	ownersLoaded bool
+	// HTTP reads clusterd's usage (tests replace it); nil is the default
+	// client.
+	HTTP *http.Client
 
 	sizesOnce sync.Once
 	sizes     map[string]replicaSize
@@ -453,16 +458,19 @@ func (o *Orchestrator) DropPastGenerations(ctx context.Context, gen uint64) ([]s
 	return dropped, nil
 }
 
-// LoadOwners reads environmentd's own pod, retrying as environmentd does,
-// and keeps its owner references.
-func (o *Orchestrator) LoadOwners(ctx context.Context, pod string, log *slog.Logger) error {
-	return retry(ctx, log, "orchestrator call failed", time.Time{}, func() error {
-		p, err := o.Kube.CoreV1().Pods(o.Namespace).Get(ctx, pod, metav1.GetOptions{})
-		if err == nil {
-			o.Owners = p.OwnerReferences
-		}
+// loadOwners reads environmentd's own pod, once, and keeps its owner
+// references (upstream's orchestrator worker does it before its first
+// command, in the background: the listeners serve meanwhile).
+func (o *Orchestrator) loadOwners(ctx context.Context) error {
+	if o.ownersLoaded || o.Pod == "" {
+		return nil
+	}
+	p, err := o.Kube.CoreV1().Pods(o.Namespace).Get(ctx, o.Pod, metav1.GetOptions{})
+	if err != nil {
 		return err
-	})
+	}
+	o.Owners, o.ownersLoaded = p.OwnerReferences, true
+	return nil
 }
 
 // pullPolicyOf is KubernetesImagePullPolicy's value: always, if-not-present

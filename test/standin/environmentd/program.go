@@ -274,38 +274,57 @@ func adapterUp(ctx context.Context, leader http.Handler) bool {
 	}
 }
 
-var internalUsers = map[string]bool{mzenv.SystemUser: true, "mz_support": true}
+// httpDefaultUser is who a request is from on a listener without
+// authentication that names no one (upstream HTTP_DEFAULT_USER).
+const httpDefaultUser = "anonymous_http_user"
 
 // ListenerHandler routes one HTTP listener's requests as environmentd's
-// route groups and authentication would.
+// route groups and authentication would (upstream environmentd/src/http.rs).
+// Every refusal is 401 "unauthorized", a disallowed role included.
 func ListenerHandler(l Listener, password string, leader http.Handler) http.Handler {
 	s := &sessions{byID: map[string]string{}}
 	authenticates := l.AuthenticatorKind == "Password" || l.AuthenticatorKind == "Oidc"
-	// user is who the request is from; ok is false when it must log in.
-	user := func(r *http.Request) (string, bool) {
+	// user is who the request is from; ok is false when it is refused.
+	// headerAuth is the x-materialize-user layer, which upstream puts on
+	// the base routes (not the leader or metrics routes) of listeners
+	// without authentication only.
+	user := func(r *http.Request, headerAuth bool) (string, bool) {
 		if !authenticates {
-			if u := r.Header.Get("x-materialize-user"); u != "" {
+			if h, set := r.Header["X-Materialize-User"]; set && headerAuth {
+				u := h[0]
+				return u, u == mzenv.SystemUser || u == "mz_support"
+			}
+			// The Basic username, its password unchecked.
+			if u, _, ok := r.BasicAuth(); ok {
 				return u, true
 			}
-			return "materialize", true // the default, normal user
+			return httpDefaultUser, true
+		}
+		if u, ok := s.user(r); ok {
+			return u, true
+		}
+		// Without a session, the password authenticator is the adapter
+		// client: it is awaited before credentials are looked at.
+		if !adapterUp(r.Context(), leader) {
+			return "", false
 		}
 		if u, p, ok := r.BasicAuth(); ok {
 			return u, u == mzenv.SystemUser && p == password
 		}
-		return s.user(r)
+		return "", false
 	}
 	mux := http.NewServeMux()
 	if authenticates {
 		mux.HandleFunc("POST "+mzenv.LoginPath, func(w http.ResponseWriter, r *http.Request) {
-			if !adapterUp(r.Context(), leader) {
-				return
-			}
 			var creds struct {
 				Username string `json:"username"`
 				Password string `json:"password"`
 			}
 			if err := json.NewDecoder(r.Body).Decode(&creds); err != nil {
 				http.Error(w, "invalid login body", http.StatusUnprocessableEntity)
+				return
+			}
+			if !adapterUp(r.Context(), leader) {
 				return
 			}
 			if creds.Username != mzenv.SystemUser || creds.Password != password {
@@ -322,13 +341,9 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 				http.NotFound(w, r)
 				return
 			}
-			u, ok := user(r)
-			if !ok {
+			u, ok := user(r, name == "base")
+			if !ok || !Allows(rg.AllowedRoles, u) {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
-				return
-			}
-			if !Allows(rg.AllowedRoles, internalUsers[u]) {
-				http.Error(w, fmt.Sprintf("user %q is not allowed on this listener's %s routes", u, name), http.StatusForbidden)
 				return
 			}
 			h.ServeHTTP(w, r)
@@ -343,7 +358,11 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 	for _, p := range []string{"/metrics", ReadyzPath, LivezPath} {
 		mux.Handle(p, group("metrics", ok))
 	}
-	mux.Handle("/", group("base", ok))
+	// The base routes are what the console and SQL-over-HTTP use; any
+	// other path is axum's 404.
+	for _, p := range []string{"/{$}", "/api/sql", "/memory", "/hierarchical-memory", "/metrics-viz", "/static/", "/metrics/public", "/api/webhook/"} {
+		mux.Handle(p, group("base", ok))
+	}
 	return mux
 }
 

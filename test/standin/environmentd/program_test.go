@@ -3,9 +3,13 @@ package environmentd
 import (
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
@@ -142,5 +146,59 @@ func TestVersionFromTheImage(t *testing.T) {
 	}
 	if _, err := Version(&clap.Command{Name: "empty"}, image("")); err == nil {
 		t.Errorf("no STANDIN_VERSION and no release line accepted")
+	}
+}
+
+// Who a request is from, as environmentd's HTTP authentication says: on a
+// listener without authentication, x-materialize-user only on the base
+// routes and only for mz_system or mz_support, else the Basic username
+// (password unchecked) or anonymous_http_user; every refusal, a disallowed
+// role included, is 401; an unknown path is 404.
+func TestListenerHandlerAuthenticatesAsEnvironmentd(t *testing.T) {
+	d := NewDeployment()
+	d.SetAdapterReady()
+	open := Listener{Name: "external", AuthenticatorKind: "None", Routes: map[string]RouteGroup{
+		"base":     {Enabled: true, AllowedRoles: "Normal"},
+		"internal": {Enabled: true, AllowedRoles: "Internal"},
+		"metrics":  {Enabled: true, AllowedRoles: "NormalAndInternal"}}}
+	pw := Listener{Name: "internal", AuthenticatorKind: "Password", Routes: map[string]RouteGroup{
+		"internal": {Enabled: true, AllowedRoles: "Internal"}}}
+	openSrv := httptest.NewServer(ListenerHandler(open, "", d))
+	defer openSrv.Close()
+	pwSrv := httptest.NewServer(ListenerHandler(pw, "pw", d))
+	defer pwSrv.Close()
+
+	for _, c := range []struct {
+		name, url, header, basicUser string
+		want                         int
+	}{
+		{"base, default user", openSrv.URL + "/", "", "", 200},
+		{"base, header names mz_system (internal: not Normal)", openSrv.URL + "/", "mz_system", "", 401},
+		{"base, header names a normal user", openSrv.URL + "/", "alice", "", 401},
+		{"leader route ignores the header", openSrv.URL + mzenv.StatusPath, "mz_system", "", 401},
+		{"leader route, Basic mz_system unchecked", openSrv.URL + mzenv.StatusPath, "", "mz_system", 200},
+		{"metrics, reserved name refused", openSrv.URL + "/metrics", "", "mz_other", 401},
+		{"metrics, analytics is internal", openSrv.URL + "/metrics", "", "mz_analytics", 200},
+		{"unknown path", openSrv.URL + "/nothing", "", "", 404},
+		{"password listener, no credentials", pwSrv.URL + mzenv.StatusPath, "", "", 401},
+		{"password listener, wrong password", pwSrv.URL + mzenv.StatusPath, "", "mz_system:bad", 401},
+		{"password listener, mz_system", pwSrv.URL + mzenv.StatusPath, "", "mz_system:pw", 200},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, c.url, nil)
+		if c.header != "" {
+			req.Header.Set("x-materialize-user", c.header)
+		}
+		if c.basicUser != "" {
+			u, p, _ := strings.Cut(c.basicUser, ":")
+			req.SetBasicAuth(u, p)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
 	}
 }

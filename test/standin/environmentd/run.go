@@ -34,6 +34,9 @@ type Process struct {
 	RetryFor time.Duration
 	// Deployment is the leader API's state; nil means a new one.
 	Deployment *Deployment
+	// MetricsInterval is how often each replica's metrics are read; zero
+	// is upstream's minute.
+	MetricsInterval time.Duration
 
 	background sync.WaitGroup
 	served     chan error // the listeners' end: nil once ctx ends, else why they failed
@@ -89,7 +92,12 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	p.served = make(chan error, 1)
 	p.background.Go(func() { p.served <- Serve(ctx, plan, d) })
 
-	catalogGen, initialized, err := p.Catalog.Generation(ctx)
+	var catalogGen uint64
+	var initialized bool
+	err = p.catalogCall(ctx, func() (err error) { catalogGen, initialized, err = p.Catalog.Generation(ctx); return err })
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return fatal("%v", err)
 	}
@@ -100,7 +108,13 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	case initialized && catalogGen < gen:
 		return p.readOnly(ctx, plan, d, gen)
 	}
-	if err := p.Catalog.Open(ctx, gen); err != nil {
+	err = p.catalogCall(ctx, func() error { return p.Catalog.Open(ctx, gen) })
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(err, errFenced):
+		return &ExitError{Code: ExitFenced, Message: "this deployment has been fenced out"}
+	case err != nil:
 		return fatal("%v", err)
 	}
 	d.SetIsLeader()
@@ -108,6 +122,7 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	if err := p.bootstrap(ctx, plan, gen, false); err != nil {
 		return err
 	}
+	p.background.Go(func() { p.cleanupOrphanedSecrets(ctx) })
 	d.SetAdapterReady()
 	return p.lead(ctx, gen)
 }
@@ -119,7 +134,11 @@ func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen u
 	p.Log.Info("this deployment is a new generation; booting in read only mode", "deploy_generation", gen)
 	// The user objects when preflight began: DDL since means the dataflows
 	// being hydrated are not the ones the leader serves.
-	items, err := p.Catalog.UserItems(ctx)
+	var items UserItems
+	err := p.catalogCall(ctx, func() (err error) { items, err = p.Catalog.UserItems(ctx); return err })
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return fatal("%v", err)
 	}
@@ -127,7 +146,7 @@ func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen u
 		return err
 	}
 	d.SetAdapterReady() // the coordinator serves, read-only
-	if err := p.catchUp(ctx, plan, d, items); err != nil {
+	if err := p.catchUp(ctx, plan, d, items.NextFromIDs()); err != nil {
 		return err
 	}
 	promoted := d.SetReadyToPromote()
@@ -138,7 +157,9 @@ func (p *Process) readOnly(ctx context.Context, plan *Plan, d *Deployment, gen u
 		return p.servingEnded(err)
 	}
 	p.Log.Info("promoted; attempting takeover")
-	if err := p.Catalog.Open(ctx, gen); errors.Is(err, errFenced) {
+	if err := p.catalogCall(ctx, func() error { return p.Catalog.Open(ctx, gen) }); ctx.Err() != nil {
+		return nil
+	} else if errors.Is(err, errFenced) {
 		return &ExitError{Code: ExitFenced, Message: "unexpected error while fencing out old deployment: " + err.Error()}
 	} else if err != nil {
 		return fatal("unexpected error while fencing out old deployment: %v", err)
@@ -212,6 +233,9 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 		c.Manage(replicas, gen)
 		p.background.Go(func() { p.connectReplicas(ctx, c) })
 	}
+	for _, r := range replicas {
+		p.background.Go(func() { p.replicaMetrics(ctx, o, r, gen) })
+	}
 	p.background.Go(func() {
 		_ = retry(ctx, p.Log, "orchestrator call failed", time.Time{}, p.ensureReplicas(ctx, o, replicas, gen, readOnly))
 	})
@@ -243,6 +267,9 @@ func (p *Process) connectReplicas(ctx context.Context, c *Controller) {
 // drops those of past generations.
 func (p *Process) ensureReplicas(ctx context.Context, o *Orchestrator, replicas []Replica, gen uint64, readOnly bool) func() error {
 	return func() error {
+		if err := o.loadOwners(ctx); err != nil {
+			return err
+		}
 		for _, r := range replicas {
 			if err := o.EnsureReplica(ctx, r, gen); err != nil {
 				return err
@@ -288,26 +315,45 @@ func retry(ctx context.Context, log *slog.Logger, msg string, deadline time.Time
 // with cfg (the pod's ServiceAccount): its catalog in a Secret, its
 // orchestrator's calls, the owners of its own pod (named by HOSTNAME).
 func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, version, hydrateFor string, cfg *rest.Config, namespace, podName string) (*Process, error) {
+	// Upstream panics creating its orchestrator ("creating kubernetes
+	// orchestrator"): exit 134.
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fatal("creating kubernetes orchestrator: %v", err)
 	}
 	mz, err := versioned.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fatal("creating kubernetes orchestrator: %v", err)
 	}
 	prefix, _ := plan.Args.Get("orchestrator-kubernetes-name-prefix")
 	envID, _ := plan.Args.Get("environment-id")
 	backend, _ := plan.Args.Get("metadata-backend-url")
 	p := &Process{Log: log, FenceCheck: time.Second, RetryFor: 10 * time.Minute,
 		Catalog:      &SecretCatalog{Kube: kube, Namespace: namespace, Name: CatalogSecretName(backend, OrganizationID(envID))},
-		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args}}
+		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args, Pod: podName}}
 	p.Replicas = &Controller{O: p.Orchestrator, Version: version, HydrateFor: hydrateFor}
 	if podName == "" {
 		return nil, fatal("HOSTNAME is not set")
 	}
-	if err := p.Orchestrator.LoadOwners(ctx, podName, log); err != nil {
-		return nil, err
-	}
 	return p, nil
+}
+
+// catalogCall runs a call to the catalog's store until it succeeds, as
+// environmentd's persist client retries an unreachable consensus or blob
+// store (it stays Initializing meanwhile). A fenced or undecodable catalog
+// is returned at once: retrying changes neither.
+func (p *Process) catalogCall(ctx context.Context, f func() error) error {
+	var final error
+	err := retry(ctx, p.Log, "catalog store call failed", time.Time{}, func() error {
+		err := f()
+		if errors.Is(err, errFenced) || errors.Is(err, errCorruptCatalog) {
+			final = err
+			return nil
+		}
+		return err
+	})
+	if final != nil {
+		return final
+	}
+	return err
 }

@@ -3,8 +3,10 @@ package environmentd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +132,55 @@ func TestProcessRefusesEarlyPromotion(t *testing.T) {
 	if g, _, _ := catalog.Generation(ctx); g != 4 {
 		t.Fatalf("catalog at %d, want 4 (no takeover without promotion)", g)
 	}
+}
+
+// flakyCatalog is a catalog whose store is unreachable for its first calls.
+type flakyCatalog struct {
+	MemoryCatalog
+	failures atomic.Int32
+}
+
+func (c *flakyCatalog) Generation(ctx context.Context) (uint64, bool, error) {
+	if c.failures.Add(-1) >= 0 {
+		return 0, false, errors.New("connection refused")
+	}
+	return c.MemoryCatalog.Generation(ctx)
+}
+
+// An unreachable catalog store is retried, the process Initializing
+// meanwhile, as persist retries its consensus store; an undecodable catalog
+// is fatal at once; a catalog a newer generation took while this one
+// booted fences it out (exit 0), not a crash.
+func TestCatalogStoreFailuresAtBoot(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	flaky := &flakyCatalog{}
+	flaky.failures.Store(3)
+	d, exit := boot(t, ctx, flaky, "1")
+	waitStatus(t, d, mzenv.IsLeader)
+	select {
+	case err := <-exit:
+		t.Fatalf("exited after store failures: %v", err)
+	default:
+	}
+
+	_, exit = boot(t, ctx, &corruptCatalog{}, "1")
+	wantExit(t, exit, ExitPanic, "environmentd: fatal: catalog cannot be decoded: bad")
+
+	_, exit = boot(t, ctx, &takenWhileBooting{}, "1")
+	wantExit(t, exit, ExitFenced, "this deployment has been fenced out")
+}
+
+type corruptCatalog struct{ MemoryCatalog }
+
+func (*corruptCatalog) Generation(context.Context) (uint64, bool, error) {
+	return 0, false, fmt.Errorf("%w: bad", errCorruptCatalog)
+}
+
+// takenWhileBooting is a fresh catalog that a newer generation opens
+// between this process's read and its open.
+type takenWhileBooting struct{ MemoryCatalog }
+
+func (*takenWhileBooting) Open(context.Context, uint64) error {
+	return fmt.Errorf("%w: 2", errFenced)
 }

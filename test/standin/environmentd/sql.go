@@ -99,7 +99,7 @@ func serveSQLConn(conn net.Conn, l Listener, plan *Plan, ready func(context.Cont
 			return
 		}
 	}
-	if !Allows(l.AllowedRoles, internalUsers[user]) {
+	if !Allows(l.AllowedRoles, user) {
 		fatal(pgwire.InvalidAuthorization, "role \""+user+"\" is not allowed to connect on this listener")
 		return
 	}
