@@ -307,3 +307,41 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		t.Errorf("secret mode without tls.secretName must be rejected:\n%s", out)
 	}
 }
+
+// The webhook's autoscaler: off by default; on, an autoscaling/v2 HPA on
+// CPU whose minimum keeps the PDB satisfiable (minAvailable + 1 unless
+// set), the Deployment starting at that minimum, and a minimum the PDB
+// could block refused with a message naming both values.
+func TestWebhookAutoscaling(t *testing.T) {
+	if n := kinds(render(t, "ns"))["HorizontalPodAutoscaler"]; n != 0 {
+		t.Fatalf("default render has %d HorizontalPodAutoscalers, want none", n)
+	}
+	objs := render(t, "ns", "--set", "webhook.autoscaling.enabled=true", "--set", "webhook.podDisruptionBudget.minAvailable=2")
+	hpa := find(objs, "HorizontalPodAutoscaler", "orchestratord-webhook")
+	if hpa == nil {
+		t.Fatal("no HorizontalPodAutoscaler orchestratord-webhook")
+	}
+	field := func(obj *unstructured.Unstructured, path ...string) string {
+		v, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
+		return fmt.Sprint(v)
+	}
+	min, max := field(hpa, "spec", "minReplicas"), field(hpa, "spec", "maxReplicas")
+	target := field(hpa, "spec", "scaleTargetRef", "name")
+	if min != "3" || max != "6" || target != "orchestratord-webhook" {
+		t.Errorf("HPA min %s max %s target %q, want 3 (minAvailable 2 + 1), 6, the webhook Deployment", min, max, target)
+	}
+	metrics, _, _ := unstructured.NestedSlice(hpa.Object, "spec", "metrics")
+	if len(metrics) != 1 || fmt.Sprint(metrics[0]) != "map[resource:map[name:cpu target:map[averageUtilization:70 type:Utilization]] type:Resource]" {
+		t.Errorf("HPA metrics %v, want CPU utilization 70%%", metrics)
+	}
+	if replicas := field(find(objs, "Deployment", "orchestratord-webhook"), "spec", "replicas"); replicas != "3" {
+		t.Errorf("webhook Deployment replicas %s under the autoscaler, want its minimum 3", replicas)
+	}
+	if find(objs, "PodDisruptionBudget", "orchestratord-webhook") == nil {
+		t.Error("no webhook PDB under the autoscaler")
+	}
+	out, err := helmRun("template", "orchestratord", chartDir, "--set", "webhook.autoscaling.enabled=true", "--set", "webhook.autoscaling.minReplicas=1")
+	if err == nil || !strings.Contains(out, "webhook.autoscaling.minReplicas (1) must be above webhook.podDisruptionBudget.minAvailable (1)") {
+		t.Errorf("minReplicas at minAvailable: %v\n%s", err, out)
+	}
+}

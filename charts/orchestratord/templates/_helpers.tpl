@@ -152,9 +152,62 @@ priorityClassName: {{ . }}
 {{- end -}}
 
 {{/* A PodDisruptionBudget when there is more than one replica: (list . "webhook" .Values.webhook) */}}
+{{/* "true" when the webhook autoscales; safe on values without the key. */}}
+{{- define "orchestratord.webhook.autoscaled" -}}
+{{- if dig "autoscaling" "enabled" false .Values.webhook }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The webhook autoscaler's minReplicas: set, it must be above an integer
+minAvailable (else an eviction at the minimum could leave no ready replica);
+empty, it is minAvailable + 1, or 2.
+*/}}
+{{- define "orchestratord.webhook.minReplicas" -}}
+{{- $v := .Values.webhook -}}
+{{- $reuse := "(helm upgrade --reuse-values keeps the values of the chart the release was installed with, which had no webhook.autoscaling: use --reset-then-reuse-values)" -}}
+{{- if kindIs "invalid" $v.autoscaling.maxReplicas }}{{ fail (printf "webhook.autoscaling.maxReplicas is not set %s" $reuse) }}{{ end -}}
+{{- if kindIs "invalid" $v.autoscaling.targetCPUUtilizationPercentage }}{{ fail (printf "webhook.autoscaling.targetCPUUtilizationPercentage is not set %s" $reuse) }}{{ end -}}
+{{- $pdb := $v.podDisruptionBudget -}}
+{{- $floor := 1 -}}
+{{- if and $pdb.enabled (kindIs "float64" $pdb.minAvailable) }}{{ $floor = add (int $pdb.minAvailable) 1 }}{{ end -}}
+{{- if and $pdb.enabled (kindIs "int64" $pdb.minAvailable) }}{{ $floor = add (int $pdb.minAvailable) 1 }}{{ end -}}
+{{- if kindIs "invalid" $v.autoscaling.minReplicas -}}
+{{ max $floor 2 }}
+{{- else -}}
+{{- if lt (int $v.autoscaling.minReplicas) (int $floor) -}}
+{{- fail (printf "webhook.autoscaling.minReplicas (%v) must be above webhook.podDisruptionBudget.minAvailable (%v): at the minimum a voluntary eviction would leave no ready replica" $v.autoscaling.minReplicas $pdb.minAvailable) -}}
+{{- end -}}
+{{- if gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas) -}}
+{{- fail (printf "webhook.autoscaling.minReplicas (%v) is above maxReplicas (%v)" $v.autoscaling.minReplicas $v.autoscaling.maxReplicas) -}}
+{{- end -}}
+{{ $v.autoscaling.minReplicas }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The webhook Deployment's replicas. Under the autoscaler the count it chose
+is kept across upgrades (the live Deployment's; minReplicas on install and
+in helm template), so an upgrade neither resets it nor drops it to 1.
+*/}}
+{{- define "orchestratord.webhook.replicas" -}}
+{{- $v := .Values.webhook -}}
+{{- if include "orchestratord.webhook.autoscaled" . -}}
+{{- $min := int (include "orchestratord.webhook.minReplicas" .) -}}
+{{- $live := lookup "apps/v1" "Deployment" .Release.Namespace (include "orchestratord.webhook.name" .) -}}
+{{- if and $live $live.spec.replicas -}}
+{{ min (max (int $live.spec.replicas) $min) (int $v.autoscaling.maxReplicas) }}
+{{- else -}}
+{{ $min }}
+{{- end -}}
+{{- else -}}
+{{ $v.replicas }}
+{{- end -}}
+{{- end -}}
+
 {{- define "orchestratord.pdb" -}}
 {{- $root := index . 0 -}}{{- $component := index . 1 -}}{{- $values := index . 2 -}}
-{{- if and $values.podDisruptionBudget.enabled (gt (int $values.replicas) 1) }}
+{{- $autoscaled := and (eq $component "webhook") (include "orchestratord.webhook.autoscaled" $root) -}}
+{{- if and $values.podDisruptionBudget.enabled (or $autoscaled (gt (int $values.replicas) 1)) }}
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:

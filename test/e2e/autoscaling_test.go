@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The webhook under its HorizontalPodAutoscaler (webhook.autoscaling), on
+// the local cluster's metrics-server: turning it on by helm upgrade keeps
+// the webhook's replica count (never below the floor) and leaves the
+// controllers alone; the autoscaler reads the webhook's CPU; then
+// `kubectl scale` of the controllers and `kubectl rollout restart` of the
+// webhook each leave the other component's pods as they were.
+func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
+	ctx := context.Background()
+	helm := os.Getenv("HELM")
+	if helm == "" {
+		t.Fatal("HELM (the helm binary) is not set; make e2e sets it")
+	}
+	kubectl := kubectlPath(t)
+	upgrade := func(autoscaling bool) {
+		t.Helper()
+		// --reset-then-reuse-values: the release's values, over this
+		// chart's defaults (webhook.autoscaling.* are newer than the
+		// release's install).
+		out, err := exec.Command(helm, "upgrade", "orchestratord", os.Getenv("CHART"), "-n", operatorNS, "--reset-then-reuse-values",
+			"--set", fmt.Sprintf("webhook.autoscaling.enabled=%t", autoscaling), "--wait", "--timeout", "5m").CombinedOutput()
+		if err != nil {
+			t.Fatalf("helm upgrade (autoscaling %t): %v\n%s", autoscaling, err, out)
+		}
+	}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(kubectl, append([]string{"-n", operatorNS}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	d, err := c.Kube.AppsV1().Deployments(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicasBefore := *d.Spec.Replicas
+	controllersBefore := pods(t, controllers)
+
+	// The webhook's replica count, as low as it went while the upgrade ran.
+	lowest, stop := watchLowestReplicas(t, webhook)
+	upgrade(true)
+	t.Cleanup(func() { upgrade(false) })
+	stop()
+	if got := lowest(); got < replicasBefore {
+		t.Errorf("turning the autoscaler on took the webhook from %d replicas down to %d", replicasBefore, got)
+	}
+	if after := pods(t, controllers); after != controllersBefore {
+		t.Errorf("turning the webhook's autoscaler on touched the controllers: before %v, after %v", controllersBefore, after)
+	}
+
+	// The autoscaler reads the webhook's CPU from metrics-server.
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		hpa, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("conditions %+v, current metrics %+v", hpa.Status.Conditions, hpa.Status.CurrentMetrics)
+		return scalingActive(hpa) && len(hpa.Status.CurrentMetrics) == 1 && hpa.Status.CurrentMetrics[0].Resource != nil &&
+			hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the webhook's autoscaler has no CPU reading: %s", last)
+	}
+	t.Log("autoscaler:", last)
+
+	// kubectl scale of the controllers leaves the webhook's pods.
+	webhookBefore := pods(t, webhook)
+	run("scale", "deployment/"+controllers, "--replicas=3")
+	t.Cleanup(func() { run("scale", "deployment/"+controllers, fmt.Sprintf("--replicas=%d", 2)) })
+	waitRolledOut(t, controllers)
+	if after := pods(t, webhook); after != webhookBefore {
+		t.Errorf("scaling the controllers touched the webhook: before %v, after %v", webhookBefore, after)
+	}
+	// kubectl rollout restart of the webhook leaves the controllers' pods.
+	controllersBefore = pods(t, controllers)
+	run("rollout", "restart", "deployment/"+webhook)
+	run("rollout", "status", "deployment/"+webhook, "--timeout=5m")
+	if after := pods(t, controllers); after != controllersBefore {
+		t.Errorf("restarting the webhook touched the controllers: before %v, after %v", controllersBefore, after)
+	}
+}
+
+func scalingActive(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
+	for _, cond := range hpa.Status.Conditions {
+		if cond.Type == autoscalingv2.ScalingActive {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// watchLowestReplicas polls a Deployment's spec.replicas until stop and
+// reports the lowest it saw.
+func watchLowestReplicas(t *testing.T, deployment string) (lowest func() int32, stop func()) {
+	t.Helper()
+	var mu sync.Mutex
+	low := int32(1 << 30)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if d, err := c.Kube.AppsV1().Deployments(operatorNS).Get(ctx, deployment, metav1.GetOptions{}); err == nil && d.Spec.Replicas != nil {
+				mu.Lock()
+				low = min(low, *d.Spec.Replicas)
+				mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() int32 { mu.Lock(); defer mu.Unlock(); return low }, func() { cancel(); <-done }
+}
