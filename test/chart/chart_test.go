@@ -345,3 +345,43 @@ func TestWebhookAutoscaling(t *testing.T) {
 		t.Errorf("minReplicas at minAvailable: %v\n%s", err, out)
 	}
 }
+
+// The controllers' egress policy: rendered with upstream's gate
+// (networkPolicies.enabled and .internal.enabled) unless set, it restricts
+// egress only, keeps upstream's rule to environmentd's HTTP ports, and lets
+// the API server, DNS and the OTLP endpoint through.
+func TestControllersEgressPolicy(t *testing.T) {
+	const name = "orchestratord-controllers-egress"
+	if find(render(t, "ns"), "NetworkPolicy", name) != nil {
+		t.Error("egress policy rendered without networkPolicies")
+	}
+	if find(render(t, "ns", "--set", "networkPolicies.enabled=true,networkPolicies.internal.enabled=true",
+		"--set", "networkPolicy.egress.enabled=false"), "NetworkPolicy", name) != nil {
+		t.Error("egress policy rendered though networkPolicy.egress.enabled=false")
+	}
+	objs := render(t, "ns", "--set", "networkPolicies.enabled=true,networkPolicies.internal.enabled=true",
+		"--set", "tracing.opentelemetry.endpoint=http://otel.monitoring:14317")
+	np := find(objs, "NetworkPolicy", name)
+	if np == nil {
+		t.Fatal("no controllers egress policy under upstream's gate")
+	}
+	types, _, _ := unstructured.NestedStringSlice(np.Object, "spec", "policyTypes")
+	if fmt.Sprint(types) != "[Egress]" {
+		t.Errorf("policyTypes %v, want [Egress]: a policy without them also denies all ingress", types)
+	}
+	rules, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+	var got []string
+	for _, r := range rules {
+		got = append(got, fmt.Sprint(r))
+	}
+	want := []string{
+		"map[ports:[map[port:6876 protocol:TCP] map[port:6878 protocol:TCP]] to:[map[namespaceSelector:map[] podSelector:map[matchLabels:map[materialize.cloud/app:environmentd]]]]]",
+		"map[ports:[map[port:443 protocol:TCP] map[port:6443 protocol:TCP]]]",
+		"map[to:[map[namespaceSelector:map[] podSelector:map[matchLabels:map[k8s-app:kube-dns]]]]]",
+		"map[ports:[map[port:53 protocol:UDP] map[port:53 protocol:TCP]]]",
+		"map[ports:[map[port:14317 protocol:TCP]]]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("egress rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/materializeinc/orchestratord/test/cluster"
 )
 
 const (
@@ -49,84 +51,10 @@ func TestNetworkPoliciesAreEnforced(t *testing.T) {
 		_ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
 
-	for _, role := range []string{"server", "client"} {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: role, Namespace: ns, Labels: map[string]string{"role": role}},
-			Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: ptrTo[int64](1),
-				Containers: []corev1.Container{{
-					Name: "netprobe", Image: netprobeImage, ImagePullPolicy: corev1.PullNever,
-					Args:  []string{"serve", fmt.Sprintf(":%d", netprobePort)},
-					Ports: []corev1.ContainerPort{{Name: "probe", ContainerPort: netprobePort}},
-					ReadinessProbe: &corev1.Probe{
-						ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(netprobePort)}},
-						PeriodSeconds: 1,
-					},
-				}},
-			},
-		}
-		if _, err := c.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var server *corev1.Pod
-	poll(t, "the server and client pods to be ready", 2*time.Minute, func() (bool, error) {
-		ready := 0
-		for _, name := range []string{"server", "client"} {
-			p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			if podReady(p) && p.Status.PodIP != "" {
-				ready++
-			}
-			if name == "server" {
-				server = p
-			}
-		}
-		return ready == 2, nil
-	})
+	server := netprobePod(t, ns, "server", map[string]string{"role": "server"})
+	netprobePod(t, ns, "client", map[string]string{"role": "client"})
 	target := fmt.Sprintf("%s:%d", server.Status.PodIP, netprobePort)
-	kubectl := kubectlPath(t)
-	// reachable runs one connection attempt from the client pod; an error
-	// is a failure of the exec itself, not of the connection.
-	reachable := func() (bool, string, error) {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, kubectl, "-n", ns, "exec", "client", "--",
-			netprobeBin, "dial", "-timeout", "2s", target).CombinedOutput()
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return true, string(out), nil
-		case errors.As(err, &exit) && exit.ExitCode() == netprobeUnreachable:
-			return false, string(out), nil
-		default:
-			return false, string(out), fmt.Errorf("kubectl exec: %v: %s", err, out)
-		}
-	}
-	// expect retries until the connection's fate is want three times in a
-	// row (one lucky attempt does not pass), within a minute.
-	expect := func(want bool, why string) {
-		t.Helper()
-		var last string
-		var lastErr error
-		seen := 0
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			got, out, err := reachable()
-			last, lastErr = strings.TrimSpace(out), err
-			if err != nil || got != want {
-				seen = 0
-				return false, nil
-			}
-			seen++
-			return seen == 3, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: the client's connection to %s did not become reachable=%v within a minute (last: %q, exec error: %v)", why, target, want, last, lastErr)
-		}
-		t.Logf("%s: reachable=%v (%s)", why, want, last)
-	}
+	expect := func(want bool, why string) { t.Helper(); expectReachable(t, ns, "client", target, want, why) }
 
 	expect(true, "no NetworkPolicy")
 
@@ -159,6 +87,127 @@ func TestNetworkPoliciesAreEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(true, "default-deny plus a policy admitting the client")
+}
+
+// reachableFrom runs one connection attempt from a netprobe pod; an error
+// is a failure of the exec itself, not of the connection.
+// A target that is not a netprobe server is named "connect:ADDR": the TCP
+// handshake is enough.
+func reachableFrom(t *testing.T, ns, pod, target string) (bool, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := []string{"-n", ns, "exec", pod, "--", netprobeBin, "dial", "-timeout", "2s"}
+	if addr, ok := strings.CutPrefix(target, "connect:"); ok {
+		args = append(args, "-connect", addr)
+	} else {
+		args = append(args, target)
+	}
+	out, err := exec.CommandContext(ctx, kubectlPath(t), args...).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, string(out), nil
+	case errors.As(err, &exit) && exit.ExitCode() == netprobeUnreachable:
+		return false, string(out), nil
+	default:
+		return false, string(out), fmt.Errorf("kubectl exec: %v: %s", err, out)
+	}
+}
+
+// expectReachable retries until a connection's fate from pod to target is
+// want three times in a row (one lucky attempt does not pass), within a
+// minute.
+func expectReachable(t *testing.T, ns, pod, target string, want bool, why string) {
+	t.Helper()
+	var last string
+	var lastErr error
+	seen := 0
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got, out, err := reachableFrom(t, ns, pod, target)
+		last, lastErr = strings.TrimSpace(out), err
+		if err != nil || got != want {
+			seen = 0
+			return false, nil
+		}
+		seen++
+		return seen == 3, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %s's connection to %s did not become reachable=%v within a minute (last: %q, exec error: %v)", why, pod, target, want, last, lastErr)
+	}
+	t.Logf("%s: reachable=%v (%s)", why, want, last)
+}
+
+// netprobePod runs a netprobe server pod and waits until it is ready.
+func netprobePod(t *testing.T, ns, name string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptrTo[int64](1),
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptrTo(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "netprobe", Image: netprobeImage, ImagePullPolicy: corev1.PullNever,
+				Args:  []string{"serve", fmt.Sprintf(":%d", netprobePort)},
+				Ports: []corev1.ContainerPort{{Name: "probe", ContainerPort: netprobePort}},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptrTo(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(netprobePort)}},
+					PeriodSeconds: 1,
+				},
+			}},
+		},
+	}
+	if _, err := c.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo[int64](0)})
+	})
+	var got *corev1.Pod
+	poll(t, "pod "+name+" to be ready", 2*time.Minute, func() (bool, error) {
+		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got = p
+		return podReady(p) && p.Status.PodIP != "", nil
+	})
+	return got
+}
+
+// The controllers' egress policy (networkPolicy.egress, on here with
+// networkPolicies.internal as upstream renders its egress-to-environmentd)
+// is enforced: a pod with the controllers' labels reaches environmentd's
+// internal HTTP port and the API server, and nothing else: not
+// environmentd's SQL port, nor balancerd, though their own policies admit
+// it.
+func TestControllersEgressIsLimitedByTheirPolicy(t *testing.T) {
+	ctx := context.Background()
+	buildNetprobeImage(t)
+	if _, err := c.Kube.NetworkingV1().NetworkPolicies(operatorNS).Get(ctx, "orchestratord-controllers-egress", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the controllers' egress policy: %v", err)
+	}
+	labels := map[string]string{"app.kubernetes.io/name": "orchestratord", "app.kubernetes.io/instance": "orchestratord",
+		"app.kubernetes.io/component": "controllers", "e2e": "egress-probe"}
+	netprobePod(t, operatorNS, "e2e-egress-probe", labels)
+	ip := func(selector string) string {
+		t.Helper()
+		list, err := c.Kube.CoreV1().Pods(cluster.SampleNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(list.Items) == 0 || list.Items[0].Status.PodIP == "" {
+			t.Fatalf("a running pod %s in %s: %v", selector, cluster.SampleNamespace, err)
+		}
+		return list.Items[0].Status.PodIP
+	}
+	environmentd, balancerd := ip("materialize.cloud/app=environmentd"), ip("materialize.cloud/app=balancerd")
+	apiServer := "connect:kubernetes.default.svc.cluster.local:443"
+	expectReachable(t, operatorNS, "e2e-egress-probe", apiServer, true, "the API server, by name (DNS too)")
+	expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+environmentd+":6878", true, "environmentd's internal HTTP port")
+	expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+environmentd+":6875", false, "environmentd's SQL port")
+	expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+balancerd+":6875", false, "balancerd's SQL port")
 }
 
 // buildNetprobeImage builds test/netprobe into an image with this tree's

@@ -7,8 +7,11 @@
 // attempt, which the test reads from the pod's log.
 //
 //	netprobe serve ADDR              accept TCP connections on ADDR, answer "ok", until SIGTERM
-//	netprobe dial [-timeout D] ADDR  connect to ADDR and read the answer: exit 0 if
-//	                                 it came, 3 if the connection failed, 2 on misuse
+//	netprobe dial [-timeout D] [-connect] ADDR
+//	                                 connect to ADDR and read the answer: exit 0 if
+//	                                 it came, 3 if the connection failed, 2 on misuse;
+//	                                 -connect: the TCP handshake is enough (a peer
+//	                                 that is not netprobe, which says nothing first)
 //	netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL
 //	                                 until SIGTERM: a pgwire login as materialize
 //	                                 and an HTTP GET every D, a line each
@@ -50,11 +53,12 @@ func main() {
 	case "dial":
 		fs := flag.NewFlagSet("dial", flag.ExitOnError)
 		timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")
+		connectOnly := fs.Bool("connect", false, "succeed once connected, without an answer")
 		_ = fs.Parse(os.Args[2:])
 		if fs.NArg() != 1 {
 			usage()
 		}
-		if err := dial(fs.Arg(0), *timeout); err != nil {
+		if err := dial(fs.Arg(0), *timeout, *connectOnly); err != nil {
 			fmt.Fprintln(os.Stderr, "netprobe dial:", err)
 			os.Exit(Unreachable)
 		}
@@ -175,12 +179,18 @@ func serve(addr string) error {
 	}
 }
 
-func dial(addr string, timeout time.Duration) error {
+// dial connects to addr and, unless connectOnly, reads netprobe's answer.
+// A policy agent decides on a connection's first packet, so a completed
+// handshake is reachability.
+func dial(addr string, timeout time.Duration, connectOnly bool) error {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
+	if connectOnly {
+		return nil
+	}
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	b := make([]byte, 3)
 	if _, err := io.ReadFull(conn, b); err != nil {
