@@ -13,7 +13,11 @@ package upstream_test
 //     removing this project's carry annotations (conversion.materialize.cloud/…)
 //     and comparing numbers by value;
 //   - for an object upstream reads whole, that upstream's typed reader of
-//     the other version also reads what Convert made of it.
+//     the other version also reads what Convert made of it;
+//   - for a v1 write, the storage round trip: the v1alpha1 object this
+//     webhook stores, as upstream sees it after a switch back (its
+//     webhook's v1, its controller's rollout hash), against the object
+//     upstream's own webhook would have stored.
 //
 // A divergence fails the test unless a named allowance below says the
 // project differs on purpose. Each kind of divergence is reported once,
@@ -230,6 +234,49 @@ func TestDifferentialAgainstUpstreamSerde(t *testing.T) {
 			agreed++
 		}
 	}
+	// The storage round trip of every v1 write both sides convert: stored
+	// as this webhook converts it, then, after a switch back, served to v1
+	// readers by upstream's webhook and hashed by upstream's controller;
+	// against the same object stored as upstream's webhook converts it.
+	var trips []*probeCase
+	var tripRequests [][]byte
+	for _, c := range cases {
+		if c.kind != "convert" || c.from != conversion.V1 || c.goErr != nil || c.upOut == nil {
+			continue
+		}
+		ours, theirs := mustEncode(t, c.goOut), mustEncode(t, c.upOut)
+		trips = append(trips, c)
+		tripRequests = append(tripRequests,
+			fmt.Appendf(nil, `{"op":"to_v1","object":%s}`, ours), fmt.Appendf(nil, `{"op":"to_v1","object":%s}`, theirs),
+			fmt.Appendf(nil, `{"op":"hash","object":%s}`, ours), fmt.Appendf(nil, `{"op":"hash","object":%s}`, theirs))
+	}
+	tripResponses := o.batch(t, tripRequests)
+	for i, c := range trips {
+		r := tripResponses[4*i : 4*i+4]
+		diffs := roundTripDifferences(c, r[0], r[1], r[2], r[3])
+		for _, d := range diffs {
+			if a := allowedBy(d); a != "" {
+				allowed[a]++
+				continue
+			}
+			s := found[d.category()]
+			if s == nil {
+				s = &seen{}
+				found[d.category()] = s
+			}
+			s.count++
+			if !c.odd {
+				s.admissible++
+			}
+			if s.example == nil || (s.example.odd && !c.odd) || (s.example.odd == c.odd && len(c.input) < len(s.example.input)) {
+				s.example, s.diff = c, d
+			}
+		}
+		if len(diffs) > 0 {
+			agreed--
+		}
+	}
+	t.Logf("%d v1 writes followed through storage (4 oracle requests each)", len(trips))
 	t.Logf("%d objects (%d with values the CRD schema would not admit), %d probes, %d oracle requests: generating %v, Go %v, oracle %v",
 		n, odd, len(cases), len(requests), generated.Round(time.Millisecond), goTime.Round(time.Millisecond),
 		oracleTime.Round(time.Millisecond))
@@ -250,7 +297,7 @@ func TestDifferentialAgainstUpstreamSerde(t *testing.T) {
 	for _, category := range categories {
 		s := found[category]
 		example, diff := s.example, s.diff
-		if time.Now().Before(deadline) {
+		if time.Now().Before(deadline) && !strings.HasPrefix(category, roundTripProbe) {
 			example, diff = shrink(t, o, example, category, deadline)
 		}
 		admissible := "only in objects the CRD schema would not admit"
@@ -290,6 +337,7 @@ type probeCase struct {
 	from, to   string
 	goOut      map[string]any
 	goErr      error
+	upOut      map[string]any // upstream's conversion, when it made one
 	goHash     string
 	hashInput  map[string]any // the hash probe's spec and annotations
 	requests   [][]byte       // one JSON object each, without its id
@@ -421,6 +469,9 @@ func (c *probeCase) judgeConvert(r map[string]any) []difference {
 	probe := opFor(c.to)
 	upErr, _ := r["error"].(string)
 	upOut, _ := r["object"].(map[string]any)
+	if upErr == "" {
+		c.upOut = upOut
+	}
 	switch {
 	case upErr != "" && c.goErr != nil:
 		return nil
@@ -467,6 +518,49 @@ func (c *probeCase) judgeConvert(r map[string]any) []difference {
 			diffs = append(diffs, d)
 		}
 	})
+	return diffs
+}
+
+// roundTripProbe names the storage round trip's probes.
+const roundTripProbe = "storage round trip"
+
+// roundTripDifferences compares, for a v1 write c, upstream's view of the
+// object stored by this webhook (ours) with its view of the object its own
+// webhook would have stored (theirs): the v1 object its webhook serves
+// (this project's carry annotations aside) and the rollout hash its
+// controller computes.
+func roundTripDifferences(c *probeCase, oursV1, theirsV1, oursHash, theirsHash map[string]any) []difference {
+	var diffs []difference
+	oursErr, _ := oursV1["error"].(string)
+	theirsErr, _ := theirsV1["error"].(string)
+	ours, _ := oursV1["object"].(map[string]any)
+	theirs, _ := theirsV1["object"].(map[string]any)
+	probe := roundTripProbe + " to_v1"
+	switch {
+	case oursErr != "" && theirsErr != "":
+	case oursErr != "" || theirsErr != "":
+		diffs = append(diffs, difference{probe: probe, kind: "refused one of the two", upstream: theirsErr, goSide: oursErr,
+			upstreamFull: compact(theirs), goFull: compact(ours), cause: oursErr + theirsErr})
+	default:
+		ours = stripCarry(c.obj, ours)
+		seenCategory := map[string]bool{}
+		walkDiff(nil, theirs, ours, func(path []string, kind string, up, got any) {
+			d := difference{probe: probe, path: path, kind: kind, upstream: describe(up), goSide: describe(got),
+				upstreamFull: compact(theirs), goFull: compact(ours)}
+			if !seenCategory[d.category()] {
+				seenCategory[d.category()] = true
+				diffs = append(diffs, d)
+			}
+		})
+	}
+	oh, _ := oursHash["hash"].(string)
+	th, _ := theirsHash["hash"].(string)
+	oe, _ := oursHash["error"].(string)
+	te, _ := theirsHash["error"].(string)
+	if oh != th || (oe == "") != (te == "") {
+		diffs = append(diffs, difference{probe: roundTripProbe + " hash", kind: "different hashes",
+			upstream: "hash " + th + " " + te, goSide: "hash " + oh + " " + oe, upstreamFull: th + te, goFull: oh + oe})
+	}
 	return diffs
 }
 
