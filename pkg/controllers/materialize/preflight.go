@@ -45,10 +45,11 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		}
 	}
 	if other != nil {
-		// upstream's message: two environments on one environment ID would
-		// share a catalog's identity (and, with one backend, a catalog).
-		res.problem = fmt.Sprintf("Materialize resources %s/%s and %s/%s have the environmentId field set to the same value. "+
-			"This field must be unique across environments.", e.mz.Namespace, e.mz.Name, other.Namespace, other.Name)
+		// Two environments on one environment ID would share a catalog's
+		// identity (and, with one backend, a catalog). Unlike upstream's
+		// message, this one names neither the other Materialize nor its
+		// namespace: it may be another tenant's.
+		res.problem = "spec.environmentId is the environmentId of an older Materialize; it must be unique across environments"
 		return res, nil
 	}
 	ref := e.mz.Spec.EnvironmentdImageRef
@@ -167,9 +168,11 @@ func unversionedNote(ref string) string {
 	}
 }
 
-// sharingEnvironmentID returns another Materialize with mz's environmentId,
-// from the informer's index: a scan of every Materialize on each pass of
-// each pending rollout grew with the square of their number.
+// sharingEnvironmentID returns an older Materialize with mz's
+// environmentId (the oldest wins: a tenant cannot take an environment's id
+// from it by creating another Materialize), from the informer's index: a
+// scan of every Materialize on each pass of each pending rollout grew with
+// the square of their number.
 func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) (*v1alpha1.Materialize, error) {
 	if !isSet(mz.Spec.EnvironmentID) {
 		return nil, nil
@@ -179,11 +182,20 @@ func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) (*v1alpha1.M
 		return nil, fmt.Errorf("finding Materializes with environmentId %q: %w", mz.Spec.EnvironmentID, err)
 	}
 	for _, obj := range same {
-		if other, ok := obj.(*v1alpha1.Materialize); ok && other.UID != mz.UID {
+		if other, ok := obj.(*v1alpha1.Materialize); ok && other.UID != mz.UID && older(other, mz) {
 			return other, nil
 		}
 	}
 	return nil, nil
+}
+
+// older reports whether a was created before b; the UID orders two
+// created in the same second.
+func older(a, b *v1alpha1.Materialize) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.UID < b.UID
 }
 
 // environmentIDIndex indexes Materializes by spec.environmentId as

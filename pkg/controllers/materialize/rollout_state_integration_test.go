@@ -56,30 +56,39 @@ func TestLeaderAPIWaitsForAReadyPod(t *testing.T) {
 	}
 }
 
-// As upstream, two environments cannot share an environmentId; here it is
-// a FailedDeploy condition with upstream's message, and nothing is created.
+// As upstream, two environments cannot share an environmentId: the oldest
+// wins, the other gets a FailedDeploy condition that names neither the
+// winner nor its namespace (another tenant's), and nothing is created for
+// it, even when both are new when the controller first sees them.
 func TestSharedEnvironmentIDIsRefused(t *testing.T) {
-	ns := environmentNamespace(t)
-	startController(t, fastPreflight)
+	ns, otherTenant := environmentNamespace(t), environmentNamespace(t)
 	ctx := context.Background()
-	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "first"), metav1.CreateOptions{}); err != nil {
+	first := newMaterialize(otherTenant, "first")
+	first.Spec.EnvironmentID = uuid.NewString()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(otherTenant).Create(ctx, first, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	first := waitRolledOut(t, ns, "first", 1)
+	// Creation timestamps have a second's resolution.
+	time.Sleep(1100 * time.Millisecond)
 	second := newMaterialize(ns, "second")
 	second.Spec.EnvironmentID = first.Spec.EnvironmentID
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := "Materialize resources " + ns + "/second and " + ns + "/first have the environmentId field set to the same value."
+	startController(t, fastPreflight)
+	waitRolledOut(t, otherTenant, "first", 1)
 	got := waitReason(t, ns, "second", materialize.ReasonFailedDeploy)
-	if c := upToDate(got); !strings.Contains(c.Message, want) {
+	c := upToDate(got)
+	if want := "spec.environmentId is the environmentId of an older Materialize"; !strings.Contains(c.Message, want) {
 		t.Fatalf("condition %q, want it to contain %q", c.Message, want)
+	}
+	if strings.Contains(c.Message, otherTenant) || strings.Contains(c.Message, "first") {
+		t.Errorf("the condition names the other tenant's Materialize: %q", c.Message)
 	}
 	if stsExists(t, ns, got.Status.ResourceID, 1) {
 		t.Error("a generation was created for a duplicate environmentId")
 	}
-	if c := upToDate(get(t, ns, "first")); c.Reason != materialize.ReasonApplied {
+	if c := upToDate(get(t, otherTenant, "first")); c.Reason != materialize.ReasonApplied {
 		t.Errorf("the first environment is disturbed: %s %s", c.Reason, c.Message)
 	}
 	// environmentId is immutable: the fix is a new Materialize.
