@@ -385,3 +385,41 @@ func TestControllersEgressPolicy(t *testing.T) {
 		t.Errorf("egress rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// The values files of docs/install-production.md (its ```yaml blocks whose
+// first line is "# values-<name>.yaml") render with the chart: every key
+// they set exists and passes the schema, and the cloud provider they name
+// reaches the controllers.
+func TestProductionValuesRender(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "install-production.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, block := range strings.Split(string(page), "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		first, _, _ := strings.Cut(body, "\n")
+		if name, ok := strings.CutPrefix(first, "# "); ok && strings.HasPrefix(name, "values-") {
+			files[name] = body
+		}
+	}
+	for name, provider := range map[string]string{"values-eks.yaml": "aws", "values-gke.yaml": "gcp"} {
+		body, ok := files[name]
+		if !ok {
+			t.Errorf("docs/install-production.md has no %s block", name)
+			continue
+		}
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		objs := render(t, "orchestratord", "-f", path)
+		args := strings.Join(containerArgs(t, find(objs, "Deployment", "orchestratord-controllers")), " ")
+		if !strings.Contains(args, "--cloud-provider="+provider) {
+			t.Errorf("%s: the controllers run without --cloud-provider=%s: %s", name, provider, args)
+		}
+		if find(objs, "HorizontalPodAutoscaler", "orchestratord-webhook") == nil {
+			t.Errorf("%s: no webhook autoscaler", name)
+		}
+	}
+}
