@@ -250,10 +250,21 @@ func sortCarried(out []carried) {
 	slices.SortFunc(out, func(a, b carried) int { return slices.Compare(a.Path, b.Path) })
 }
 
+// alwaysDerived is a carried field that is never carried:
+// status.requestedRolloutHash is always the hash of the spec (as upstream's
+// conversion derives it). A v1 client that writes the spec echoes the
+// status it read, which the API server then drops (the status
+// subresource), while an annotation would keep the echoed hash of the old
+// spec and show it as the new request's: forcePromote set to it would
+// never promote. Earlier versions wrote such entries: they are ignored.
+func alwaysDerived(f carried) bool {
+	return len(f.Path) == 2 && f.Path[0] == "status" && f.Path[1] == "requestedRolloutHash"
+}
+
 // restore applies carried fields to obj where they are still fresh.
 func restore(obj map[string]any, fields []carried) error {
 	for _, f := range fields {
-		if len(f.Path) == 0 {
+		if len(f.Path) == 0 || alwaysDerived(f) {
 			continue
 		}
 		cur, ok := lookup(obj, f.Path)
@@ -380,6 +391,7 @@ func rawHasType(raw json.RawMessage, want string) bool {
 // putCarry records fields in the named annotation; nothing is written when
 // there is nothing to carry.
 func putCarry(obj map[string]any, key string, fields []carried) {
+	fields = slices.DeleteFunc(fields, alwaysDerived)
 	if len(fields) == 0 {
 		return
 	}

@@ -341,3 +341,41 @@ func TestUpstreamReadsSaysWhy(t *testing.T) {
 		t.Errorf("missing backendSecretName: %v", err)
 	}
 }
+
+// A v1 client that changes the spec writes back the status it read; the API
+// server keeps the stored status (the status subresource), so the echoed
+// requestedRolloutHash, the old spec's, must not come back: read at v1 the
+// Materialize shows the new spec's hash, which promotes it when set as
+// forcePromote (docs/upgrading.md). Earlier versions carried the echo in
+// an annotation; such an entry is ignored.
+func TestEchoedRequestedRolloutHashIsNotCarried(t *testing.T) {
+	stored := mustDecode(t, `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"name":"mz","namespace":"ns"},
+ "spec":{"environmentdImageRef":"materialize/environmentd:v26.1.0","backendSecretName":"b","requestRollout":"00000000-0000-0000-0000-000000000000"},
+ "status":{"resourceId":"abc","activeGeneration":1,"lastCompletedRolloutRequest":"00000000-0000-0000-0000-000000000000","resourcesHash":"","conditions":[]}}`)
+	// The stored object's request is the UUIDv5 of its hash, and completed.
+	read := convert(t, stored, V1)
+	oldHash := get(read, "status", "requestedRolloutHash").(string)
+	set(stored, []string{"spec", "requestRollout"}, RolloutRequest(oldHash))
+	set(stored, []string{"status", "lastCompletedRolloutRequest"}, RolloutRequest(oldHash))
+	read = convert(t, stored, V1)
+
+	// kubectl patch: the spec changes, the status is echoed.
+	set(read, []string{"spec", "forceRollout"}, "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00")
+	written := convert(t, read, V1Alpha1)
+	written["status"] = stored["status"] // the API server keeps the stored status
+	back := convert(t, written, V1)
+	newHash, _ := get(back, "status", "requestedRolloutHash").(string)
+	if newHash == "" || newHash == oldHash {
+		t.Fatalf("requestedRolloutHash after a forced rollout at v1 = %q, want the new spec's (not the echoed %q)", newHash, oldHash)
+	}
+	if get(written, "spec", "requestRollout") != RolloutRequest(newHash) {
+		t.Errorf("the stored request %v is not the UUIDv5 of the hash v1 shows, %s", get(written, "spec", "requestRollout"), newHash)
+	}
+
+	// An annotation an earlier version wrote with the echo is ignored.
+	set(written, []string{"metadata", "annotations", v1CarryAnnotation},
+		`[{"path":["status","requestedRolloutHash"],"value":"`+oldHash+`","derived":"`+newHash+`"}]`)
+	if got := get(convert(t, written, V1), "status", "requestedRolloutHash"); got != newHash {
+		t.Errorf("with an old carry of the echo, requestedRolloutHash = %v, want %s", got, newHash)
+	}
+}

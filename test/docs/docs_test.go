@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -530,4 +531,109 @@ func TestRunbookCoversEveryRolloutReason(t *testing.T) {
 			t.Errorf("the runbook has no row for UpToDate reason %s", reason)
 		}
 	}
+}
+
+// conditionMessageRE is a quoted condition message a doc gives for a
+// generation: "Applying changes for generation N: …".
+var conditionMessageRE = regexp.MustCompile(`"([A-Z][^"]*?)generation N`)
+
+// goStringLiterals are the string literals of the Go sources under dir.
+func goStringLiterals(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					out = append(out, s)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A condition message a doc quotes for a generation is one the controllers
+// write: its words before "generation N" and the generation's number.
+func TestConditionMessagesExist(t *testing.T) {
+	literals := goStringLiterals(t, "pkg/controllers")
+	checked := 0
+	for _, pg := range pages(t) {
+		raw, err := os.ReadFile(pg.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(raw), "\n") {
+			for _, m := range conditionMessageRE.FindAllStringSubmatch(line, -1) {
+				checked++
+				want := m[1] + "generation %d"
+				if !slices.ContainsFunc(literals, func(s string) bool { return strings.Contains(s, want) }) {
+					rel, _ := filepath.Rel(root, pg.path)
+					t.Errorf("%s:%d: no condition message %q in pkg/controllers", rel, n+1, m[1]+"generation N")
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no quoted condition message found: the pattern no longer matches the docs")
+	}
+}
+
+// reasonRE is a backticked CamelCase word on a line about a reason: one
+// that says "reason" (not "no reason") next to a condition or an Event.
+var (
+	reasonRE       = regexp.MustCompile("^[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
+	wordRE         = regexp.MustCompile("^[A-Z][A-Za-z]+$")
+	statusReasonRE = regexp.MustCompile("^(?:UpToDate=)?(?:True|False|Unknown)/([A-Z][A-Za-z]+)$")
+	aboutReasons   = regexp.MustCompile(`(?i)(?:\breasons?\b.*\b(?:condition|event|uptodate|ready|licensekey)|\b(?:condition|event|uptodate|ready|licensekey)s?\b.*\breasons?\b)`)
+)
+
+// A condition or Event reason a doc names (a CamelCase code span on a line
+// that says "reason") is one the code writes: a string constant whose name
+// starts with Reason, or an Event reason.
+func TestReasonsExist(t *testing.T) {
+	known := map[string]bool{}
+	for _, s := range goStringLiterals(t, "pkg") {
+		if wordRE.MatchString(s) {
+			known[s] = true
+		}
+	}
+	checked := 0
+	for _, pg := range pages(t) {
+		raw, err := os.ReadFile(pg.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(raw), "\n")
+		for _, span := range pg.spans {
+			name, line := span.text, lines[span.line-1]
+			if m := statusReasonRE.FindStringSubmatch(name); m != nil {
+				name = m[1] // `False/WaitingForApproval`
+			} else if !(reasonRE.MatchString(name) && aboutReasons.MatchString(line)) &&
+				!(wordRE.MatchString(name) && (strings.Contains(line, "`"+name+"` (Unknown)") ||
+					strings.Contains(line, "`"+name+"` (True)") || strings.Contains(line, "`"+name+"` (False)"))) {
+				continue
+			}
+			checked++
+			if !known[name] {
+				t.Errorf("%s: reason %s is not a string the code writes", pg.where(span), name)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("%d reasons found in the docs: the pattern no longer matches them", checked)
+	}
+	t.Logf("%d reasons named in the docs, each one the code writes", checked)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 )
 
 // The quick start (docs/quickstart.md) works as written: its ```sh blocks,
@@ -140,4 +143,109 @@ func kubectlPath(t *testing.T) string {
 		t.Fatal("no kubectl: set KUBECTL, or HELM with kubectl next to it (make e2e), or put it on PATH")
 	}
 	return p
+}
+
+// docCommands returns the commands of a Markdown page's ```console block
+// that follow the comment line "# <name>", up to a blank line, with the
+// page's placeholders NS and NAME replaced.
+func docCommands(t *testing.T, page, name, ns, mz string) string {
+	t.Helper()
+	raw, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	in := false
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		switch {
+		case strings.TrimSpace(line) == "# "+name:
+			in = true
+		case in && strings.TrimSpace(line) == "", in && strings.HasPrefix(line, "```"):
+			in = false
+		case in:
+			out = append(out, placeholder.ReplaceAllStringFunc(line, func(w string) string {
+				if w == "NS" {
+					return ns
+				}
+				return mz
+			}))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no commands under %q", page, "# "+name)
+	}
+	return strings.Join(out, "\n")
+}
+
+var placeholder = regexp.MustCompile(`\b(NS|NAME)\b`)
+
+// The rollout commands of docs/upgrading.md work as written, at both
+// versions: a forced rollout (v1) waits at ReadyToPromote and the promote
+// command (v1) completes it; a forced rollout (v1alpha1) is cancelled by the
+// cancel command, its generation deleted and the condition Applied (a
+// forced rollout changes no object); forced again, the promote command
+// (v1alpha1) completes it.
+func TestUpgradingCommandsRun(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(root, "docs", "upgrading.md")
+	kubectl := kubectlPath(t)
+	ns := contractNamespace(t, nil)
+	mz := &v1alpha1.Materialize{
+		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
+		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: standinV26_35, BackendSecretName: "backend",
+			RolloutStrategy: v1alpha1.RolloutManuallyPromote},
+	}
+	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 4*time.Minute)
+	run := func(name string) {
+		t.Helper()
+		// The page offers uuidgen or the kernel's UUIDs.
+		script := "command -v uuidgen >/dev/null || uuidgen() { cat /proc/sys/kernel/random/uuid; }\n" + docCommands(t, page, name, ns, "mz")
+		cmd := exec.Command("bash", "-euxo", "pipefail", "-c", script)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s:\n%s", name, out)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	generation := func(want uint64) {
+		t.Helper()
+		if got := activeGeneration(t, ns); got != want {
+			t.Errorf("active generation %d, want %d", got, want)
+		}
+	}
+
+	run("force a rollout (v1)")
+	waitUpToDate(t, ns, metav1.ConditionUnknown, "ReadyToPromote", 4*time.Minute)
+	run("promote (v1)")
+	waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 4*time.Minute)
+	generation(2)
+
+	run("force a rollout (v1alpha1)")
+	got := waitUpToDate(t, ns, metav1.ConditionUnknown, "ReadyToPromote", 4*time.Minute)
+	third := fmt.Sprintf("mz%s-environmentd-3", got.Status.ResourceID)
+	run("cancel (either version: the Materialize is stored at v1alpha1)")
+	// Only forced: no object differs from the active generation's.
+	waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 2*time.Minute)
+	waitExists(t, "the cancelled generation deleted", func() error {
+		if _, err := c.Kube.AppsV1().StatefulSets(ns).Get(context.Background(), third, metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("%s still there", third)
+		}
+		return nil
+	})
+	generation(2)
+
+	run("force a rollout (v1alpha1)")
+	waitUpToDate(t, ns, metav1.ConditionUnknown, "ReadyToPromote", 4*time.Minute)
+	run("promote (v1alpha1)")
+	waitUpToDate(t, ns, metav1.ConditionTrue, "Applied", 4*time.Minute)
+	if got := activeGeneration(t, ns); got < 3 {
+		t.Errorf("active generation %d after the second forced rollout, want 3 or more", got)
+	}
 }
