@@ -384,6 +384,33 @@ func TestControllersEgressPolicy(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("egress rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+
+	// The OTLP rule is the port the exporter dials: the URL's, else its
+	// scheme's.
+	gate := "networkPolicies.enabled=true,networkPolicies.internal.enabled=true"
+	for endpoint, port := range map[string]string{"http://otel.monitoring": "80", "https://otel.example.com/v1/traces": "443",
+		"http://[fd00::1]:4317": "4317", "http://[fd00::1]/x": "80"} {
+		rules, _, _ := unstructured.NestedSlice(find(render(t, "ns", "--set", gate, "--set", "tracing.opentelemetry.endpoint="+endpoint),
+			"NetworkPolicy", name).Object, "spec", "egress")
+		if last := fmt.Sprint(rules[len(rules)-1]); last != "map[ports:[map[port:"+port+" protocol:TCP]]]" {
+			t.Errorf("endpoint %s: OTLP rule %s, want port %s", endpoint, last, port)
+		}
+	}
+	// The GKE node upgrade trigger reaches the metadata server and Google.
+	rules, _, _ = unstructured.NestedSlice(find(render(t, "ns", "--set", gate, "--set", "cloudProvider.type=gcp",
+		"--set", "cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.enabled=true",
+		"--set", "cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.notificationSubscription=projects/p/subscriptions/s",
+		"--set", "cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.clusterName=c",
+		"--set", "cloudProvider.providers.gcp.nodeUpgradeRolloutTrigger.clusterLocation=l"), "NetworkPolicy", name).Object, "spec", "egress")
+	if all := fmt.Sprint(rules); !strings.Contains(all, "169.254.169.254/32") || !strings.Contains(all, "port:988") {
+		t.Errorf("with the GKE trigger, no rule for the metadata server: %s", all)
+	}
+	// Values without the keys (an upgrade with --reuse-values) fail, with
+	// what to do, instead of a rule without ports that admits everything.
+	out, err := helmRun("template", "orchestratord", chartDir, "--set", gate, "--set", "networkPolicy.egress.apiServerPorts=null")
+	if err == nil || !strings.Contains(out, "use --reset-then-reuse-values") {
+		t.Errorf("egress policy without apiServerPorts: %v\n%s", err, out)
+	}
 }
 
 // The values files of docs/install-production.md (its ```yaml blocks whose

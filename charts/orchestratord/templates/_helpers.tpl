@@ -151,7 +151,6 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
-{{/* A PodDisruptionBudget when there is more than one replica: (list . "webhook" .Values.webhook) */}}
 {{/* "true" when the webhook autoscales; safe on values without the key. */}}
 {{- define "orchestratord.webhook.autoscaled" -}}
 {{- if dig "autoscaling" "enabled" false .Values.webhook }}true{{ end -}}
@@ -172,6 +171,9 @@ empty, it is minAvailable + 1, or 2.
 {{- if and $pdb.enabled (kindIs "float64" $pdb.minAvailable) }}{{ $floor = add (int $pdb.minAvailable) 1 }}{{ end -}}
 {{- if and $pdb.enabled (kindIs "int64" $pdb.minAvailable) }}{{ $floor = add (int $pdb.minAvailable) 1 }}{{ end -}}
 {{- if kindIs "invalid" $v.autoscaling.minReplicas -}}
+{{- if gt (max $floor 2) (int $v.autoscaling.maxReplicas) -}}
+{{- fail (printf "webhook.autoscaling.maxReplicas (%v) is below the autoscaler's floor, podDisruptionBudget.minAvailable + 1 (%v)" $v.autoscaling.maxReplicas (max $floor 2)) -}}
+{{- end -}}
 {{ max $floor 2 }}
 {{- else -}}
 {{- if lt (int $v.autoscaling.minReplicas) (int $floor) -}}
@@ -204,6 +206,7 @@ in helm template), so an upgrade neither resets it nor drops it to 1.
 {{- end -}}
 {{- end -}}
 
+{{/* A PodDisruptionBudget when there is more than one replica, or the webhook autoscales: (list . "webhook" .Values.webhook) */}}
 {{- define "orchestratord.pdb" -}}
 {{- $root := index . 0 -}}{{- $component := index . 1 -}}{{- $values := index . 2 -}}
 {{- $autoscaled := and (eq $component "webhook") (include "orchestratord.webhook.autoscaled" $root) -}}

@@ -49,7 +49,7 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		// identity (and, with one backend, a catalog). Unlike upstream's
 		// message, this one names neither the other Materialize nor its
 		// namespace: it may be another tenant's.
-		res.problem = "spec.environmentId is the environmentId of an older Materialize; it must be unique across environments"
+		res.problem = "spec.environmentId is the environmentId of another Materialize, which keeps it; it must be unique across environments"
 		return res, nil
 	}
 	ref := e.mz.Spec.EnvironmentdImageRef
@@ -168,9 +168,9 @@ func unversionedNote(ref string) string {
 	}
 }
 
-// sharingEnvironmentID returns an older Materialize with mz's
-// environmentId (the oldest wins: a tenant cannot take an environment's id
-// from it by creating another Materialize), from the informer's index: a
+// sharingEnvironmentID returns a Materialize that keeps the environmentId
+// mz shares with it (keepsEnvironmentID: a tenant cannot take a running
+// environment's id by creating another Materialize), from the informer's index: a
 // scan of every Materialize on each pass of each pending rollout grew with
 // the square of their number.
 func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) (*v1alpha1.Materialize, error) {
@@ -182,16 +182,22 @@ func (r *reconciler) sharingEnvironmentID(mz *v1alpha1.Materialize) (*v1alpha1.M
 		return nil, fmt.Errorf("finding Materializes with environmentId %q: %w", mz.Spec.EnvironmentID, err)
 	}
 	for _, obj := range same {
-		if other, ok := obj.(*v1alpha1.Materialize); ok && other.UID != mz.UID && older(other, mz) {
+		if other, ok := obj.(*v1alpha1.Materialize); ok && other.UID != mz.UID && keepsEnvironmentID(other, mz) {
 			return other, nil
 		}
 	}
 	return nil, nil
 }
 
-// older reports whether a was created before b; the UID orders two
+// keepsEnvironmentID reports whether a keeps an environmentId a and b
+// share: the one whose environment runs (it has a catalog under that id),
+// else the older (an id filled in later from a license key does not make
+// a young environment's id an old Materialize's); the UID orders two
 // created in the same second.
-func older(a, b *v1alpha1.Materialize) bool {
+func keepsEnvironmentID(a, b *v1alpha1.Materialize) bool {
+	if aRuns, bRuns := a.Status.ActiveGeneration > 0, b.Status.ActiveGeneration > 0; aRuns != bRuns {
+		return aRuns
+	}
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}

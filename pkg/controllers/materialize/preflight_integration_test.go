@@ -254,7 +254,7 @@ func TestEnvironmentIDIsUsedAsUpstreamWritesIt(t *testing.T) {
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, twin, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if c := upToDate(waitReason(t, ns, "twin", materialize.ReasonFailedDeploy)); !strings.Contains(c.Message, "spec.environmentId is the environmentId of an older Materialize") {
+	if c := upToDate(waitReason(t, ns, "twin", materialize.ReasonFailedDeploy)); !strings.Contains(c.Message, "spec.environmentId is the environmentId of another Materialize, which keeps it") {
 		t.Errorf("twin: %q", c.Message)
 	}
 

@@ -56,8 +56,8 @@ func TestLeaderAPIWaitsForAReadyPod(t *testing.T) {
 	}
 }
 
-// As upstream, two environments cannot share an environmentId: the oldest
-// wins, the other gets a FailedDeploy condition that names neither the
+// As upstream, two environments cannot share an environmentId: the running
+// one, else the oldest, wins; the other gets a FailedDeploy condition that names neither the
 // winner nor its namespace (another tenant's), and nothing is created for
 // it, even when both are new when the controller first sees them.
 func TestSharedEnvironmentIDIsRefused(t *testing.T) {
@@ -79,7 +79,7 @@ func TestSharedEnvironmentIDIsRefused(t *testing.T) {
 	waitRolledOut(t, otherTenant, "first", 1)
 	got := waitReason(t, ns, "second", materialize.ReasonFailedDeploy)
 	c := upToDate(got)
-	if want := "spec.environmentId is the environmentId of an older Materialize"; !strings.Contains(c.Message, want) {
+	if want := "spec.environmentId is the environmentId of another Materialize, which keeps it"; !strings.Contains(c.Message, want) {
 		t.Fatalf("condition %q, want it to contain %q", c.Message, want)
 	}
 	if strings.Contains(c.Message, otherTenant) || strings.Contains(c.Message, "first") {
@@ -98,6 +98,39 @@ func TestSharedEnvironmentIDIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRolledOut(t, ns, "third", 1)
+
+	// A Materialize that never ran (its backend Secret is missing, so no
+	// license key fills its environmentId), whose environmentId is set
+	// afterwards (it may be, once) to a running environment's, does not
+	// take it though it is older: it is refused, and the running
+	// environment's next rollout goes on.
+	idle := newMaterialize(otherTenant, "idle")
+	idle.Spec.BackendSecretName = "missing"
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(otherTenant).Create(ctx, idle, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReason(t, otherTenant, "idle", materialize.ReasonFailedDeploy)
+	time.Sleep(1100 * time.Millisecond) // so that third is the younger
+	third = newMaterialize(ns, "fourth")
+	third.Spec.EnvironmentID = uuid.NewString()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, third, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "fourth", 1)
+	update(t, otherTenant, "idle", func(mz *v1alpha1.Materialize) {
+		mz.Spec.EnvironmentID = third.Spec.EnvironmentID
+		mz.Spec.BackendSecretName = "backend"
+		mz.Spec.RequestRollout = uuid.NewString()
+	})
+	waitFor(t, "the idle Materialize refused the running environment's id", func() (bool, error) {
+		c := upToDate(get(t, otherTenant, "idle"))
+		return c != nil && strings.Contains(c.Message, "which keeps it"), nil
+	})
+	update(t, ns, "fourth", func(mz *v1alpha1.Materialize) {
+		mz.Spec.RequestRollout = uuid.NewString()
+		mz.Spec.ForceRollout = uuid.NewString()
+	})
+	waitRolledOut(t, ns, "fourth", 2)
 }
 
 // As upstream, an environment recreated over an existing catalog resumes
