@@ -26,8 +26,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/materializeinc/orchestratord/test/standin/balancerd"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 	"github.com/materializeinc/orchestratord/test/standin/clusterd"
@@ -105,15 +103,9 @@ func environmentd(ctx context.Context, log *slog.Logger) error {
 func process(ctx context.Context, log *slog.Logger, plan *standin.Plan, version string) (*standin.Process, error) {
 	p := &standin.Process{Log: log, Catalog: &standin.MemoryCatalog{}, FenceCheck: time.Second}
 	if o, _ := plan.Args.Get("orchestrator"); o == "kubernetes" {
-		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
-		// environmentd panics when it cannot create its orchestrator.
-		cfg, err := loader.ClientConfig()
+		cfg, ns, err := standin.KubeClientConfig()
 		if err != nil {
-			return nil, &standin.ExitError{Code: standin.ExitPanic, Message: "environmentd: fatal: creating kubernetes orchestrator: " + err.Error()}
-		}
-		ns, _, err := loader.Namespace()
-		if err != nil {
-			return nil, &standin.ExitError{Code: standin.ExitPanic, Message: "environmentd: fatal: creating kubernetes orchestrator: " + err.Error()}
+			return nil, err
 		}
 		// STANDIN_HYDRATION (a Materialize's environmentdExtraEnv) is how
 		// long its replicas take to hydrate; real environmentd ignores it.

@@ -8,18 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
-// Usage is clusterd's answer on /api/usage-metrics (upstream
-// clusterd/src/usage_metrics.rs): the process's resident and swapped memory,
-// its heap limit (memory + swap, as its cgroup limits them) and the disk
-// used under --scratch-directory. A figure clusterd cannot read is null.
-type Usage struct {
-	DiskBytes   *uint64 `json:"disk_bytes"`
-	MemoryBytes *uint64 `json:"memory_bytes"`
-	SwapBytes   *uint64 `json:"swap_bytes"`
-	HeapLimit   *uint64 `json:"heap_limit"`
-}
+// Usage is clusterd's answer on /api/usage-metrics.
+type Usage = standin.ClusterdUsage
 
 // usageFS is where the collector reads the kernel's figures (tests point it
 // at a directory of their own).

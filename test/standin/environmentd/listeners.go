@@ -250,16 +250,23 @@ func sortedNames[V any](m map[string]V) []string {
 
 // internalUsers are environmentd's internal users (upstream
 // INTERNAL_USER_NAMES).
-var internalUsers = map[string]bool{mzenv.SystemUser: true, "mz_support": true, "mz_analytics": true}
+var internalUsers = map[string]bool{mzenv.SystemUser: true, supportUser: true, "mz_analytics": true}
 
-// reservedRoleName is upstream's is_reserved_role_name: the mz_ and pg_
-// prefixes, PUBLIC and the role specification keywords.
+// supportUser is environmentd's support user (upstream SUPPORT_USER_NAME).
+const supportUser = "mz_support"
+
+// reservedRoleName is upstream's is_reserved_role_name: the builtin prefixes
+// (mz_, pg_, external_), PUBLIC in any case, and the role specification
+// keywords as written lower-case.
 func reservedRoleName(name string) bool {
 	switch name {
-	case "public", "current_user", "current_role", "session_user", "user", "none":
+	case "current_user", "current_role", "session_user", "user", "none":
 		return true
 	}
-	return strings.HasPrefix(name, "mz_") || strings.HasPrefix(name, "pg_")
+	if strings.EqualFold(name, "public") {
+		return true
+	}
+	return strings.HasPrefix(name, "mz_") || strings.HasPrefix(name, "pg_") || strings.HasPrefix(name, "external_")
 }
 
 // Allows reports whether roles (a route group's or a SQL listener's

@@ -39,8 +39,12 @@ type podMetrics struct {
 	} `json:"containers"`
 }
 
-// clusterdUsage is clusterd's /api/usage-metrics.
-type clusterdUsage struct {
+// ClusterdUsage is clusterd's answer on /api/usage-metrics (upstream
+// clusterd/src/usage_metrics.rs), as clusterd writes it and environmentd's
+// orchestrator reads it: the process's resident and swapped memory, its heap
+// limit and the disk used under --scratch-directory. A figure clusterd
+// cannot read is null.
+type ClusterdUsage struct {
 	DiskBytes   *uint64 `json:"disk_bytes"`
 	MemoryBytes *uint64 `json:"memory_bytes"`
 	SwapBytes   *uint64 `json:"swap_bytes"`
@@ -67,7 +71,7 @@ func (o *Orchestrator) FetchServiceMetrics(ctx context.Context, name string, sca
 	for i := range out {
 		pod := fmt.Sprintf("%s-%d", name, i)
 		type usageResult struct {
-			u   clusterdUsage
+			u   ClusterdUsage
 			err error
 		}
 		usage := make(chan usageResult, 1)
@@ -140,8 +144,8 @@ func (o *Orchestrator) podMetrics(ctx context.Context, pod string) (podMetrics, 
 
 // clusterdUsage reads process i's /api/usage-metrics at the internal-http
 // port its Service names, by the process's own DNS name.
-func (o *Orchestrator) clusterdUsage(ctx context.Context, name string, i int) (clusterdUsage, error) {
-	var u clusterdUsage
+func (o *Orchestrator) clusterdUsage(ctx context.Context, name string, i int) (ClusterdUsage, error) {
+	var u ClusterdUsage
 	svc, err := o.Kube.CoreV1().Services(o.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return u, fmt.Errorf("failed to get service %s: %w", name, err)

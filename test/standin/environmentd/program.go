@@ -292,7 +292,7 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 		if !authenticates {
 			if h, set := r.Header["X-Materialize-User"]; set && headerAuth {
 				u := h[0]
-				return u, u == mzenv.SystemUser || u == "mz_support"
+				return u, u == mzenv.SystemUser || u == supportUser
 			}
 			// The Basic username, its password unchecked.
 			if u, _, ok := r.BasicAuth(); ok {
@@ -300,18 +300,20 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 			}
 			return httpDefaultUser, true
 		}
-		if u, ok := s.user(r); ok {
-			return u, true
+		// A session is reused only when the request brings no
+		// credentials: credentials are authenticated anew.
+		u, p, basic := r.BasicAuth()
+		if !basic {
+			if u, ok := s.user(r); ok {
+				return u, true
+			}
 		}
-		// Without a session, the password authenticator is the adapter
-		// client: it is awaited before credentials are looked at.
+		// The password authenticator is the adapter client: it is awaited
+		// before credentials are looked at.
 		if !adapterUp(r.Context(), leader) {
 			return "", false
 		}
-		if u, p, ok := r.BasicAuth(); ok {
-			return u, u == mzenv.SystemUser && p == password
-		}
-		return "", false
+		return u, basic && u == mzenv.SystemUser && p == password
 	}
 	mux := http.NewServeMux()
 	if authenticates {
@@ -360,8 +362,13 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 	}
 	// The base routes are what the console and SQL-over-HTTP use; any
 	// other path is axum's 404.
-	for _, p := range []string{"/{$}", "/api/sql", "/memory", "/hierarchical-memory", "/metrics-viz", "/static/", "/metrics/public", "/api/webhook/"} {
+	for _, p := range []string{"/{$}", "/api/sql", "/memory", "/hierarchical-memory", "/metrics-viz", "/static/", "/metrics/public"} {
 		mux.Handle(p, group("base", ok))
+	}
+	// Webhook sources have a router of their own, without authentication
+	// (they check their own secrets), where the base routes are enabled.
+	if l.Routes["base"].Enabled {
+		mux.Handle("/api/webhook/", ok)
 	}
 	return mux
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 )
@@ -309,6 +310,23 @@ func retry(ctx context.Context, log *slog.Logger, msg string, deadline time.Time
 		case <-ctx.Done():
 		}
 	}
+}
+
+// KubeClientConfig is the API server and namespace environmentd's
+// orchestrator talks to: in a pod its ServiceAccount's, else KUBECONFIG's
+// (tests run outside a pod). environmentd panics when it cannot create its
+// orchestrator: exit 134.
+func KubeClientConfig() (*rest.Config, string, error) {
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", fatal("creating kubernetes orchestrator: %v", err)
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, "", fatal("creating kubernetes orchestrator: %v", err)
+	}
+	return cfg, ns, nil
 }
 
 // KubeProcess is a Process for a pod in namespace, talking to the API server
