@@ -23,17 +23,28 @@ func roundTrip(t *testing.T, obj map[string]any, via, back string) {
 	want := normalize(obj)
 	if back == V1 {
 		// status.requestedRolloutHash is always derived (alwaysDerived):
-		// what the input held comes back only where it is the derivation.
+		// what comes back, when anything does, is the rollout hash of the
+		// spec that comes back, not what the input held.
 		want = withDerivedRequestedHash(want, got)
+		if h, ok := lookup(got, []string{"status", "requestedRolloutHash"}); ok {
+			spec, _ := got["spec"].(map[string]any)
+			annotations := map[string]string{}
+			if force, ok := lookup(got, []string{"metadata", "annotations", ForceRolloutAnnotation}); ok {
+				annotations[ForceRolloutAnnotation], _ = force.(string)
+			}
+			if derived, err := RolloutHash(spec, annotations); err != nil || h != derived {
+				t.Fatalf("requestedRolloutHash %v after a round trip, want the spec's rollout hash %s (%v):\n%s", h, derived, err, mustJSON(got))
+			}
+		}
 	}
 	if !reflect.DeepEqual(want, normalize(got)) {
 		t.Fatalf("round trip through %s is not the identity:\nin:  %s\nmid: %s\nout: %s", via, mustJSON(obj), mustJSON(mid), mustJSON(got))
 	}
 }
 
-// withDerivedRequestedHash is want with status.requestedRolloutHash as got
-// holds it (both normalized).
-func withDerivedRequestedHash(want any, got map[string]any) any {
+// withDerivedRequestedHash is want with status.requestedRolloutHash as
+// derived holds it.
+func withDerivedRequestedHash(want any, derived map[string]any) any {
 	w, ok := want.(map[string]any)
 	if !ok {
 		return want
@@ -44,7 +55,7 @@ func withDerivedRequestedHash(want any, got map[string]any) any {
 	}
 	status = maps.Clone(status)
 	delete(status, "requestedRolloutHash")
-	if h, ok := lookup(got, []string{"status", "requestedRolloutHash"}); ok {
+	if h, ok := lookup(derived, []string{"status", "requestedRolloutHash"}); ok {
 		status["requestedRolloutHash"] = h
 	}
 	w = maps.Clone(w)

@@ -47,20 +47,31 @@ func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 	}
-	d, err := c.Kube.AppsV1().Deployments(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	replicas := func(name string) int32 {
+		t.Helper()
+		d, err := c.Kube.AppsV1().Deployments(operatorNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *d.Spec.Replicas
 	}
-	replicasBefore := *d.Spec.Replicas
+	// One above the autoscaler's floor (2 here): turning it on must keep
+	// the count, not reset it to the floor.
+	replicasBefore := replicas(webhook) + 1
+	t.Cleanup(func() { upgrade(false) }) // back to webhook.replicas, without the autoscaler
+	run("scale", "deployment/"+webhook, fmt.Sprintf("--replicas=%d", replicasBefore))
+	waitRolledOut(t, webhook)
 	controllersBefore := pods(t, controllers)
 
 	// The webhook's replica count, as low as it went while the upgrade ran.
 	lowest, stop := watchLowestReplicas(t, webhook)
 	upgrade(true)
-	t.Cleanup(func() { upgrade(false) })
 	stop()
 	if got := lowest(); got < replicasBefore {
 		t.Errorf("turning the autoscaler on took the webhook from %d replicas down to %d", replicasBefore, got)
+	}
+	if got := replicas(webhook); got != replicasBefore {
+		t.Errorf("turning the autoscaler on changed the webhook's replicas from %d to %d", replicasBefore, got)
 	}
 	if after := pods(t, controllers); after != controllersBefore {
 		t.Errorf("turning the webhook's autoscaler on touched the controllers: before %v, after %v", controllersBefore, after)
@@ -68,7 +79,7 @@ func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
 
 	// The autoscaler reads the webhook's CPU from metrics-server.
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		hpa, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
@@ -85,8 +96,9 @@ func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
 
 	// kubectl scale of the controllers leaves the webhook's pods.
 	webhookBefore := pods(t, webhook)
-	run("scale", "deployment/"+controllers, "--replicas=3")
-	t.Cleanup(func() { run("scale", "deployment/"+controllers, fmt.Sprintf("--replicas=%d", 2)) })
+	controllerReplicas := replicas(controllers)
+	run("scale", "deployment/"+controllers, fmt.Sprintf("--replicas=%d", controllerReplicas+1))
+	t.Cleanup(func() { run("scale", "deployment/"+controllers, fmt.Sprintf("--replicas=%d", controllerReplicas)) })
 	waitRolledOut(t, controllers)
 	if after := pods(t, webhook); after != webhookBefore {
 		t.Errorf("scaling the controllers touched the webhook: before %v, after %v", webhookBefore, after)

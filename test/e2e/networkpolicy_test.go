@@ -182,9 +182,9 @@ func netprobePod(t *testing.T, ns, name string, labels map[string]string) *corev
 // The controllers' egress policy (networkPolicy.egress, on here with
 // networkPolicies.internal as upstream renders its egress-to-environmentd)
 // is enforced: a pod with the controllers' labels reaches environmentd's
-// internal HTTP port and the API server, and nothing else: not
-// environmentd's SQL port, nor balancerd, though their own policies admit
-// it.
+// internal HTTP port and the API server, and nothing else: not balancerd
+// nor the console, which the same pod without those labels reaches (their
+// ingress policies admit any address).
 func TestControllersEgressIsLimitedByTheirPolicy(t *testing.T) {
 	ctx := context.Background()
 	buildNetprobeImage(t)
@@ -194,6 +194,8 @@ func TestControllersEgressIsLimitedByTheirPolicy(t *testing.T) {
 	labels := map[string]string{"app.kubernetes.io/name": "orchestratord", "app.kubernetes.io/instance": "orchestratord",
 		"app.kubernetes.io/component": "controllers", "e2e": "egress-probe"}
 	netprobePod(t, operatorNS, "e2e-egress-probe", labels)
+	// The control: the same pod without the controllers' labels.
+	netprobePod(t, operatorNS, "e2e-egress-control", map[string]string{"e2e": "egress-control"})
 	ip := func(selector string) string {
 		t.Helper()
 		list, err := c.Kube.CoreV1().Pods(cluster.SampleNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -202,12 +204,15 @@ func TestControllersEgressIsLimitedByTheirPolicy(t *testing.T) {
 		}
 		return list.Items[0].Status.PodIP
 	}
-	environmentd, balancerd := ip("materialize.cloud/app=environmentd"), ip("materialize.cloud/app=balancerd")
+	environmentd, balancerd, console := ip("materialize.cloud/app=environmentd"), ip("materialize.cloud/app=balancerd"), ip("materialize.cloud/app=console")
 	apiServer := "connect:kubernetes.default.svc.cluster.local:443"
 	expectReachable(t, operatorNS, "e2e-egress-probe", apiServer, true, "the API server, by name (DNS too)")
 	expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+environmentd+":6878", true, "environmentd's internal HTTP port")
-	expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+environmentd+":6875", false, "environmentd's SQL port")
-	expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+balancerd+":6875", false, "balancerd's SQL port")
+	// balancerd's and the console's ingress policies admit any address.
+	for _, target := range []string{balancerd + ":6875", console + ":8080"} {
+		expectReachable(t, operatorNS, "e2e-egress-control", "connect:"+target, true, target+" without the controllers' policy")
+		expectReachable(t, operatorNS, "e2e-egress-probe", "connect:"+target, false, target+" under the controllers' policy")
+	}
 }
 
 // buildNetprobeImage builds test/netprobe into an image with this tree's
