@@ -62,6 +62,15 @@ kube-binaries: ## Build (once) the etcd and kube-apiserver the integration tests
 test: kube-binaries ## Run unit and integration tests (real etcd + kube-apiserver).
 	$(GO) test $(TEST_FLAGS) $(TEST_PKGS)
 
+# The packages whose tests exercise the API server most (CRDs and their
+# CEL rules, conversion through the webhook, server-side apply, Leases):
+# run against the oldest Kubernetes the chart accepts too.
+OLDEST_KUBE_PKGS ?= ./pkg/crds/ ./pkg/webhook/... ./pkg/controllers/materialize/... ./pkg/leaderelection/...
+
+.PHONY: test-oldest-kube
+test-oldest-kube: ## Run the API server integration tests against the oldest Kubernetes the chart accepts (hack/tools/kube-oldest).
+	ORCHESTRATORD_KUBE_BIN_DIR="$$(hack/kube-binaries.sh oldest)" $(GO) test $(TEST_FLAGS) $(OLDEST_KUBE_PKGS)
+
 .PHONY: run
 run: ## As root: start a real local cluster, install the chart and a sample Materialize (stand-in environmentd).
 	hack/cluster/run.sh

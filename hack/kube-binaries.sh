@@ -7,6 +7,10 @@
 # directory holding the binaries.
 #
 #   hack/kube-binaries.sh [binary ...]   (default: etcd kube-apiserver)
+#   hack/kube-binaries.sh oldest         etcd and the kube-apiserver of
+#       hack/tools/kube-oldest (the oldest release the chart accepts); prints
+#       a directory holding the two as etcd and kube-apiserver, for
+#       ORCHESTRATORD_KUBE_BIN_DIR
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +25,12 @@ cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kub
 mkdir -p "$cache"
 
 [ $# -gt 0 ] || set -- etcd kube-apiserver
+oldest=false
+if [ "$*" = oldest ]; then
+  oldest=true
+  set -- etcd kube-apiserver-oldest
+fi
+oldest_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$root/hack/tools/kube-oldest/go.mod")
 
 # Serialise concurrent callers (parallel test packages) on one lock so that
 # each binary is built exactly once.
@@ -51,6 +61,7 @@ for bin in "$@"; do
   # so bumping it rebuilds only it.
   stamp=
   [ "$bin" = actionlint ] && stamp=$actionlint_version
+  [ "$bin" = kube-apiserver-oldest ] && stamp=$oldest_version
   if [ -x "$cache/$bin" ] && { [ -z "$stamp" ] || [ "$(cat "$cache/$bin.version" 2>/dev/null)" = "$stamp" ]; }; then
     continue
   fi
@@ -71,6 +82,10 @@ for bin in "$@"; do
                 flags="-s -w -X github.com/rhysd/actionlint.version=$actionlint_version" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubelet|kubectl)
       pkg=k8s.io/kubernetes/cmd/$bin ;;
+    kube-apiserver-oldest)
+      pkg=k8s.io/kubernetes/cmd/kube-apiserver; module="$root/hack/tools/kube-oldest"
+      flags="-s -w -X $version_pkg.gitVersion=$oldest_version -X $version_pkg.gitMajor=1"
+      flags+=" -X $version_pkg.gitMinor=$(echo "$oldest_version" | cut -d. -f2) -X $version_pkg.gitTreeState=clean" ;;
     *) echo "kube-binaries: unknown binary $bin" >&2; exit 2 ;;
   esac
   echo "kube-binaries: building $bin ($pkg) into $cache (first time only)" >&2
@@ -78,4 +93,11 @@ for bin in "$@"; do
   mv "$cache/$bin.tmp" "$cache/$bin"
   [ -z "$stamp" ] || echo "$stamp" > "$cache/$bin.version"
 done
+if $oldest; then
+  mkdir -p "$cache/oldest"
+  ln -sf ../etcd "$cache/oldest/etcd"
+  ln -sf ../kube-apiserver-oldest "$cache/oldest/kube-apiserver"
+  echo "$cache/oldest"
+  exit 0
+fi
 echo "$cache"
