@@ -20,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
+	"github.com/materializeinc/orchestratord/test/markdown"
 )
 
 var (
@@ -422,12 +423,15 @@ func TestProductionValuesRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	blocks, err := markdown.Blocks(page)
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]string{}
-	for _, block := range strings.Split(string(page), "```yaml\n")[1:] {
-		body, _, _ := strings.Cut(block, "```")
-		first, _, _ := strings.Cut(body, "\n")
+	for _, b := range markdown.Lang(blocks, "yaml") {
+		first, _, _ := strings.Cut(b.Body, "\n")
 		if name, ok := strings.CutPrefix(first, "# "); ok && strings.HasPrefix(name, "values-") {
-			files[name] = body
+			files[name] = b.Body
 		}
 	}
 	for name, provider := range map[string]string{"values-eks.yaml": "aws", "values-gke.yaml": "gcp"} {

@@ -14,7 +14,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The webhook under its HorizontalPodAutoscaler (webhook.autoscaling), on
@@ -78,21 +77,18 @@ func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
 	}
 
 	// The autoscaler reads the webhook's CPU from metrics-server.
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+	waitExists(t, "a CPU reading of the webhook's autoscaler", func() error {
 		hpa, err := c.Kube.AutoscalingV2().HorizontalPodAutoscalers(operatorNS).Get(ctx, webhook, metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return err
 		}
-		last = fmt.Sprintf("conditions %+v, current metrics %+v", hpa.Status.Conditions, hpa.Status.CurrentMetrics)
-		return scalingActive(hpa) && len(hpa.Status.CurrentMetrics) == 1 && hpa.Status.CurrentMetrics[0].Resource != nil &&
-			hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization != nil, nil
+		if scalingActive(hpa) && len(hpa.Status.CurrentMetrics) == 1 && hpa.Status.CurrentMetrics[0].Resource != nil &&
+			hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization != nil {
+			t.Logf("autoscaler: CPU at %d%% of the request", *hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization)
+			return nil
+		}
+		return fmt.Errorf("conditions %+v, current metrics %+v", hpa.Status.Conditions, hpa.Status.CurrentMetrics)
 	})
-	if err != nil {
-		t.Fatalf("the webhook's autoscaler has no CPU reading: %s", last)
-	}
-	t.Log("autoscaler:", last)
 
 	// kubectl scale of the controllers leaves the webhook's pods.
 	webhookBefore := pods(t, webhook)

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -21,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/test/markdown"
 )
 
 // The quick start (docs/quickstart.md) works as written: its ```sh blocks,
@@ -95,31 +94,15 @@ func TestQuickstartRuns(t *testing.T) {
 // shBlocks returns the bodies of a Markdown page's ```sh blocks, in order,
 // as one script. Other blocks (```console, ```yaml, ...) are not run.
 func shBlocks(page []byte) (string, error) {
-	var script strings.Builder
-	in, blocks, line := false, 0, 0
-	s := bufio.NewScanner(bytes.NewReader(page))
-	for s.Scan() {
-		line++
-		text := strings.TrimSpace(s.Text())
-		switch {
-		case !in && text == "```sh":
-			in = true
-			blocks++
-			fmt.Fprintf(&script, "# block %d, line %d\n", blocks, line)
-		case in && text == "```":
-			in = false
-			script.WriteString("\n")
-		case in:
-			script.WriteString(s.Text() + "\n")
-		}
-	}
-	if err := s.Err(); err != nil {
+	blocks, err := markdown.Blocks(page)
+	if err != nil {
 		return "", err
 	}
-	if in {
-		return "", fmt.Errorf("a ```sh block is not closed")
+	var script strings.Builder
+	for n, b := range markdown.Lang(blocks, "sh") {
+		fmt.Fprintf(&script, "# block %d, line %d\n%s\n", n+1, b.Line, b.Body)
 	}
-	if blocks == 0 {
+	if script.Len() == 0 {
 		return "", fmt.Errorf("no ```sh block")
 	}
 	return script.String(), nil
@@ -154,21 +137,27 @@ func docCommands(t *testing.T, page, name, ns, mz string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	blocks, err := markdown.Blocks(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
-	in := false
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		switch {
-		case strings.TrimSpace(line) == "# "+name:
-			in = true
-		case in && strings.TrimSpace(line) == "", in && strings.HasPrefix(line, "```"):
-			in = false
-		case in:
-			out = append(out, placeholder.ReplaceAllStringFunc(line, func(w string) string {
-				if w == "NS" {
-					return ns
-				}
-				return mz
-			}))
+	for _, b := range markdown.Lang(blocks, "console") {
+		in := false
+		for line := range strings.SplitSeq(b.Body, "\n") {
+			switch {
+			case strings.TrimSpace(line) == "# "+name:
+				in = true
+			case in && strings.TrimSpace(line) == "":
+				in = false
+			case in:
+				out = append(out, placeholder.ReplaceAllStringFunc(line, func(w string) string {
+					if w == "NS" {
+						return ns
+					}
+					return mz
+				}))
+			}
 		}
 	}
 	if len(out) == 0 {

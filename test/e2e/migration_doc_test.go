@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,9 +18,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/test/markdown"
 	"github.com/materializeinc/orchestratord/test/upstream"
 )
 
@@ -207,34 +205,17 @@ func TestMigrationAsTheDocSays(t *testing.T) {
 }
 
 // shBlocksBySection returns a Markdown page's ```sh blocks under the heading
-// they follow (its text without the #s), in order; a block indented in a
-// list loses its indentation.
+// they follow, in order, each starting with a comment naming its place.
 func shBlocksBySection(page []byte) (map[string][]string, error) {
+	blocks, err := markdown.Blocks(page)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string][]string{}
-	heading, indent := "", ""
-	var body *strings.Builder
-	s := bufio.NewScanner(bytes.NewReader(page))
-	for line := 1; s.Scan(); line++ {
-		text := s.Text()
-		trimmed := strings.TrimSpace(text)
-		switch {
-		case body == nil && strings.HasPrefix(text, "#"):
-			heading = strings.TrimSpace(strings.TrimLeft(text, "#"))
-		case body == nil && trimmed == "```sh":
-			indent = text[:len(text)-len(strings.TrimLeft(text, " "))]
-			body = &strings.Builder{}
-			fmt.Fprintf(body, "# %s, line %d\n", heading, line)
-		case body != nil && trimmed == "```":
-			out[heading] = append(out[heading], body.String())
-			body = nil
-		case body != nil:
-			body.WriteString(strings.TrimPrefix(text, indent) + "\n")
-		}
+	for _, b := range markdown.Lang(blocks, "sh") {
+		out[b.Heading] = append(out[b.Heading], fmt.Sprintf("# %s, line %d\n%s", b.Heading, b.Line, b.Body))
 	}
-	if body != nil {
-		return nil, fmt.Errorf("a ```sh block is not closed")
-	}
-	return out, s.Err()
+	return out, nil
 }
 
 // registerCRDsAsUpstream leaves the four CRDs as upstream's binary registers
@@ -317,23 +298,22 @@ func activeGeneration(t *testing.T, ns string) uint64 {
 // gone: their environments would vanish between two listings.
 func waitNoTerminatingNamespaces(t *testing.T) {
 	t.Helper()
-	var last []string
-	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	waitExists(t, "earlier tests' namespaces gone", func() error {
+		list, err := c.Kube.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return err
 		}
-		last = nil
+		var terminating []string
 		for _, n := range list.Items {
 			if n.DeletionTimestamp != nil {
-				last = append(last, n.Name)
+				terminating = append(terminating, n.Name)
 			}
 		}
-		return len(last) == 0, nil
+		if len(terminating) > 0 {
+			return fmt.Errorf("still terminating: %v", terminating)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("namespaces still terminating: %v", last)
-	}
 }
 
 // ensureRelease puts this chart's release back if the test left the
