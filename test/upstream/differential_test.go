@@ -203,11 +203,9 @@ func TestDifferentialAgainstUpstreamSerde(t *testing.T) {
 	}
 	found := map[string]*seen{}
 	allowed := map[string]int{}
-	agreed := 0
-	for _, c := range cases {
-		diffs := c.judge(responses[:len(c.requests)])
-		responses = responses[len(c.requests):]
-		diverged := false
+	// record counts c's differences, allowed or not, and reports whether
+	// any is not allowed.
+	record := func(c *probeCase, diffs []difference) (diverged bool) {
 		for _, d := range diffs {
 			if a := allowedBy(d); a != "" {
 				allowed[a]++
@@ -230,6 +228,13 @@ func TestDifferentialAgainstUpstreamSerde(t *testing.T) {
 				s.example, s.diff = c, d
 			}
 		}
+		return diverged
+	}
+	agreed := 0
+	for _, c := range cases {
+		diffs := c.judge(responses[:len(c.requests)])
+		responses = responses[len(c.requests):]
+		diverged := record(c, diffs)
 		if !diverged {
 			agreed++
 		}
@@ -254,28 +259,7 @@ func TestDifferentialAgainstUpstreamSerde(t *testing.T) {
 	tripsAgreed := 0
 	for i, c := range trips {
 		r := tripResponses[4*i : 4*i+4]
-		diffs := roundTripDifferences(c, r[0], r[1], r[2], r[3])
-		diverged := false
-		for _, d := range diffs {
-			if a := allowedBy(d); a != "" {
-				allowed[a]++
-				continue
-			}
-			diverged = true
-			s := found[d.category()]
-			if s == nil {
-				s = &seen{}
-				found[d.category()] = s
-			}
-			s.count++
-			if !c.odd {
-				s.admissible++
-			}
-			if s.example == nil || (s.example.odd && !c.odd) || (s.example.odd == c.odd && len(c.input) < len(s.example.input)) {
-				s.example, s.diff = c, d
-			}
-		}
-		if !diverged {
+		if !record(c, roundTripDifferences(c, r[0], r[1], r[2], r[3])) {
 			tripsAgreed++
 		}
 	}
