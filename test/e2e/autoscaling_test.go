@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,16 @@ func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
 	// One above the autoscaler's floor (2 here): turning it on must keep
 	// the count, not reset it to the floor.
 	replicasBefore := replicas(webhook) + 1
-	t.Cleanup(func() { upgrade(false) }) // back to webhook.replicas, without the autoscaler
+	// Back to the release as it was: its values (which must not keep
+	// webhook.autoscaling: an earlier chart's schema refuses the key) and
+	// webhook.replicas.
+	revision := releaseRevision(t, helm)
+	t.Cleanup(func() {
+		if out, err := exec.Command(helm, "rollback", "orchestratord", strconv.Itoa(revision), "-n", operatorNS,
+			"--wait", "--timeout", "5m").CombinedOutput(); err != nil {
+			t.Errorf("helm rollback: %v\n%s", err, out)
+		}
+	})
 	run("scale", "deployment/"+webhook, fmt.Sprintf("--replicas=%d", replicasBefore))
 	waitRolledOut(t, webhook)
 	controllersBefore := pods(t, controllers)
