@@ -67,6 +67,9 @@ func TestWebhookAutoscalesAndComponentsScaleApart(t *testing.T) {
 			"--wait", "--timeout", "5m").CombinedOutput(); err != nil {
 			t.Errorf("helm rollback: %v\n%s", err, out)
 		}
+		// The next test starts from settled Deployments.
+		waitRolledOut(t, webhook)
+		waitRolledOut(t, controllers)
 	})
 	run("scale", "deployment/"+webhook, fmt.Sprintf("--replicas=%d", replicasBefore))
 	waitRolledOut(t, webhook)
