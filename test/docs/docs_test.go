@@ -291,51 +291,37 @@ func TestHelmValuesExist(t *testing.T) {
 func metricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(filepath.Join(root, "pkg"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.CompositeLit:
-				parts := map[string]string{}
-				for _, el := range n.Elts {
-					kv, ok := el.(*ast.KeyValueExpr)
-					if !ok {
-						continue
-					}
-					key, ok1 := kv.Key.(*ast.Ident)
-					lit, ok2 := kv.Value.(*ast.BasicLit)
-					if ok1 && ok2 && lit.Kind == token.STRING {
-						parts[key.Name], _ = strconv.Unquote(lit.Value)
-					}
+	inspectGoSources(t, "pkg", func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CompositeLit:
+			parts := map[string]string{}
+			for _, el := range n.Elts {
+				kv, ok := el.(*ast.KeyValueExpr)
+				if !ok {
+					continue
 				}
-				if parts["Name"] != "" {
-					var full []string
-					for _, k := range []string{"Namespace", "Subsystem", "Name"} {
-						if parts[k] != "" {
-							full = append(full, parts[k])
-						}
-					}
-					names[strings.Join(full, "_")] = true
-				}
-			case *ast.BasicLit:
-				if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && regexp.MustCompile(`^(orchestratord|environmentd)_[a-z_]+$`).MatchString(s) {
-					names[s] = true
+				key, ok1 := kv.Key.(*ast.Ident)
+				lit, ok2 := kv.Value.(*ast.BasicLit)
+				if ok1 && ok2 && lit.Kind == token.STRING {
+					parts[key.Name], _ = strconv.Unquote(lit.Value)
 				}
 			}
-			return true
-		})
-		return nil
+			if parts["Name"] != "" {
+				var full []string
+				for _, k := range []string{"Namespace", "Subsystem", "Name"} {
+					if parts[k] != "" {
+						full = append(full, parts[k])
+					}
+				}
+				names[strings.Join(full, "_")] = true
+			}
+		case *ast.BasicLit:
+			if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && regexp.MustCompile(`^(orchestratord|environmentd)_[a-z_]+$`).MatchString(s) {
+				names[s] = true
+			}
+		}
+		return true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return names
 }
 
@@ -541,27 +527,14 @@ var conditionMessageRE = regexp.MustCompile(`"([A-Z][^"]*?)generation N`)
 func goStringLiterals(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
-	err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if s, err := strconv.Unquote(lit.Value); err == nil {
-					out = append(out, s)
-				}
+	inspectGoSources(t, dir, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil {
+				out = append(out, s)
 			}
-			return true
-		})
-		return nil
+		}
+		return true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }
 
@@ -606,41 +579,28 @@ var (
 func reasonsInCode(t *testing.T) map[string]bool {
 	t.Helper()
 	known := map[string]bool{}
-	err := filepath.WalkDir(filepath.Join(root, "pkg"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
-		literal := func(e ast.Expr) {
-			if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if s, err := strconv.Unquote(lit.Value); err == nil {
-					known[s] = true
-				}
+	literal := func(e ast.Expr) {
+		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil {
+				known[s] = true
 			}
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.ValueSpec:
-				for i, name := range n.Names {
-					if (strings.HasPrefix(name.Name, "Reason") || strings.HasPrefix(name.Name, "Condition")) && i < len(n.Values) {
-						literal(n.Values[i])
-					}
-				}
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Event" || sel.Sel.Name == "Eventf") && len(n.Args) >= 3 {
-					literal(n.Args[2])
-				}
-			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	inspectGoSources(t, "pkg", func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.ValueSpec:
+			for i, name := range n.Names {
+				if (strings.HasPrefix(name.Name, "Reason") || strings.HasPrefix(name.Name, "Condition")) && i < len(n.Values) {
+					literal(n.Values[i])
+				}
+			}
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Event" || sel.Sel.Name == "Eventf") && len(n.Args) >= 3 {
+				literal(n.Args[2])
+			}
+		}
+		return true
+	})
 	return known
 }
 
@@ -676,4 +636,25 @@ func TestReasonsExist(t *testing.T) {
 		t.Fatalf("%d reasons found in the docs: the pattern no longer matches them", checked)
 	}
 	t.Logf("%d reasons named in the docs, each one the code writes", checked)
+}
+
+// inspectGoSources calls inspect on every node of the non-test Go files
+// under dir (ast.Inspect).
+func inspectGoSources(t *testing.T, dir string, inspect func(ast.Node) bool) {
+	t.Helper()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, inspect)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
