@@ -43,9 +43,11 @@ func FenceTransport(rt http.RoundTripper) http.RoundTripper {
 }
 
 // GateTransport wraps a transport so that mutating requests are refused
-// once allowed() turns false, at the moment they would be sent. It fences
-// writes made without a lead context, such as Events, which are queued and
-// may wait in the client's rate limiter for a while.
+// while allowed() is false, checked at the moment they would be sent. It
+// fences writes made without a lead context, such as Events, which are
+// queued and may wait in the client's rate limiter for a while: with
+// HealthChecker.WritesAllowed of one Lease, the client of that Lease's
+// reconciler writes only during its terms.
 func GateTransport(rt http.RoundTripper, allowed func() bool) http.RoundTripper {
 	return fenceTransport{next: rt, allowed: allowed}
 }
@@ -74,8 +76,8 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // recorded in: one queued before the lease was lost, handed over or
 // released is dropped instead of being sent later, under another term
 // (the broadcaster retries a failed Event for minutes). Each controller
-// has its own broadcaster and sink: the terms of the process's other
-// Leases say nothing about this one's. Events are stamped when recorded
+// has its own broadcaster, sink and client: the terms of the process's
+// other Leases say nothing about this one's. Events are stamped when recorded
 // (LastTimestamp, full precision in memory).
 func FenceEvents(sink record.EventSink, health *HealthChecker, lease string, log *zap.Logger) record.EventSink {
 	return fencedSink{next: sink, health: health, lease: lease, log: log}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,8 +66,10 @@ func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
 	health := NewHealthChecker(time.Second)
 	inner := &sinkCalls{}
 	sink := FenceEvents(inner, health, "materialize", zap.NewNop())
-	renewed := time.Now()
-	untrack := health.track("materialize", "me", time.Hour, time.Hour, func() time.Time { return renewed })
+	var renewed atomic.Pointer[time.Time]
+	now := time.Now()
+	renewed.Store(&now)
+	untrack := health.track("materialize", "me", time.Hour, time.Hour, func() time.Time { return *renewed.Load() })
 	event := func(reason string) *corev1.Event {
 		return &corev1.Event{Reason: reason, LastTimestamp: metav1.NewTime(time.Now())}
 	}
@@ -75,11 +78,13 @@ func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
 	if _, err := sink.Create(event("Sent")); err != nil {
 		t.Fatal(err)
 	}
-	health.markFenced()
-	untrack()
+	// Past the renew deadline the term is over, before lead has returned.
+	overdue := now.Add(-2 * time.Hour)
+	renewed.Store(&overdue)
 	if _, err := sink.Create(firstTerm); err != nil {
 		t.Fatal(err)
 	}
+	untrack()
 	// Leading another Lease does not revive the materialize Lease's Events.
 	untrackBalancer := health.track("balancer", "me", time.Hour, time.Hour, func() time.Time { return time.Now() })
 	if _, err := sink.Update(firstTerm); err != nil { // the broadcaster's retry
@@ -105,3 +110,42 @@ func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
 		t.Errorf("events written: %s, want Sent,SecondTerm (FirstTerm and HandedOver were recorded in terms that are over)", got)
 	}
 }
+
+// One Lease past its renew deadline fences the writes of its own term
+// only: the process's other Lease still writes, and its Events go out.
+func TestOneLeasePastItsDeadlineFencesOnlyItsOwnTerm(t *testing.T) {
+	health := NewHealthChecker(time.Second)
+	lost := time.Now().Add(-time.Minute)
+	defer health.track("balancer", "me", time.Hour, 10*time.Second, func() time.Time { return lost })()
+	defer health.track("materialize", "me", time.Hour, 10*time.Second, time.Now)()
+	if health.WritesAllowed("balancer") {
+		t.Error("the balancer Lease is past its renew deadline: its writes must be refused")
+	}
+	if !health.WritesAllowed("materialize") {
+		t.Error("the materialize Lease is renewed: its writes must go on")
+	}
+	if health.WritesAllowed("console") {
+		t.Error("a Lease the process does not hold allows no write")
+	}
+	inner := &sinkCalls{}
+	if _, err := FenceEvents(inner, health, "materialize", zap.NewNop()).Create(&corev1.Event{Reason: "Kept", LastTimestamp: metav1.NewTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FenceEvents(inner, health, "balancer", zap.NewNop()).Create(&corev1.Event{Reason: "Dropped", LastTimestamp: metav1.NewTime(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(inner.created, ","); got != "Kept" {
+		t.Errorf("events written: %s, want Kept", got)
+	}
+	gated := GateTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	}), func() bool { return health.WritesAllowed("balancer") })
+	req, _ := http.NewRequest(http.MethodPost, "https://api.invalid/apis/apps/v1/namespaces/x/deployments", nil)
+	if _, err := gated.RoundTrip(req); !errors.Is(err, ErrFenced) {
+		t.Errorf("a write of the lost term: %v, want ErrFenced", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -21,13 +21,8 @@ import (
 type HealthChecker struct {
 	tolerance time.Duration
 
-	mu      sync.Mutex
-	held    map[*heldLease]struct{}
-	fenced  bool
-	onFence func()
-	// writableSince is when the process last regained the right to write
-	// after a fence: what was recorded before it belongs to a lost term.
-	writableSince time.Time
+	mu   sync.Mutex
+	held map[*heldLease]struct{}
 }
 
 type heldLease struct {
@@ -68,67 +63,43 @@ func (h *HealthChecker) Check(_ *http.Request) error {
 }
 
 // WritesAllowed reports whether the process may still write on behalf of
-// its leases: false from the moment any held Lease has gone unrenewed past
-// its renew deadline, until this process acquires a Lease again (it rejoins
-// the election after a lost lease). It fences writes that carry no lead
-// context, such as queued Events.
-func (h *HealthChecker) WritesAllowed() bool {
+// lease: it holds lease now and its last successful renewal is less than
+// the renew deadline old. It fences writes that carry no lead context,
+// such as queued Events, and only those of that Lease: the terms of the
+// process's other Leases go on.
+func (h *HealthChecker) WritesAllowed(lease string) bool {
 	if h == nil {
 		return true
 	}
-	now := time.Now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for l := range h.held {
-		if now.Sub(l.renewedAt()) >= l.renewDeadline {
-			h.fenced = true
-		}
-	}
-	return !h.fenced
+	_, ok := h.currentTerm(lease)
+	return ok
 }
 
 // RecordedInTermOf reports whether something recorded at t on behalf of
-// lease (a queued Event) may still be written: writes are allowed, the
-// process holds lease now, and t is from the current term of lease, after
-// the process last regained the right to write. Without it an Event
-// queued before a lost or handed-over lease would go out later, under a
-// term of another lease or another holder's term of this one.
+// lease (a queued Event) may still be written: the process holds lease
+// now, within its renew deadline, and t is from the current term. Without
+// it an Event queued before a lost or handed-over lease would go out
+// later, under another holder's term or a later one of this process.
 func (h *HealthChecker) RecordedInTermOf(lease string, t time.Time) bool {
 	if h == nil {
 		return true
 	}
-	if !h.WritesAllowed() {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if t.Before(h.writableSince) {
-		return false
-	}
-	for l := range h.held {
-		if l.name == lease && !t.Before(l.since) {
-			return true
-		}
-	}
-	return false
+	since, ok := h.currentTerm(lease)
+	return ok && !t.Before(since)
 }
 
-// OnFence sets what runs each time a lease is lost to its renew deadline,
-// such as aborting the API connections (Connections.Abort). Set it before
-// any Run starts.
-func (h *HealthChecker) OnFence(f func()) { h.onFence = f }
-
-// markFenced records that a lease was lost: no more writes from this process.
-func (h *HealthChecker) markFenced() {
-	if h == nil {
-		return
-	}
+// currentTerm returns when the current term of lease began, if the process
+// holds lease and may still write under it.
+func (h *HealthChecker) currentTerm(lease string) (since time.Time, ok bool) {
+	now := time.Now()
 	h.mu.Lock()
-	h.fenced = true
-	h.mu.Unlock()
-	if h.onFence != nil {
-		h.onFence()
+	defer h.mu.Unlock()
+	for l := range h.held {
+		if l.name == lease && now.Sub(l.renewedAt()) < l.renewDeadline {
+			return l.since, true
+		}
 	}
+	return time.Time{}, false
 }
 
 // track records a held Lease until the returned function is called. A nil
@@ -140,12 +111,6 @@ func (h *HealthChecker) track(name, identity string, leaseDuration, renewDeadlin
 	l := &heldLease{name: name, identity: identity, leaseDuration: leaseDuration, renewDeadline: renewDeadline, renewedAt: renewedAt, since: time.Now()}
 	h.mu.Lock()
 	h.held[l] = struct{}{}
-	if h.fenced {
-		// Leading again: writes are this term's (WritesAllowed rechecks
-		// every held lease); anything queued before belongs to a lost term.
-		h.fenced = false
-		h.writableSince = time.Now()
-	}
 	h.mu.Unlock()
 	return func() {
 		h.mu.Lock()

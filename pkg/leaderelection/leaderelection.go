@@ -109,8 +109,14 @@ type Config struct {
 	// orchestratord_leader_election_is_leader{lease} and
 	// orchestratord_leader_election_transitions_total{lease}.
 	Metrics prometheus.Registerer
-	// Health, when set, tracks the leases held by Run for /healthz.
+	// Health, when set, tracks the leases held by Run for /healthz and for
+	// the writes that carry no lead context (WritesAllowed).
 	Health *HealthChecker
+	// OnFence, when set, runs each time a term ends because its Lease may
+	// have expired (not on a release): it aborts the connections that
+	// term's writes use (Connections.Abort), and only those, so the terms
+	// of the process's other Leases keep theirs.
+	OnFence func()
 	// Spread, when set, places leadership among the replicas (see Spread);
 	// nil leaves it to whoever comes first.
 	Spread *Spread
@@ -380,7 +386,9 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 			cancelLead(cause)
 			switch {
 			case errors.Is(cause, ErrLeadershipLost):
-				c.cfg.Health.markFenced()
+				if c.cfg.OnFence != nil {
+					c.cfg.OnFence()
+				}
 				c.metrics.isLeader.Set(0)
 				// renewedAt (to the nanosecond) lets an audit of the
 				// API server's log check that nothing was written once

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,14 @@ type Event struct {
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
+}
+
+// By tells whether the request was sent by agent: its user agent is agent,
+// or agent followed by a space and more (a controller's writes carry
+// "controller/<name>" after the process's agent, so one agent names the
+// process and a longer one a single Lease's writes).
+func (e Event) By(agent string) bool {
+	return e.UserAgent == agent || strings.HasPrefix(e.UserAgent, agent+" ")
 }
 
 // IsWrite tells whether the request could change state.
@@ -107,13 +116,13 @@ func Begins(path string) (time.Time, error) {
 type Window struct{ From, To time.Time }
 
 // LateWrites returns the writes the API server carried out for a request
-// sent with userAgent and received inside one of windows. Lease writes are
+// sent by userAgent (By) and received inside one of windows. Lease writes are
 // left out: they are the election itself (presence, acquisition attempts,
 // a release), each guarded by the Lease's resourceVersion.
 func LateWrites(events []Event, userAgent string, windows []Window) []Event {
 	var late []Event
 	for _, ev := range events {
-		if ev.UserAgent != userAgent || !ev.IsWrite() || !ev.Succeeded() || (ev.ObjectRef != nil && ev.ObjectRef.Resource == "leases") {
+		if !ev.By(userAgent) || !ev.IsWrite() || !ev.Succeeded() || (ev.ObjectRef != nil && ev.ObjectRef.Resource == "leases") {
 			continue
 		}
 		for _, w := range windows {

@@ -248,7 +248,7 @@ func WritesBy(t *testing.T, userAgent string, since int) []string {
 	var out []string
 	events := AuditEvents(t)
 	for _, e := range events[min(since, len(events)):] {
-		if e.UserAgent == userAgent && e.IsWrite() {
+		if e.By(userAgent) && e.IsWrite() {
 			ref := ""
 			if e.ObjectRef != nil {
 				ref = fmt.Sprintf("%s/%s %s/%s", e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ObjectRef.Namespace, e.ObjectRef.Name)
@@ -264,7 +264,7 @@ func RequestsBy(t *testing.T, userAgent string) int {
 	t.Helper()
 	n := 0
 	for _, e := range AuditEvents(t) {
-		if e.UserAgent == userAgent {
+		if e.By(userAgent) {
 			n++
 		}
 	}

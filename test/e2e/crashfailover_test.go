@@ -64,7 +64,7 @@ func newLeaderActed(t *testing.T, holder string, crash cluster.Crash, began time
 		t.Fatal(err)
 	}
 	for _, ev := range events {
-		if ev.UserAgent != ua || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil ||
+		if !ev.By(ua) || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil ||
 			ev.ObjectRef.Resource == "leases" || ev.ObjectRef.Resource == "events" || ev.RequestReceivedTimestamp.Before(began) {
 			continue
 		}
@@ -107,7 +107,7 @@ func deadProcessWroteNothing(t *testing.T, crash cluster.Crash, newTerm time.Tim
 	ua := cluster.UserAgent(crash.Holder)
 	checked := 0
 	for _, ev := range events {
-		if ev.UserAgent != ua || !ev.IsWrite() || !ev.Succeeded() || (ev.ObjectRef != nil && ev.ObjectRef.Resource == "leases") {
+		if !ev.By(ua) || !ev.IsWrite() || !ev.Succeeded() || (ev.ObjectRef != nil && ev.ObjectRef.Resource == "leases") {
 			continue
 		}
 		checked++

@@ -22,15 +22,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/cli"
@@ -130,8 +125,8 @@ func NewCommand() *cobra.Command {
 	fs.StringVar(&o.EnvironmentdURLTemplate, "environmentd-url-template", "",
 		"Go template of environmentd's internal HTTP base URL, with .Namespace .Name .ResourceID .Generation; empty means the generation Service's cluster DNS name")
 	fs.DurationVar(&o.EnvironmentdPoll, "environmentd-poll-interval", 2*time.Second, "how often a rollout in progress asks environmentd for its leader status")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 50, "steady requests per second to the API server")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 50, "steady requests per second to the API server, per client: each controller writes with its own, and reads and elections share one")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server, per client (as --kube-api-qps)")
 	o.Environment.AddFlags(fs)
 	o.addNodeUpgradeFlags(fs)
 	upstreamFlags.Install(fs)
@@ -272,23 +267,20 @@ func Run(ctx context.Context, o *Options) error {
 	// CPU and this process a decompressor per watch stream.
 	cfg.DisableCompression = true
 	// No write leaves the process once its lease could have expired, and
-	// none sent before is delivered after: a fence aborts the connections.
+	// none sent before is delivered after: a fence aborts the connections
+	// of that Lease's controller (leaseClients).
 	cfg.Wrap(leaderelection.FenceTransport)
 	// Reads wait out an API server outage instead of failing, so the
 	// informers have no backoff to sit out once it answers again.
 	readsResent := outage.Resent()
 	cfg.Wrap(outage.Wrap(outage.DefaultProbeInterval, readsResent))
-	conns := leaderelection.NewConnections()
-	cfg.Dial = conns.Dial
+	// The shared clients read (informers) and hold the elections; each
+	// controller writes with its own (leaseClients).
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	mz, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -300,49 +292,20 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	health := leaderelection.NewHealthChecker(o.RetryPeriod)
-	health.OnFence(func() {
-		log.Warn("fenced: API connections aborted, unsent writes discarded", zap.Int("connections", conns.Abort()))
-	})
-	// Events are sent asynchronously, without a lead context: their client
-	// stops writing as soon as any lease could have expired.
-	eventsCfg := rest.CopyConfig(cfg)
-	eventsCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return leaderelection.GateTransport(rt, health.WritesAllowed)
-	})
-	eventsClient, err := kubernetes.NewForConfig(eventsCfg)
-	if err != nil {
-		return err
-	}
-	// The broadcaster outlives the signal, so reconciles still in flight
-	// when it arrives can record their Events (not refused as "broadcaster
-	// already stopped"); the deferred Shutdown stops it once every
-	// controller has returned, dropping what is still queued then.
-	// The correlator's caches (spam filter, aggregation, repeat counts)
-	// hold 4096 recent Events each by default, about 7 MB once 1 000
-	// Materializes have rolled out; 512 still fold the repeats of every
-	// object that is failing at once in all but the largest fleets.
-	// Each controller has its own, whose Events are written only during the
-	// term of its Lease they were recorded in (leaderelection.FenceEvents).
-	eventSink := &typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")}
-	var shutdowns []func()
-	recorderFor := func(controllerName string) record.EventRecorder {
-		broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
-			record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
-		broadcaster.StartRecordingToSink(leaderelection.FenceEvents(eventSink, health, leaderelection.LeaseName(controllerName), log))
-		shutdowns = append(shutdowns, broadcaster.Shutdown)
-		return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: o.LeaderElectionIdentity})
-	}
+	clients := map[string]*leaseClients{}
 	defer func() {
-		for _, shutdown := range shutdowns {
-			shutdown()
+		for _, c := range clients {
+			c.stopEvents()
 		}
 	}()
+	for _, name := range o.Controllers {
+		if clients[name], err = newLeaseClients(ctx, cfg, name, o.LeaderElectionIdentity, health, log); err != nil {
+			return err
+		}
+	}
 
 	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
 	deps := controller.Deps{
-		Kube:          kube,
-		MZ:            mz,
-		Dynamic:       dyn,
 		KubeInformers: kubeInformers,
 		MZInformers:   mzInformers,
 		Log:           log,
@@ -354,7 +317,7 @@ func Run(ctx context.Context, o *Options) error {
 	alongside := map[string]func(context.Context){}
 	for _, name := range o.Controllers {
 		deps := deps
-		deps.Recorder = recorderFor(name)
+		deps.Kube, deps.MZ, deps.Dynamic, deps.Recorder = clients[name].kube, clients[name].mz, clients[name].dynamic, clients[name].recorder
 		switch name {
 		case "materialize":
 			// Counted from the cache every replica keeps, leader or not.
@@ -380,7 +343,7 @@ func Run(ctx context.Context, o *Options) error {
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
 				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
-			if run := o.nodeTriggers(kube, mz, log, registry); run != nil {
+			if run := o.nodeTriggers(deps.Kube, deps.MZ, log, registry); run != nil {
 				alongside[name] = together(alongside[name], run)
 			}
 		case "balancer":
@@ -481,6 +444,8 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	errs := make(chan error, len(ctrls))
 	for _, c := range ctrls {
+		leCfg := leCfg
+		leCfg.OnFence = func() { clients[c.Name()].abort(log, c.Name()) }
 		go func() { errs <- campaign(runCtx, leCfg, c, alongside[c.Name()], log) }()
 	}
 	var first error

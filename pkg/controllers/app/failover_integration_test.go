@@ -297,7 +297,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	}
 	writes := 0
 	for _, ev := range events {
-		if ev.UserAgent == agent && ev.IsWrite() && ev.ObjectRef != nil && ev.ObjectRef.Resource != "leases" {
+		if ev.By(agent) && ev.IsWrite() && ev.ObjectRef != nil && ev.ObjectRef.Resource != "leases" {
 			writes++
 		}
 	}

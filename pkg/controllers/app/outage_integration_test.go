@@ -92,4 +92,8 @@ func TestKilledAPIServerLeavesTheControllersNotBlind(t *testing.T) {
 		t.Errorf("no read waited out the outage (%v, %v): the informers retried on their own backoff", resent, err)
 	}
 	rolledOut(t, ns, "mz", 60*time.Second)
+	// Each Lease was lost and led again: the Events of the new terms go out.
+	waitFor(t, 30*time.Second, "an Event about the Materialize recorded after the outage", func() bool {
+		return materializeEventsSince(t, ns, written) > 0
+	})
 }

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"net/http"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+)
+
+// leaseClients are the API clients one controller writes with, over
+// connections of its own. The fence of its Lease (a renewal overdue past
+// the renew deadline) refuses and aborts only these: the process's other
+// controllers keep their terms, their connections and their Events.
+// Informers and elections use the process's shared clients, which write
+// nothing on behalf of a term.
+type leaseClients struct {
+	kube     kubernetes.Interface
+	mz       versioned.Interface
+	dynamic  dynamic.Interface
+	recorder record.EventRecorder
+	// stopEvents stops the Event broadcaster, dropping what is queued.
+	stopEvents func()
+	conns      *leaderelection.Connections
+}
+
+// newLeaseClients builds the clients of controller from base (which has
+// the lead-context fence, leaderelection.FenceTransport). Its user agent
+// names the controller, so the audit log attributes each write to a
+// Lease. Its writes, Events included, are refused at the moment they
+// would be sent unless the process holds the Lease within its renew
+// deadline.
+func newLeaseClients(ctx context.Context, base *rest.Config, controller, identity string, health *leaderelection.HealthChecker, log *zap.Logger) (*leaseClients, error) {
+	lease := leaderelection.LeaseName(controller)
+	cfg := rest.CopyConfig(base)
+	cfg.UserAgent = base.UserAgent + " controller/" + controller
+	conns := leaderelection.NewConnections()
+	cfg.Dial = conns.Dial
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return leaderelection.GateTransport(rt, func() bool { return health.WritesAllowed(lease) })
+	})
+	c := &leaseClients{conns: conns}
+	var err error
+	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.mz, err = versioned.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	// Events have a client (and rate limiter) of their own, so a burst of
+	// them never delays the controller's writes.
+	events, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The broadcaster outlives the signal, so reconciles still in flight
+	// when it arrives can record their Events (not refused as "broadcaster
+	// already stopped"); stopEvents stops it once every controller has
+	// returned. The correlator's caches (spam filter, aggregation, repeat
+	// counts) hold 4096 recent Events each by default, about 7 MB once
+	// 1 000 Materializes have rolled out; 512 still fold the repeats of
+	// every object that is failing at once in all but the largest fleets.
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
+		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
+	sink := &typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")}
+	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(sink, health, lease, log))
+	c.stopEvents = broadcaster.Shutdown
+	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: identity})
+	return c, nil
+}
+
+// abort resets the controller's connections when its term is fenced: a
+// write sent just before the deadline never lands after it.
+func (c *leaseClients) abort(log *zap.Logger, controller string) {
+	log.Warn("fenced: the controller's API connections aborted, unsent writes discarded",
+		zap.String("controller", controller), zap.Int("connections", c.conns.Abort()))
+}
