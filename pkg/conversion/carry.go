@@ -277,7 +277,7 @@ func restore(obj map[string]any, fields []carried) error {
 		}
 		v, err := decodeValue(f.Value)
 		if err != nil {
-			return fmt.Errorf("%s: %w", strings.Join(f.Path, "."), err)
+			return fmt.Errorf("%s: %w", echo(strings.Join(f.Path, ".")), err)
 		}
 		set(obj, f.Path, v)
 	}
@@ -340,7 +340,7 @@ func readCarry(obj map[string]any, key string) (fields []carried, ignored string
 	seen := make([]bool, len(convertedFields))
 	for _, f := range fields {
 		i, want := carriedType(f.Path)
-		path := strings.Join(f.Path, ".")
+		path := echo(strings.Join(f.Path, "."))
 		switch {
 		case want == "":
 			return nil, fmt.Sprintf("%q is not a field a conversion carries", path)

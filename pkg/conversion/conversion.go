@@ -16,6 +16,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize"
 	v1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1"
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
@@ -47,7 +48,7 @@ func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
 func ConvertObserved(obj map[string]any, apiVersion string, ignored func(annotation, reason string)) (map[string]any, error) {
 	kind, _ := obj["kind"].(string)
 	if kind != Kind {
-		return nil, fmt.Errorf("kind %q cannot be converted: only %s has more than one version", kind, Kind)
+		return nil, fmt.Errorf("kind %q cannot be converted: only %s has more than one version", echo(kind), Kind)
 	}
 	from, _ := obj["apiVersion"].(string)
 	if err := checkVersion(from); err != nil {
@@ -74,9 +75,16 @@ func ConvertObserved(obj map[string]any, apiVersion string, ignored func(annotat
 	}
 }
 
+// maxEchoBytes bounds what of an object's own text an error repeats (a
+// kind, an apiVersion, a key): the object comes from a client, and its
+// strings may be megabytes of invalid UTF-8.
+const maxEchoBytes = 256
+
+func echo(s string) string { return boundedtext.Cut(s, maxEchoBytes) }
+
 func checkVersion(apiVersion string) error {
 	if apiVersion != V1Alpha1 && apiVersion != V1 {
-		return fmt.Errorf("%q is not a %s version (want %s or %s)", apiVersion, materialize.GroupName, V1Alpha1, V1)
+		return fmt.Errorf("%q is not a %s version (want %s or %s)", echo(apiVersion), materialize.GroupName, V1Alpha1, V1)
 	}
 	return nil
 }
@@ -117,7 +125,7 @@ func checkShape(obj map[string]any) error {
 		}
 		for k, v := range m {
 			if _, isString := v.(string); !isString {
-				return fmt.Errorf("metadata.annotations[%s]: must be a string, got %T", k, v)
+				return fmt.Errorf("metadata.annotations[%s]: must be a string, got %T", echo(k), v)
 			}
 		}
 	}

@@ -72,7 +72,7 @@ func UpstreamReads(obj map[string]any) error {
 	case V1:
 		err = readV1(obj)
 	default:
-		return fmt.Errorf("apiVersion %q is not a Materialize version", v)
+		return fmt.Errorf("apiVersion %q is not a Materialize version", echo(v))
 	}
 	if err != nil {
 		return err

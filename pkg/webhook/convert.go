@@ -12,12 +12,14 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 	"github.com/materializeinc/orchestratord/pkg/tracing"
@@ -97,6 +99,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log = tracing.Logger(log, span)
 	}
 	refuse := func(result string, rerr *reviewError) {
+		rerr.msg = boundedtext.Cut(rerr.msg, maxMessageBytes)
 		log.Info("rejected conversion request", zap.Int("status", rerr.status), zap.String("reason", rerr.msg))
 		if span.IsRecording() {
 			span.SetAttributes(attribute.String("result", result), attribute.Int("http.response.status_code", rerr.status))
@@ -128,6 +131,14 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(result, rerr)
 		return
 	}
+	// JSON between systems is UTF-8 (RFC 8259), and the API server's always
+	// is; upstream's webhook refuses anything else too. Checked before
+	// decoding, because an invalid byte decodes to three (U+FFFD): a body
+	// of invalid bytes would cost three times its size to refuse.
+	if !utf8.ValidString(body) {
+		refuse("bad_request", &reviewError{http.StatusBadRequest, "body is not valid UTF-8"})
+		return
+	}
 	cost := reviewCost(body)
 	if charged+cost > memory {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
@@ -154,7 +165,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Metrics.objects.Observe(float64(len(review.objects)))
 	if span.IsRecording() {
 		// A copy (tracing.Text): the review's strings share the body's buffer.
-		span.SetAttributes(attribute.String("uid", tracing.Text(review.uid)),
+		span.SetAttributes(attribute.String("uid", tracing.Text(review.uid)), // at most maxUIDBytes
 			attribute.String("desiredAPIVersion", versionLabel(review.desiredAPIVersion)), attribute.Int("objects", len(review.objects)))
 	}
 	resp := newResponse()
@@ -167,12 +178,12 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	header()
 	resp.out = append(resp.out, '[')
 	result := "success"
-	if failure := h.convert(ctx, log, review, resp); failure == "" {
+	if failure := boundedtext.Cut(h.convert(ctx, log, review, resp), maxMessageBytes); failure == "" {
 		resp.out = append(resp.out, `],"result":{"metadata":{},"status":"Success"}}}`...)
 	} else {
 		result = "failure"
 		log.Info("conversion failed", zap.String("uid", review.uid),
-			zap.String("desiredAPIVersion", review.desiredAPIVersion), zap.String("reason", failure))
+			zap.String("desiredAPIVersion", echo(review.desiredAPIVersion)), zap.String("reason", failure))
 		tracing.SetError(span, failure)
 		resp.reset()
 		header()
@@ -240,7 +251,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 	// only when there are any.
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return "", 0, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", ct)}
+			return "", 0, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", echo(ct))}
 		}
 	}
 	limit := h.requestLimit()
@@ -300,7 +311,7 @@ func parseReview(body string) (*review, string) {
 	apiVersion, _ := top["apiVersion"].(string)
 	kind, _ := top["kind"].(string)
 	if apiVersion != apiextensionsv1.SchemeGroupVersion.String() || kind != "ConversionReview" {
-		return nil, fmt.Sprintf("want apiextensions.k8s.io/v1 ConversionReview, got %s %s", apiVersion, kind)
+		return nil, fmt.Sprintf("want apiextensions.k8s.io/v1 ConversionReview, got %q %q", echo(apiVersion), echo(kind))
 	}
 	request, ok := top["request"].(map[string]any)
 	if !ok {
@@ -313,6 +324,11 @@ func parseReview(body string) (*review, string) {
 				return nil, fmt.Sprintf("request.%s: must be a string", field)
 			}
 		}
+	}
+	// The uid is echoed whole in the answer (the API server matches it):
+	// the API server's are UUIDs, so a longer one is not the API server's.
+	if len(rv.uid) > maxUIDBytes {
+		return nil, fmt.Sprintf("request.uid: longer than %d bytes", maxUIDBytes)
 	}
 	if objects, present := request["objects"]; present && objects != nil {
 		if rv.objects, ok = objects.([]any); !ok {
@@ -330,7 +346,7 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 	defer func() {
 		// A bug must cost one request, never the process or a hung connection.
 		if p := recover(); p != nil {
-			log.Error("panic converting objects", zap.Any("panic", p), zap.String("uid", rv.uid))
+			log.Error("panic converting objects", zap.String("panic", boundedtext.Cut(fmt.Sprint(p), maxMessageBytes)), zap.String("uid", rv.uid))
 			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
 			failure = "internal error converting objects"
 		}
@@ -354,7 +370,7 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 		from, _ := obj["apiVersion"].(string)
 		result, err := conversion.ConvertObserved(obj, rv.desiredAPIVersion, func(annotation, reason string) {
 			// A tenant's hand-written annotation: logged and counted, never trusted.
-			log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", reason))
+			log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", echo(reason)))
 			h.Metrics.carry.WithLabelValues(carryLabel(annotation)).Inc()
 		})
 		if err != nil {
@@ -403,12 +419,28 @@ func versionLabel(apiVersion string) string {
 	return "other"
 }
 
+// objectName names an object for a message, cut: its namespace and name
+// come from the request.
 func objectName(obj map[string]any) string {
 	meta, _ := obj["metadata"].(map[string]any)
 	ns, _ := meta["namespace"].(string)
 	name, _ := meta["name"].(string)
 	if ns == "" {
-		return name
+		return echo(name)
 	}
-	return ns + "/" + name
+	return echo(ns) + "/" + echo(name)
 }
+
+const (
+	// maxEchoBytes bounds each string of a request (a kind, an
+	// apiVersion, a name, a header) that a message repeats; any client
+	// that reaches the port can send megabytes of invalid UTF-8.
+	maxEchoBytes = 256
+	// maxMessageBytes bounds a whole message, which may repeat several.
+	maxMessageBytes = 2048
+	// maxUIDBytes bounds request.uid, which the answer repeats whole.
+	maxUIDBytes = 128
+)
+
+// echo is s cut to maxEchoBytes, valid UTF-8, marked when cut.
+func echo(s string) string { return boundedtext.Cut(s, maxEchoBytes) }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -301,7 +302,7 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 		gen, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, "InvalidAnnotation", "%s: %q is not a generation number; ignored",
-				LastKnownActiveGenerationAnnotation, last)
+				LastKnownActiveGenerationAnnotation, boundedtext.Cut(last, 256))
 		} else {
 			status["activeGeneration"] = gen
 		}

@@ -181,3 +181,59 @@ func BenchmarkHostileLoad(b *testing.B) {
 	b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
 	b.ReportMetric(float64(chartMemoryLimit)/(1<<20), "limit-MiB")
 }
+
+// Three reviews at once whose kind is 4 MiB of invalid UTF-8 (once: a
+// 13 MiB answer each, a 13 MiB log line, 284 MiB of RSS against a 256 MiB
+// limit) are answered in a few hundred bytes, no log line is over 16 KiB,
+// and the process stays under half the chart's limit.
+func TestHugeInvalidKindsGetSmallAnswers(t *testing.T) {
+	ns := newNamespace(t)
+	hook := startWebhook(t, ns, "--memory-limit="+strconv.Itoa(chartMemoryLimit))
+	body := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"` + strings.Repeat("\xff", 4<<20) +
+		`","request":{"uid":"u","desiredAPIVersion":"materialize.cloud/v1","objects":[]}}`
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // an attacker
+		ForceAttemptHTTP2: true,
+	}}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			resp, err := client.Post("https://"+hook.https+"/convert", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			answer, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if resp.StatusCode != http.StatusBadRequest || len(answer) > 64<<10 {
+				t.Errorf("answered %d with %d bytes, want 400 in at most 64 KiB: %.200q", resp.StatusCode, len(answer), answer)
+			}
+		})
+	}
+	wg.Wait()
+	rss := peakRSS(t, hook.cmd.Process.Pid)
+	t.Logf("peak RSS %d MiB", rss>>20)
+	if rss > chartMemoryLimit/2 {
+		t.Errorf("peak RSS %d MiB, over half the chart's limit of %d MiB", rss>>20, chartMemoryLimit>>20)
+	}
+	raw, err := os.ReadFile(hook.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for line := range strings.Lines(string(raw)) {
+		if len(line) > 16<<10 {
+			t.Errorf("a log line of %d bytes: %.200q", len(line), line)
+		}
+		if strings.Contains(line, "rejected conversion request") {
+			refused++
+		}
+	}
+	if refused != 3 {
+		t.Errorf("%d refusals logged, want 3", refused)
+	}
+}
