@@ -1,0 +1,138 @@
+package chart
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The controllers' ClusterRole lets them write Deployments and RoleBindings
+// in every namespace; the chart's ValidatingAdmissionPolicy holds their
+// ServiceAccount to what a Materialize owns, and the real API server
+// enforces it. Each write is a server-side dry run (admission runs, nothing
+// is stored), as the controllers' ServiceAccount.
+func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T) {
+	const release, tenant = "vap", "vap-tenant"
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+	for _, ns := range []string{release, tenant} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applyAll(t, render(t, release, "--set", "controllers.admissionPolicy.enabled=false"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", serviceAccountKubeconfig(t, release, "orchestratord-controllers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	controllers := kubernetes.NewForConfigOrDie(cfg)
+	dryRun := []string{metav1.DryRunAll}
+
+	owner := func(kind, name string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "materialize.cloud/v1alpha1", Kind: kind, Name: name,
+			UID: types.UID("00000000-0000-4000-8000-00000000000" + string(rune('0'+len(name)%10))), Controller: &controller}}
+	}
+	deployment := func(ns string, owners []metav1.OwnerReference) error {
+		labels := map[string]string{"app": "x"}
+		_, err := controllers.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns, OwnerReferences: owners},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			}},
+		}, metav1.CreateOptions{DryRun: dryRun})
+		return err
+	}
+	const environmentdRole = "orchestratord-controllers-environmentd"
+	binding := func(owners []metav1.OwnerReference, subjects ...rbacv1.Subject) error {
+		_, err := controllers.RbacV1().RoleBindings(tenant).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: tenant, OwnerReferences: owners},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: environmentdRole},
+			Subjects:   subjects,
+		}, metav1.CreateOptions{DryRun: dryRun})
+		return err
+	}
+	account := func(ns, name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}
+	}
+	serviceAccount := func(name string) error {
+		_, err := controllers.CoreV1().ServiceAccounts(tenant).Create(ctx, &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, OwnerReferences: owner("Materialize", "mz", true)},
+		}, metav1.CreateOptions{DryRun: dryRun})
+		return err
+	}
+	mz := owner("Materialize", "mz", true)
+	writes := []struct {
+		what  string
+		write func() error
+		// allowed: by the policy (RBAC allows every one of them).
+		allowed, allowedWithExisting bool
+	}{
+		{"a Deployment a Materialize controls", func() error { return deployment(tenant, mz) }, true, true},
+		{"a Deployment a Console controls", func() error { return deployment(tenant, owner("Console", "mz", true)) }, true, true},
+		{"a Deployment nothing owns", func() error { return deployment(tenant, nil) }, false, false},
+		{"a Deployment a Materialize owns without controlling it", func() error { return deployment(tenant, owner("Materialize", "mz", false)) }, false, false},
+		{"a Deployment in kube-system", func() error { return deployment("kube-system", mz) }, false, false},
+		{"environmentd's binding to the Materialize's own ServiceAccount", func() error { return binding(mz, account(tenant, "mz")) }, true, true},
+		{"a binding to another ServiceAccount of the namespace (spec.serviceAccountName)", func() error { return binding(mz, account(tenant, "default")) }, false, true},
+		{"a binding to a ServiceAccount of another namespace", func() error { return binding(mz, account(release, "mz")) }, false, false},
+		{"a binding to two ServiceAccounts", func() error { return binding(mz, account(tenant, "mz"), account(tenant, "default")) }, false, false},
+		{"a binding a Balancer controls", func() error { return binding(owner("Balancer", "mz", true), account(tenant, "mz")) }, false, false},
+		{"a binding nothing owns", func() error { return binding(nil, account(tenant, "mz")) }, false, false},
+		{"the Materialize's own ServiceAccount", func() error { return serviceAccount("mz") }, true, true},
+		{"a ServiceAccount named otherwise", func() error { return serviceAccount("other") }, false, false},
+	}
+	// Without the policy RBAC lets the controllers make every one of them.
+	for _, w := range writes {
+		if err := w.write(); err != nil {
+			t.Fatalf("without the policy, %s: %v (RBAC should allow it)", w.what, err)
+		}
+	}
+
+	refusedByPolicy := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
+	}
+	for _, allowExisting := range []bool{false, true} {
+		applyAll(t, render(t, release, "--set", "controllers.admissionPolicy.allowExistingServiceAccounts="+map[bool]string{true: "true", false: "false"}[allowExisting]))
+		// The API server loads a policy within a second or so.
+		probe := writes[2]
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return refusedByPolicy(probe.write()), nil
+		}); err != nil {
+			t.Fatalf("the policy never refused %s", probe.what)
+		}
+		if allowExisting {
+			w := writes[6]
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				return w.write() == nil, nil
+			}); err != nil {
+				t.Fatalf("with allowExistingServiceAccounts the policy still refuses %s", w.what)
+			}
+		}
+		for _, w := range writes {
+			want := w.allowed
+			if allowExisting {
+				want = w.allowedWithExisting
+			}
+			err := w.write()
+			switch {
+			case want && err != nil:
+				t.Errorf("allowExistingServiceAccounts=%v: %s refused: %v", allowExisting, w.what, err)
+			case !want && !refusedByPolicy(err):
+				t.Errorf("allowExistingServiceAccounts=%v: %s not refused by the policy: %v", allowExisting, w.what, err)
+			case !want:
+				t.Logf("refused: %s: %v", w.what, err)
+			}
+		}
+	}
+}
