@@ -20,8 +20,9 @@ import (
 const (
 	// DefaultMaxInFlightMemory is the budget without a memory limit.
 	DefaultMaxInFlightMemory = 192 << 20
-	// memoryReserve is what the process needs besides the reviews in
-	// flight: the runtime, idle connections up to the cap, TLS, metrics.
+	// memoryReserve is what the process needs besides what the budget
+	// charges (reviews, connections, requests): the runtime, the client
+	// that maintains the certificate, metrics.
 	memoryReserve = 64 << 20
 	// minInFlightMemory keeps a tiny limit from refusing every review.
 	minInFlightMemory = 16 << 20

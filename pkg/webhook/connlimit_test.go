@@ -2,6 +2,9 @@ package webhook
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 type limitedServer struct {
@@ -36,12 +41,17 @@ func serveLimited(t *testing.T, maxConns int) *limitedServer {
 	})
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/block" {
+			switch r.URL.Path {
+			case "/block":
 				<-s.release
+			case "/prove": // as a review answered is
+				markProven(r.Context())
 			}
+			s.limiter.askToLeave(w, r)
 			_, _ = io.WriteString(w, "ok")
 		}),
-		ConnState: s.limiter.ConnState,
+		ConnState:   s.limiter.ConnState,
+		ConnContext: s.limiter.ConnContext,
 	}
 	go func() { _ = srv.Serve(s.limiter) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -111,7 +121,8 @@ func TestConnectionCapEvictsTheOldestWithoutARequest(t *testing.T) {
 	until(t, "3 connections tracked", func() bool { return s.limiter.open() == 3 })
 
 	fresh := s.dial()
-	if err := s.get(fresh, "/"); err != nil {
+	// Proven, so that its answer does not close it (the cap is reached).
+	if err := s.get(fresh, "/prove"); err != nil {
 		t.Fatalf("a new client at the cap was not served: %v", err)
 	}
 	if !isClosed(silent1) {
@@ -214,5 +225,193 @@ func TestConnectionCapFollowsTLSConnections(t *testing.T) {
 		limiter.mu.Lock()
 		defer limiter.mu.Unlock()
 		return limiter.active == 0 && limiter.idle.Len() == 1
+	})
+}
+
+// A connection that has had a review answered is never closed to make room
+// for a new one: the newcomer goes instead, and an unproven idle one before
+// it.
+func TestConnectionCapNeverEvictsAProvenConnection(t *testing.T) {
+	s := serveLimited(t, 2)
+	idle := s.dial()
+	if err := s.get(idle, "/"); err != nil {
+		t.Fatal(err)
+	}
+	proven := s.dial()
+	if err := s.get(proven, "/prove"); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "2 connections tracked", func() bool { return s.limiter.open() == 2 })
+	fresh := s.dial()
+	if err := s.get(fresh, "/prove"); err != nil {
+		t.Fatalf("a new client at the cap was not served: %v", err)
+	}
+	if !isClosed(idle) {
+		t.Error("the unproven idle connection was kept")
+	}
+	if err := s.get(proven, "/"); err != nil {
+		t.Fatalf("the proven connection was closed: %v", err)
+	}
+	// Both proven: a newcomer is refused, however long they have idled.
+	if !isClosed(s.dial()) {
+		t.Error("a new connection was kept although both open ones are proven")
+	}
+	for _, c := range []net.Conn{proven, fresh} {
+		if err := s.get(c, "/"); err != nil {
+			t.Errorf("a proven connection was closed: %v", err)
+		}
+	}
+}
+
+// While the cap is reached an answer on an unproven connection closes it
+// (Connection: close), one on a proven connection does not.
+func TestAtTheCapUnprovenConnectionsAreAskedToLeave(t *testing.T) {
+	s := serveLimited(t, 2)
+	proven, other := s.dial(), s.dial()
+	if err := s.get(proven, "/prove"); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "2 connections tracked", func() bool { return s.limiter.open() == 2 })
+	req := func(c net.Conn) *http.Response {
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := req(other); !resp.Close {
+		t.Error("at the cap, an unproven connection's answer did not close it")
+	}
+	if resp := req(proven); resp.Close {
+		t.Error("a proven connection's answer closed it")
+	}
+}
+
+// Each connection is charged what it can hold: when the budget cannot take
+// one more, a new connection makes room as at the cap.
+func TestConnectionsAreChargedToTheBudget(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b budget
+	limit := int64(2*connectionMemory + connectionMemory/2)
+	evicted := 0
+	l := newConnLimiter(ln, 100, func(reason string) {
+		if reason == "evicted" {
+			evicted++
+		}
+	})
+	l.charge = func(n int64) bool { return b.charge(n, limit) }
+	l.refund = b.refund
+	defer l.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+		<-accepted
+	}
+	if l.open() != 2 || evicted != 1 {
+		t.Errorf("%d open, %d evicted; want 2 and 1 (the budget holds two)", l.open(), evicted)
+	}
+	if !isClosed(clients[0]) {
+		t.Error("the oldest connection was not closed to make room")
+	}
+	if b.memory != 2*connectionMemory {
+		t.Errorf("charged %d, want %d", b.memory, 2*connectionMemory)
+	}
+}
+
+// recordingConn keeps what the server sent on a client's connection.
+type recordingConn struct {
+	net.Conn
+	mu   sync.Mutex
+	read []byte
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.read = append(c.read, p[:n]...)
+	c.mu.Unlock()
+	return n, err
+}
+
+// frameTypes lists the types of the HTTP/2 frames in what a server sent.
+func (c *recordingConn) frameTypes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var types []byte
+	for b := c.read; len(b) >= 9; {
+		n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+		types = append(types, b[3])
+		if len(b) < 9+n {
+			break
+		}
+		b = b[9+n:]
+	}
+	return types
+}
+
+// An idle HTTP/2 connection closed to make room is told GOAWAY first.
+func TestEvictedHTTP2ConnectionIsToldGOAWAY(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	limiter := newConnLimiter(srv.Listener, 1, func(string) {})
+	srv.Listener = limiter
+	srv.Config.ConnState = limiter.ConnState
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+
+	var conn *recordingConn
+	client := &http.Client{Transport: &http2.Transport{
+		DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+			cfg.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+			tc, err := tls.Dial(network, addr, cfg)
+			if err != nil {
+				return nil, err
+			}
+			conn = &recordingConn{Conn: tc}
+			return conn, nil
+		},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("served over %s, want HTTP/2", resp.Proto)
+	}
+	until(t, "the connection idle", func() bool {
+		limiter.mu.Lock()
+		defer limiter.mu.Unlock()
+		return limiter.idle.Len() == 1
+	})
+	newcomer, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // a test client
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newcomer.Close()
+	until(t, "a GOAWAY on the evicted connection", func() bool {
+		return bytes.IndexByte(conn.frameTypes(), 0x7) >= 0
 	})
 }

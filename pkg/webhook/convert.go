@@ -116,11 +116,17 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Error(w, rerr.msg, rerr.status)
 	}
+	memory := h.memoryLimit()
+	// The request's headers and goroutine, until it is answered.
+	if !h.chargeConnection(requestMemory) {
+		refuse("throttled", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"})
+		return
+	}
+	defer h.refundConnection(requestMemory)
 	if limit := h.requestLimit(); r.ContentLength > limit {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)})
 		return
 	}
-	memory := h.memoryLimit()
 	body, charged, rerr := h.readBody(w, r, memory)
 	defer h.refund(charged)
 	if rerr != nil {
@@ -140,9 +146,9 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cost := reviewCost(body)
-	if charged+cost > memory {
+	if requestMemory+charged+cost > memory {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"converting this review would take about %d MiB, more than the webhook's in-flight memory (%d MiB); page the request", (charged+cost)>>20, memory>>20)})
+			"converting this review would take about %d MiB, more than the webhook's in-flight memory (%d MiB); page the request", (requestMemory+charged+cost)>>20, memory>>20)})
 		return
 	}
 	if !h.budget.admitReview(cost, memory, h.reviewLimit()) {
@@ -180,6 +186,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	result := "success"
 	if failure := boundedtext.Cut(h.convert(ctx, log, review, resp), maxMessageBytes); failure == "" {
 		resp.out = append(resp.out, `],"result":{"metadata":{},"status":"Success"}}}`...)
+		markProven(r.Context())
 	} else {
 		result = "failure"
 		log.Info("conversion failed", zap.String("uid", review.uid),
@@ -200,6 +207,18 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // spanName names the span of each review.
 const spanName = "ConversionReview"
+
+// chargeConnection charges n bytes that a connection or a request holds
+// outside any review to the in-flight budget.
+func (h *ConvertHandler) chargeConnection(n int64) bool {
+	if !h.budget.charge(n, h.memoryLimit()) {
+		return false
+	}
+	h.Metrics.inFlightMemory.Add(float64(n))
+	return true
+}
+
+func (h *ConvertHandler) refundConnection(n int64) { h.refund(n) }
 
 // refund returns what a body buffer was charged.
 func (h *ConvertHandler) refund(charged int64) {

@@ -175,9 +175,9 @@ func TestInFlightBudget(t *testing.T) {
 	h := newHandler(t)
 	body := reviewBody("materialize.cloud/v1", alphaObject)
 	cost := reviewCost(body)
-	// Room for the body buffer (its declared length and one byte) and one
-	// review, no more.
-	h.MaxInFlightMemory = cost + int64(len(body)) + 1
+	// Room for the request, its body buffer (its declared length and one
+	// byte) and one review, no more.
+	h.MaxInFlightMemory = requestMemory + cost + int64(len(body)) + 1
 	h.MaxInFlightReviews = 2
 	decodeResponse(t, post(t, h, body))
 
@@ -203,7 +203,7 @@ func TestInFlightBudget(t *testing.T) {
 	h.budget.releaseReview(1)
 	decodeResponse(t, post(t, h, body))
 
-	h.MaxInFlightMemory = cost // the body buffer does not fit besides
+	h.MaxInFlightMemory = requestMemory + cost // the body buffer does not fit besides
 	rec = post(t, h, body)
 	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than the webhook's in-flight memory") {
 		t.Fatalf("a review costing more than the budget: %d %q, want 413 saying why", rec.Code, rec.Body)
@@ -239,8 +239,8 @@ func TestBodiesAreChargedAsTheyArrive(t *testing.T) {
 	h.budget.mu.Lock()
 	held := h.budget.memory
 	h.budget.mu.Unlock()
-	if held > bodyChunk {
-		t.Errorf("a body that declared 12 MiB and sent 14 bytes holds %d bytes of the budget", held)
+	if held > requestMemory+bodyChunk {
+		t.Errorf("a body that declared 12 MiB and sent 14 bytes holds %d bytes of the budget beyond the request's own", held-requestMemory)
 	}
 	decodeResponse(t, post(t, h, reviewBody("materialize.cloud/v1", alphaObject)))
 

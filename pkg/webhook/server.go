@@ -46,6 +46,14 @@ type Server struct {
 	Metrics  *Metrics
 
 	draining atomic.Bool
+	limiter  *connLimiter
+}
+
+// connectionCharger is the handler whose in-flight budget the connections
+// are charged to (ConvertHandler).
+type connectionCharger interface {
+	chargeConnection(n int64) bool
+	refundConnection(n int64)
 }
 
 // TLSConfig is the serving TLS policy: TLS 1.2+ with AEAD suites only.
@@ -84,8 +92,18 @@ func (s *Server) Run(ctx context.Context) error {
 		// an idle connection: a POST sent on a connection the server is
 		// closing fails and is not retried.
 		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       zap.NewStdLog(s.Log.Named("https")),
+		MaxHeaderBytes: maxHeaderBytes,
+		// What a connection can hold is bounded, so it can be charged
+		// (connectionMemory).
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          h2MaxStreams,
+			MaxReadFrameSize:              h2MaxFrame,
+			MaxReceiveBufferPerConnection: h2ReceiveWindow,
+			MaxReceiveBufferPerStream:     h2StreamWindow,
+			MaxDecoderHeaderTableSize:     h2HeaderTable,
+			MaxEncoderHeaderTableSize:     h2HeaderTable,
+		},
+		ErrorLog: zap.NewStdLog(s.Log.Named("https")),
 	}
 
 	health := http.NewServeMux()
@@ -121,7 +139,11 @@ func (s *Server) Run(ctx context.Context) error {
 			s.Metrics.connectionsClosed.WithLabelValues(reason).Inc()
 		}
 	})
-	secure.ConnState = limited.ConnState
+	if charger, ok := s.Convert.(connectionCharger); ok {
+		limited.charge, limited.refund = charger.chargeConnection, charger.refundConnection
+	}
+	secure.ConnState, secure.ConnContext = limited.ConnState, limited.ConnContext
+	s.limiter = limited
 	errs := make(chan error, 1+len(plain))
 	servers := []*http.Server{secure}
 	// stopping ends the wait for a certificate: the drain is over.
@@ -193,6 +215,8 @@ func (s *Server) closeWhileDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
+		} else if s.limiter != nil {
+			s.limiter.askToLeave(w, r)
 		}
 		next.ServeHTTP(w, r)
 	})
