@@ -46,6 +46,10 @@ func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 
 var memoryLimit int64
 
+// MemoryLimit is --memory-limit: the container's memory limit in bytes, 0
+// when not given.
+func MemoryLimit() int64 { return memoryLimit }
+
 // applyMemoryLimit keeps the Go runtime's memory under 90% of the
 // container's limit less the executable's size, so the garbage collector
 // works harder near it instead of the kernel killing the process: the

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,6 +100,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultWindow
 	}
+	// The child's death signal (childAttributes) follows the thread that
+	// forked it, not the process: children are started from this thread,
+	// which this goroutine keeps until Run returns, so no thread the Go
+	// runtime ends or reuses takes a running server with it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	files, env, err := listen(cfg.Addresses)
 	if err != nil {
 		return err

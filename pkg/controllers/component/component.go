@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,15 +85,30 @@ func TransitionEvent(prev *metav1.Condition, now metav1.Condition) (eventType, r
 // RecentWrites remembers objects as this controller's own writes returned
 // them, per owner, so that a reconcile running before the informers have
 // seen those writes neither repeats them nor, for status, computes a
-// transition (and emits its Event) twice.
+// transition (and emits its Event) twice. An entry goes when the cache has
+// caught up with it, when its owner is gone, or after recentWriteTTL: a
+// write the informers never see (an object they do not watch, a key not
+// looked up again) is not kept for ever.
 type RecentWrites struct {
 	mu   sync.Mutex
-	objs map[string]map[string]metav1.Object // owner key -> object key -> object
+	objs map[string]map[string]recentWrite // owner key -> object key -> write
+	// swept is when expired entries were last dropped.
+	swept time.Time
+	now   func() time.Time
 }
+
+type recentWrite struct {
+	obj metav1.Object
+	at  time.Time
+}
+
+// recentWriteTTL is how long a write is remembered: the informers see a
+// write within seconds, and after a longer outage they list again.
+const recentWriteTTL = 2 * time.Minute
 
 // NewRecentWrites returns an empty RecentWrites.
 func NewRecentWrites() *RecentWrites {
-	return &RecentWrites{objs: map[string]map[string]metav1.Object{}}
+	return &RecentWrites{objs: map[string]map[string]recentWrite{}, now: time.Now}
 }
 
 // Put remembers obj, as a write of this controller returned it, under the
@@ -100,17 +116,51 @@ func NewRecentWrites() *RecentWrites {
 func (r *RecentWrites) Put(owner, key string, obj metav1.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.objs[owner] == nil {
-		r.objs[owner] = map[string]metav1.Object{}
+	now := r.now()
+	if now.Sub(r.swept) > recentWriteTTL/2 {
+		r.sweepLocked(now)
 	}
-	r.objs[owner][key] = obj
+	if r.objs[owner] == nil {
+		r.objs[owner] = map[string]recentWrite{}
+	}
+	r.objs[owner][key] = recentWrite{obj: obj, at: now}
+}
+
+// sweepLocked drops the expired entries; run at most twice per TTL, so
+// each Put costs amortised constant time.
+func (r *RecentWrites) sweepLocked(now time.Time) {
+	r.swept = now
+	for owner, writes := range r.objs {
+		for key, w := range writes {
+			if now.Sub(w.at) > recentWriteTTL {
+				delete(writes, key)
+			}
+		}
+		if len(writes) == 0 {
+			delete(r.objs, owner)
+		}
+	}
 }
 
 func (r *RecentWrites) get(owner, key string) (metav1.Object, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	obj, ok := r.objs[owner][key]
-	return obj, ok
+	w, ok := r.objs[owner][key]
+	if ok && r.now().Sub(w.at) > recentWriteTTL {
+		return nil, false
+	}
+	return w.obj, ok
+}
+
+// Len is how many writes are remembered.
+func (r *RecentWrites) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, writes := range r.objs {
+		n += len(writes)
+	}
+	return n
 }
 
 func (r *RecentWrites) drop(owner, key string) {

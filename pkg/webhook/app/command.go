@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,15 +128,35 @@ func supervise(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	args := childArgs(os.Args[1:], cli.MemoryLimit())
+	if cli.MemoryLimit() > 0 {
+		debug.SetMemoryLimit(supervisorMemory)
+	}
 	return supervisor.Run(ctx, supervisor.Config{
 		Addresses: []string{o.ListenAddress, o.HealthAddress, o.MetricsAddress},
 		Log:       log,
 		Command: func() *exec.Cmd {
-			cmd := exec.Command(self, os.Args[1:]...)
+			cmd := exec.Command(self, args...)
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 			return cmd
 		},
 	})
+}
+
+// supervisorMemory is the supervisor's share of the container's memory: it
+// holds the listeners and waits, a few MiB of heap. Its Go limit is that,
+// and the server's --memory-limit is the container's less it, so that the
+// two processes together stay under the container's limit.
+const supervisorMemory = 16 << 20
+
+// childArgs are the server's arguments: the supervisor's, and, with a
+// memory limit, the container's limit less supervisorMemory (the last
+// --memory-limit given wins).
+func childArgs(args []string, memoryLimit int64) []string {
+	if memoryLimit <= 0 {
+		return args
+	}
+	return append(slices.Clone(args), fmt.Sprintf("--memory-limit=%d", max(memoryLimit-supervisorMemory, memoryLimit/2)))
 }
 
 // certSource is a TLS mode: it supplies certificates until its context ends.
