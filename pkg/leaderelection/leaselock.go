@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +88,31 @@ func (l *leaseLock) Update(ctx context.Context, rec resourcelock.LeaderElectionR
 	}
 	l.lease = updated
 	l.began(rec)
+	return nil
+}
+
+// claim writes this process as the holder of current, as read (its
+// resourceVersion is the write's precondition), starting a new term: the
+// standbys' takeover (watch.go) writes the record through the lock, as the
+// elector does, so one place says what a term's record is.
+func (l *leaseLock) claim(ctx context.Context, current *coordinationv1.Lease, leaseDuration time.Duration) error {
+	now := metav1.NowMicro()
+	transitions := 1
+	if current.Spec.LeaseTransitions != nil {
+		transitions += int(*current.Spec.LeaseTransitions)
+	}
+	rec := resourcelock.LeaderElectionRecord{
+		HolderIdentity: l.identity, LeaseDurationSeconds: int(leaseDuration / time.Second),
+		AcquireTime: metav1.Time(now), RenewTime: metav1.Time(now), LeaderTransitions: transitions,
+	}
+	claimed := current.DeepCopy() // carries the resourceVersion read
+	claimed.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&rec)
+	l.annotate(claimed, l.identity)
+	updated, err := l.client.Leases(l.namespace).Update(ctx, claimed, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.lease = updated
 	return nil
 }
 

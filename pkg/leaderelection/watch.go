@@ -141,32 +141,14 @@ func (e *expiryClaim) claim(ctx context.Context, observed *coordinationv1.Lease)
 // reports whether the write landed: a Conflict means a renewal or another
 // claimant got there first.
 func (c *candidate) take(ctx context.Context, current *coordinationv1.Lease, msg string) bool {
-	now := metav1.NowMicro()
-	duration := int32(c.cfg.LeaseDuration / time.Second)
-	transitions := int32(1)
-	if current.Spec.LeaseTransitions != nil {
-		transitions += *current.Spec.LeaseTransitions
+	lock := &leaseLock{namespace: current.Namespace, name: current.Name, identity: c.cfg.Identity,
+		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation}
+	if err := lock.claim(ctx, current, c.cfg.LeaseDuration); err != nil {
+		return false
 	}
 	previous := ""
 	if current.Spec.HolderIdentity != nil {
 		previous = *current.Spec.HolderIdentity
-	}
-	claimed := current.DeepCopy() // carries the resourceVersion read
-	claimed.Spec.HolderIdentity = &c.cfg.Identity
-	claimed.Spec.LeaseDurationSeconds = &duration
-	claimed.Spec.AcquireTime = &now
-	claimed.Spec.RenewTime = &now
-	claimed.Spec.LeaseTransitions = &transitions
-	if c.cfg.Incarnation != nil {
-		if claimed.Annotations == nil {
-			claimed.Annotations = map[string]string{}
-		}
-		claimed.Annotations[HolderAnnotation] = c.cfg.Incarnation.annotation()
-	} else {
-		delete(claimed.Annotations, HolderAnnotation)
-	}
-	if _, err := c.cfg.Client.CoordinationV1().Leases(current.Namespace).Update(ctx, claimed, metav1.UpdateOptions{}); err != nil {
-		return false
 	}
 	c.log.Info(msg, zap.String("previousHolder", previous))
 	return true
