@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
@@ -15,10 +16,28 @@ import (
 // (which infrastructure-as-code tools own and would fight over).
 const ForceRolloutAnnotation = conversion.ForceRolloutAnnotation
 
+// TriggerAnnotation records on a Materialize the last rollout a node
+// trigger requested: its scope and when. A new leader of the materialize
+// Lease reads it, so a failover neither triggers a Materialize twice in
+// one scope nor within the cooldown. It is not part of the rollout hash.
+const TriggerAnnotation = "orchestratord.materialize.cloud/node-trigger"
+
+// triggerRecord is TriggerAnnotation's value.
+type triggerRecord struct {
+	Scope string    `json:"scope"`
+	At    time.Time `json:"at"`
+}
+
+// maxTriggerRecordBytes bounds what of the annotation is read: a tenant can
+// write it (and so only hold back its own Materialize's trigger).
+const maxTriggerRecordBytes = 1 << 10
+
 // state is what decides whether a Materialize may be triggered.
 type state struct {
 	deleting          bool
 	rolloutInProgress bool
+	// triggered is the last trigger recorded on it, if any.
+	triggered *triggerRecord
 }
 
 func readState(stored []byte) (state, error) {
@@ -26,12 +45,19 @@ func readState(stored []byte) (state, error) {
 	if err := json.Unmarshal(stored, &mz); err != nil {
 		return state{}, fmt.Errorf("decoding the Materialize: %w", err)
 	}
-	return state{
+	st := state{
 		deleting: mz.DeletionTimestamp != nil,
 		// Upstream's rollout_requested, with UUIDs compared as upstream
 		// reads them (absent is the nil UUID).
 		rolloutInProgress: mzuuid.Value(mz.Spec.RequestRollout) != mzuuid.Value(mz.Status.LastCompletedRolloutRequest),
-	}, nil
+	}
+	if raw, ok := mz.Annotations[TriggerAnnotation]; ok && len(raw) <= maxTriggerRecordBytes {
+		var rec triggerRecord
+		if json.Unmarshal([]byte(raw), &rec) == nil && !rec.At.IsZero() {
+			st.triggered = &rec
+		}
+	}
+	return st, nil
 }
 
 // forceRolloutPatch is the merge patch that leaves the stored (v1alpha1)
@@ -40,7 +66,7 @@ func readState(stored []byte) (state, error) {
 // the storage version derives spec.requestRollout from the new rollout hash.
 // This patch writes both at the storage version (the controllers never need
 // the conversion webhook), with the resourceVersion it was computed on.
-func forceRolloutPatch(stored []byte, value string) ([]byte, error) {
+func forceRolloutPatch(stored []byte, value string, triggered triggerRecord) ([]byte, error) {
 	// Numbers stay as written: the rollout hash covers quantities as
 	// written.
 	dec := json.NewDecoder(bytes.NewReader(stored))
@@ -68,10 +94,14 @@ func forceRolloutPatch(stored []byte, value string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("computing the v1 rollout hash: %w", err)
 	}
+	record, err := json.Marshal(triggered)
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"resourceVersion": rv,
-			"annotations":     map[string]string{ForceRolloutAnnotation: value},
+			"annotations":     map[string]string{ForceRolloutAnnotation: value, TriggerAnnotation: string(record)},
 		},
 		"spec": map[string]any{"requestRollout": conversion.RolloutRequest(hash)},
 	})

@@ -79,6 +79,10 @@ type Trigger struct {
 	// scope, even if pods of it are still on the nodes once that rollout
 	// has completed.
 	done map[string]map[Instance]bool
+	// started is when this process first decided a trigger; released, per
+	// Materialize, when it was let go of by Retain. See previousLeaders.
+	started  time.Time
+	released map[Instance]time.Time
 }
 
 func (t *Trigger) now() time.Time {
@@ -102,6 +106,32 @@ func (t *Trigger) log() *zap.Logger {
 	return zap.NewNop()
 }
 
+// previousLeaders tells whether rec, recorded on inst, is a trigger this
+// process does not know of: one a previous leader of the materialize Lease
+// made before this process started triggering (the process's own are in
+// its memory, across its terms) and that this process has not since let
+// go of (Retain).
+func (t *Trigger) previousLeaders(inst Instance, rec *triggerRecord) bool {
+	if rec == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return rec.At.Before(t.started) && rec.At.After(t.released[inst])
+}
+
+func (t *Trigger) markDone(scope string, inst Instance) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done == nil {
+		t.done = map[string]map[Instance]bool{}
+	}
+	if t.done[scope] == nil {
+		t.done[scope] = map[Instance]bool{}
+	}
+	t.done[scope][inst] = true
+}
+
 // Forget ends a scope: a later one triggers its Materializes again.
 func (t *Trigger) Forget(scope string) {
 	t.mu.Lock()
@@ -118,8 +148,14 @@ func (t *Trigger) Retain(scope string, affected map[Instance][]string) {
 	for inst := range t.done[scope] {
 		if _, ok := affected[inst]; !ok {
 			delete(t.done[scope], inst)
+			// A previous leader's record of it decides nothing either.
+			if t.released == nil {
+				t.released = map[Instance]time.Time{}
+			}
+			t.released[inst] = t.now()
 		}
 	}
+
 }
 
 // Nodes lists the nodes matching selector for which keep is true, page by
@@ -284,6 +320,9 @@ func (t *Trigger) RollOut(ctx context.Context, scope, reason string, affected ma
 
 func (t *Trigger) rollOut(ctx context.Context, scope string, inst Instance) (Outcome, string, error) {
 	t.mu.Lock()
+	if t.started.IsZero() {
+		t.started = t.now()
+	}
 	if t.done[scope][inst] {
 		t.mu.Unlock()
 		return AlreadyDone, "", nil
@@ -310,29 +349,35 @@ func (t *Trigger) rollOut(ctx context.Context, scope string, inst Instance) (Out
 	if err != nil {
 		return Failed, "", err
 	}
+	now := t.now()
 	switch {
 	case state.deleting:
 		return Deleting, "", nil
 	case state.rolloutInProgress:
 		return InProgress, "", nil
+	case t.previousLeaders(inst, state.triggered) && state.triggered.Scope == scope:
+		t.markDone(scope, inst) // so that Retain lets go of it as of its own
+		return AlreadyDone, "", nil
+	case t.previousLeaders(inst, state.triggered) && now.Sub(state.triggered.At) < t.cooldown():
+		return CoolingDown, "", nil
 	}
 	value := uuid.NewString()
 	if t.NewValue != nil {
 		value = t.NewValue()
 	}
-	patch, err := forceRolloutPatch(stored, value)
+	patch, err := forceRolloutPatch(stored, value, triggerRecord{Scope: scope, At: now.UTC()})
 	if err != nil {
 		return Failed, "", err
 	}
 	if _, err := t.MZ.MaterializeV1alpha1().Materializes(inst.Namespace).Patch(ctx, inst.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return Failed, "", fmt.Errorf("patching the Materialize: %w", err)
 	}
+	t.markDone(scope, inst)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.last == nil {
 		t.last = map[Instance]time.Time{}
 	}
-	now := t.now()
 	t.last[inst] = now
 	// Entries past their cooldown decide nothing: drop them, so the map
 	// holds only recent triggers.
@@ -341,12 +386,5 @@ func (t *Trigger) rollOut(ctx context.Context, scope string, inst Instance) (Out
 			delete(t.last, k)
 		}
 	}
-	if t.done == nil {
-		t.done = map[string]map[Instance]bool{}
-	}
-	if t.done[scope] == nil {
-		t.done[scope] = map[Instance]bool{}
-	}
-	t.done[scope][inst] = true
 	return Triggered, value, nil
 }

@@ -153,3 +153,46 @@ func TestNodesAndAffectedPage(t *testing.T) {
 		t.Errorf("affected %v", affected)
 	}
 }
+
+// A new leader of the materialize Lease (a new Trigger, its memory empty)
+// reads what the previous one triggered from the Materialize: no second
+// rollout in that scope, none within the cooldown, and one in a new scope
+// after it.
+func TestTriggersSurviveAFailover(t *testing.T) {
+	ctx := context.Background()
+	w := nodeupgradetest.New(t, cp.Config)
+	ns := w.Namespace("", "nodeupgrade-failover-")
+	w.Materialize(ns, "a")
+	a := nodeupgrade.Instance{Namespace: ns, Name: "a"}
+	affected := map[nodeupgrade.Instance][]string{a: {"n1"}}
+	now := time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
+	values := 0
+	newTrigger := func() *nodeupgrade.Trigger {
+		return &nodeupgrade.Trigger{Kube: w.Kube, MZ: w.MZ, Cooldown: time.Minute, Now: func() time.Time { return now },
+			NewValue: func() string { values++; return fmt.Sprintf("value-%d", values) }}
+	}
+	if got := newTrigger().RollOut(ctx, "upgrade/pool-1", "test", affected)[a]; got != nodeupgrade.Triggered {
+		t.Fatalf("first leader: %q", got)
+	}
+	stored, err := w.MZ.MaterializeV1alpha1().Materializes(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.CompleteRollout(stored)
+
+	now = now.Add(10 * time.Second)
+	next := newTrigger()
+	if got := next.RollOut(ctx, "upgrade/pool-1", "test", affected)[a]; got != nodeupgrade.AlreadyDone {
+		t.Errorf("the next leader, same scope: %q, want %q", got, nodeupgrade.AlreadyDone)
+	}
+	if got := next.RollOut(ctx, "upgrade/pool-2", "test", affected)[a]; got != nodeupgrade.CoolingDown {
+		t.Errorf("the next leader, another scope within the cooldown: %q, want %q", got, nodeupgrade.CoolingDown)
+	}
+	now = now.Add(time.Minute)
+	if got := next.RollOut(ctx, "upgrade/pool-2", "test", affected)[a]; got != nodeupgrade.Triggered {
+		t.Errorf("the next leader, another scope past the cooldown: %q, want %q", got, nodeupgrade.Triggered)
+	}
+	if values != 2 {
+		t.Errorf("%d rollouts requested, want 2", values)
+	}
+}

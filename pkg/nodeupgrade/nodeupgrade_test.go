@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
@@ -132,7 +133,8 @@ func TestReadState(t *testing.T) {
 func TestForceRolloutPatch(t *testing.T) {
 	const request = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10"
 	stored := storedMaterialize(t, request, request, map[string]string{"keep": "me"})
-	patch, err := forceRolloutPatch(stored, "value-1")
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	patch, err := forceRolloutPatch(stored, "value-1", triggerRecord{Scope: "pool-a", At: at})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,8 @@ func TestForceRolloutPatch(t *testing.T) {
 	if obj.Metadata.ResourceVersion != "42" {
 		t.Errorf("the patch is not conditional on the resourceVersion read: %q", obj.Metadata.ResourceVersion)
 	}
-	if want := map[string]string{"keep": "me", ForceRolloutAnnotation: "value-1"}; !reflect.DeepEqual(obj.Metadata.Annotations, want) {
+	if want := map[string]string{"keep": "me", ForceRolloutAnnotation: "value-1",
+		TriggerAnnotation: `{"scope":"pool-a","at":"2026-12-04T10:00:00Z"}`}; !reflect.DeepEqual(obj.Metadata.Annotations, want) {
 		t.Errorf("annotations %v, want %v", obj.Metadata.Annotations, want)
 	}
 	hash, err := conversion.V1RolloutHash(patched)
@@ -176,8 +179,12 @@ func TestForceRolloutPatch(t *testing.T) {
 	if err != nil || !s.rolloutInProgress {
 		t.Errorf("after the patch a rollout is not in progress: %+v %v", s, err)
 	}
+	// The next leader reads what was triggered.
+	if s.triggered == nil || s.triggered.Scope != "pool-a" || !s.triggered.At.Equal(at) {
+		t.Errorf("the trigger recorded on the object: %+v, want pool-a at %v", s.triggered, at)
+	}
 	// Another value, another request.
-	patch2, err := forceRolloutPatch(stored, "value-2")
+	patch2, err := forceRolloutPatch(stored, "value-2", triggerRecord{Scope: "pool-a", At: at})
 	if err != nil {
 		t.Fatal(err)
 	}
