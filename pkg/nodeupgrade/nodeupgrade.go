@@ -23,15 +23,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
 // PodSelector is upstream's selector of the pods that must be moved before
 // their node goes away: environmentd and clusterd, which the rollout
 // machinery moves between generations. balancerd and the console are
 // stateless Deployments and are drained normally.
-const PodSelector = component.K8sNameLabel + " in (environmentd,clusterd)," +
-	component.OrganizationNameLabel + "," + component.OrganizationNamespaceLabel
+const PodSelector = mzlabels.K8sName + " in (environmentd,clusterd)," +
+	mzlabels.OrganizationName + "," + mzlabels.OrganizationNamespace
 
 // DefaultCooldown is upstream's minimum time between two triggers for one
 // Materialize.
@@ -226,7 +226,7 @@ func addAffected(out map[Instance][]string, pods []corev1.Pod, nodes map[string]
 		if !nodes[p.Spec.NodeName] {
 			continue
 		}
-		ns, name := p.Labels[component.OrganizationNamespaceLabel], p.Labels[component.OrganizationNameLabel]
+		ns, name := p.Labels[mzlabels.OrganizationNamespace], p.Labels[mzlabels.OrganizationName]
 		// environmentd and its clusterd pods live in the Materialize's
 		// namespace. A pod naming another namespace's Materialize (anyone
 		// who can create pods can label them) must not roll it out.

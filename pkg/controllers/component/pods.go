@@ -11,6 +11,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
 // PodSettings are the operator-wide settings of a component's pods, upstream
@@ -31,22 +32,6 @@ type PodSettings struct {
 	PrometheusScrape bool
 }
 
-// Upstream's labels. Every child carries ResourceIDLabel (the informers
-// watch nothing else) and the organization labels; pods are selected by
-// NameLabel.
-const (
-	OrganizationNameLabel      = "materialize.cloud/organization-name"
-	OrganizationNamespaceLabel = "materialize.cloud/organization-namespace"
-	AppLabel                   = "materialize.cloud/app"
-	LegacyAppLabel             = "app"
-	K8sNameLabel               = "app.kubernetes.io/name"
-	K8sManagedByLabel          = "app.kubernetes.io/managed-by"
-	K8sPartOfLabel             = "app.kubernetes.io/part-of"
-	// ManagedBy is upstream's value of app.kubernetes.io/managed-by: objects
-	// keep it across a switch of operators.
-	ManagedBy = "materialize-operator"
-)
-
 // Labels are upstream's labels of a component's children.
 type Labels struct {
 	// Default are ManagedResource::default_labels: organization name and
@@ -59,20 +44,20 @@ type Labels struct {
 // resource with the given resource id, for app (balancerd, console).
 func NewLabels(crName, namespace, resourceID, app string) Labels {
 	return Labels{App: app, Default: map[string]string{
-		OrganizationNameLabel:      crName,
-		OrganizationNamespaceLabel: namespace,
-		children.ResourceIDLabel:   resourceID,
-		AppLabel:                   app,
+		mzlabels.OrganizationName:      crName,
+		mzlabels.OrganizationNamespace: namespace,
+		children.ResourceIDLabel:       resourceID,
+		mzlabels.App:                   app,
 	}}
 }
 
 // Recommended are recommended_k8s_labels(app).
 func Recommended(app string) map[string]string {
 	return map[string]string{
-		K8sManagedByLabel: ManagedBy,
-		K8sPartOfLabel:    "materialize",
-		K8sNameLabel:      app,
-		LegacyAppLabel:    app,
+		mzlabels.K8sManagedBy: mzlabels.ManagedBy,
+		mzlabels.K8sPartOf:    "materialize",
+		mzlabels.K8sName:      app,
+		mzlabels.LegacyApp:    app,
 	}
 }
 
@@ -88,7 +73,7 @@ func (l Labels) Object() map[string]string {
 func (l Labels) Selector(deployment string) map[string]string {
 	out := maps.Clone(l.Default)
 	out[children.NameLabel] = deployment
-	out[LegacyAppLabel] = l.App
+	out[mzlabels.LegacyApp] = l.App
 	return out
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
@@ -427,7 +428,7 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 
 	podLabels := e.defaultLabels()
 	podLabels[children.NameLabel] = name
-	podLabels[component.AppLabel] = environmentdApp
+	podLabels[mzlabels.App] = environmentdApp
 	for k, v := range component.Recommended(environmentdApp) {
 		podLabels[k] = v
 	}

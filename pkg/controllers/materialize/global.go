@@ -15,6 +15,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
 // Upstream's label keys and values (src/cloud-resources/src/crd.rs and
@@ -46,9 +47,9 @@ func (e env) owner() *metav1ac.OwnerReferenceApplyConfiguration {
 // defaultLabels are upstream's ManagedResource::default_labels.
 func (e env) defaultLabels() map[string]string {
 	return map[string]string{
-		component.OrganizationNameLabel:      e.mz.Name,
-		component.OrganizationNamespaceLabel: e.ns(),
-		children.ResourceIDLabel:             e.id,
+		mzlabels.OrganizationName:      e.mz.Name,
+		mzlabels.OrganizationNamespace: e.ns(),
+		children.ResourceIDLabel:       e.id,
 	}
 }
 
@@ -174,7 +175,7 @@ func (e env) networkPolicies() []*networkingv1ac.NetworkPolicyApplyConfiguration
 	if c.NetworkPoliciesInternalEnabled {
 		allPods := metav1ac.LabelSelector().WithMatchLabels(map[string]string{children.ResourceIDLabel: e.id})
 		environmentd := e.defaultLabels()
-		environmentd[component.AppLabel] = environmentdApp
+		environmentd[mzlabels.App] = environmentdApp
 		operator := map[string]string{}
 		for _, kv := range mustKeyValues(c.OperatorPodSelectorLabels) {
 			operator[kv.key] = kv.value
@@ -197,7 +198,7 @@ func (e env) networkPolicies() []*networkingv1ac.NetworkPolicyApplyConfiguration
 	}
 	if c.NetworkPoliciesIngressEnabled {
 		balancerd := e.defaultLabels()
-		balancerd[component.AppLabel] = balancerdApp
+		balancerd[mzlabels.App] = balancerdApp
 		out = append(out, policy("sql-and-http-ingress").WithSpec(networkingv1ac.NetworkPolicySpec().
 			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(balancerd)).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
 // The listeners file upstream writes for the None authenticator in the
@@ -109,7 +109,7 @@ func TestNetworkPoliciesAreOptIn(t *testing.T) {
 		if len(rule.Ports) != 2 || rule.Ports[0].Port.IntVal != 6876 || rule.Ports[1].Port.IntVal != 6878 {
 			t.Errorf("allow-orchestratord ports %+v", rule.Ports)
 		}
-		if p.Spec.PodSelector.MatchLabels[component.AppLabel] != "environmentd" {
+		if p.Spec.PodSelector.MatchLabels[mzlabels.App] != "environmentd" {
 			t.Errorf("allow-orchestratord selects %v", p.Spec.PodSelector.MatchLabels)
 		}
 	}

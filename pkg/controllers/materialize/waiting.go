@@ -15,7 +15,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
 // What a rollout in progress waits for, as the label of
@@ -81,7 +81,7 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 	}
 	if !environmentdReady {
 		items, _, err := list(children.ResourceIDLabel + "=" + e.id + "," + children.NameLabel + "=" + e.generationName(gen) +
-			"," + component.AppLabel + "=" + environmentdApp)
+			"," + mzlabels.App + "=" + environmentdApp)
 		if err != nil {
 			return WaitingEnvironmentdPod, ""
 		}
