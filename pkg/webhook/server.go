@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
-	"github.com/materializeinc/orchestratord/pkg/profiling"
+	"github.com/materializeinc/orchestratord/pkg/healthserver"
 )
 
 // Server runs the HTTPS conversion endpoint and the plain-HTTP health and
@@ -106,22 +107,6 @@ func (s *Server) Run(ctx context.Context) error {
 		ErrorLog: zap.NewStdLog(s.Log.Named("https")),
 	}
 
-	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	health.HandleFunc("/readyz", s.readyz)
-	if s.Profiling {
-		profiling.Register(health)
-	}
-	metrics := promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{})
-	plain := map[string]*http.ServeMux{s.HealthAddress: health}
-	if s.MetricsAddress == s.HealthAddress {
-		health.Handle("/metrics", metrics)
-	} else {
-		m := http.NewServeMux()
-		m.Handle("/metrics", metrics)
-		plain[s.MetricsAddress] = m
-	}
-
 	listen := s.Listen
 	if listen == nil {
 		listen = func(address string) (net.Listener, error) { return net.Listen("tcp", address) }
@@ -144,8 +129,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	secure.ConnState, secure.ConnContext = limited.ConnState, limited.ConnContext
 	s.limiter = limited
-	errs := make(chan error, 1+len(plain))
-	servers := []*http.Server{secure}
+	errs := make(chan error, 1)
 	// stopping ends the wait for a certificate: the drain is over.
 	stopping := make(chan struct{})
 	go func() {
@@ -161,24 +145,27 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		errs <- secure.ServeTLS(limited, "", "")
 	}()
-	for addr, handler := range plain {
-		ln, err := listen(addr)
-		if err != nil {
-			secureLn.Close()
-			return fmt.Errorf("listening on %s: %w", addr, err)
-		}
-		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-		servers = append(servers, srv)
-		go func() { errs <- srv.Serve(ln) }()
+	plain, err := healthserver.Start(healthserver.Config{
+		HealthAddress: s.HealthAddress, MetricsAddress: s.MetricsAddress, Profiling: s.Profiling,
+		Readyz:  s.readyz,
+		Metrics: promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}),
+		Listen:  listen,
+	})
+	if err != nil {
+		secureLn.Close()
+		return err
 	}
 	s.Log.Info("webhook serving", zap.String("https", secureLn.Addr().String()),
 		zap.String("health", s.HealthAddress), zap.String("metrics", s.MetricsAddress))
 
 	select {
 	case err := <-errs:
-		for _, srv := range servers {
-			_ = srv.Close()
-		}
+		_ = secure.Close()
+		plain.Shutdown(canceled())
+		return err
+	case err := <-plain.Errors():
+		_ = secure.Close()
+		plain.Shutdown(canceled())
 		return err
 	case <-ctx.Done():
 	}
@@ -193,14 +180,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			// Their clients see the connection close and retry elsewhere.
-			s.Log.Warn("requests still in flight at the shutdown timeout: connections closed",
-				zap.Duration("timeout", timeout), zap.Int("connections", limited.open()), zap.Error(err))
-			_ = srv.Close()
-		}
+	if err := secure.Shutdown(shutdownCtx); err != nil {
+		// Their clients see the connection close and retry elsewhere.
+		s.Log.Warn("requests still in flight at the shutdown timeout: connections closed",
+			zap.Duration("timeout", timeout), zap.Int("connections", limited.open()), zap.Error(err))
+		_ = secure.Close()
 	}
+	plain.Shutdown(shutdownCtx)
 	s.Log.Info("webhook stopped")
 	return nil
 }
@@ -235,16 +221,20 @@ func (s *Server) waitReady(stop <-chan struct{}) bool {
 	return true
 }
 
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) readyz(*http.Request) error {
 	if s.draining.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
+		return errors.New("shutting down")
 	}
 	if s.Ready != nil {
-		if err := s.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
+		return s.Ready()
 	}
-	_, _ = w.Write([]byte("ok"))
+	return nil
+}
+
+// canceled is a context that is already done: a shutdown that waits for
+// nothing.
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -36,12 +35,12 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/healthserver"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
 	"github.com/materializeinc/orchestratord/pkg/outage"
-	"github.com/materializeinc/orchestratord/pkg/profiling"
 	"github.com/materializeinc/orchestratord/pkg/tracing"
 )
 
@@ -534,53 +533,29 @@ func together(run, alongside func(context.Context)) func(context.Context) {
 }
 
 func serve(log *zap.Logger, o *Options, registry *prometheus.Registry, health *leaderelection.HealthChecker, synced func() bool) (func(), error) {
-	healthMux := http.NewServeMux()
-	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := health.Check(r); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !synced() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	if o.Profiling {
-		profiling.Register(healthMux)
-	}
-	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
-	muxes := map[string]*http.ServeMux{o.HealthAddress: healthMux}
-	if o.MetricsAddress == o.HealthAddress {
-		healthMux.Handle("/metrics", metrics)
-	} else {
-		m := http.NewServeMux()
-		m.Handle("/metrics", metrics)
-		muxes[o.MetricsAddress] = m
-	}
-	var servers []*http.Server
-	for addr, mux := range muxes {
-		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s: %w", addr, err)
-		}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server failed", zap.String("address", addr), zap.Error(err))
+	servers, err := healthserver.Start(healthserver.Config{
+		HealthAddress: o.HealthAddress, MetricsAddress: o.MetricsAddress, Profiling: o.Profiling,
+		Healthz: health.Check,
+		Readyz: func(*http.Request) error {
+			if !synced() {
+				return errors.New("caches not synced")
 			}
-		}()
-		servers = append(servers, srv)
+			return nil
+		},
+		Metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
+	})
+	if err != nil {
+		return nil, err
 	}
+	go func() {
+		for err := range servers.Errors() {
+			log.Error("http server failed", zap.Error(err))
+		}
+	}()
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, s := range servers {
-			_ = s.Shutdown(ctx)
-		}
+		servers.Shutdown(ctx)
 	}, nil
 }
 
