@@ -311,9 +311,77 @@ func Run(ctx context.Context, o *Options) error {
 		Metrics:       controller.NewMetrics(registry),
 		Workers:       o.Workers,
 	}
-	var ctrls []*controller.Controller
-	// alongside runs with a controller, in the same lead context.
-	alongside := map[string]func(context.Context){}
+	ctrls, alongside := o.newControllers(deps, clients, registry, envURL, log)
+	// Informers run for the whole process, leader or not, so a new leader
+	// starts with a warm cache.
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	synced := startInformers(informerCtx, deps)
+
+	stopServers, err := serve(log, o, registry, health, synced)
+	if err != nil {
+		return err
+	}
+	defer stopServers()
+
+	leCfg := o.electionConfig(kube, registry, health, log)
+	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
+		zap.String("leaseNamespace", o.LeaderElectionNamespace))
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	if o.SpreadLeadership {
+		var names []string
+		for _, c := range ctrls {
+			names = append(names, leaderelection.LeaseName(c.Name()))
+		}
+		leCfg.Spread = leaderelection.NewSpread(leCfg, names)
+		spreadDone := make(chan struct{})
+		go func() {
+			defer close(spreadDone)
+			// Counted as a replica (and so handed Leases, which the others
+			// leave to it) only once it can lead at once: caches synced,
+			// its elections and their watches running.
+			for !synced() {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			leCfg.Spread.Run(runCtx)
+		}()
+		// Its presence Lease goes after the leases are released.
+		defer func() { stopAll(); <-spreadDone }()
+	}
+	errs := make(chan error, len(ctrls))
+	for _, c := range ctrls {
+		leCfg := leCfg
+		leCfg.OnFence = func() { clients[c.Name()].abort(log, c.Name()) }
+		go func() { errs <- campaign(runCtx, leCfg, c, alongside[c.Name()], log) }()
+	}
+	var first error
+	for range ctrls {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			log.Error("controller failed; stopping every controller and exiting", zap.Error(err))
+			stopAll()
+		}
+	}
+	if first != nil {
+		return first
+	}
+	log.Info("controllers stopped; leases released")
+	return nil
+}
+
+// newControllers builds the reconcilers of --controllers, each with its
+// own clients (leaseClients), and what runs alongside each in its lead
+// context (the materialize Lease's metrics and node triggers).
+func (o *Options) newControllers(deps controller.Deps, clients map[string]*leaseClients, registry *prometheus.Registry,
+	envURL func(*v1alpha1.Materialize, string, uint64) string, log *zap.Logger,
+) (ctrls []*controller.Controller, alongside map[string]func(context.Context)) {
+	mzInformers := deps.MZInformers
+	alongside = map[string]func(context.Context){}
 	for _, name := range o.Controllers {
 		deps := deps
 		deps.Kube, deps.MZ, deps.Dynamic, deps.Recorder = clients[name].kube, clients[name].mz, clients[name].dynamic, clients[name].recorder
@@ -361,17 +429,18 @@ func Run(ctx context.Context, o *Options) error {
 			}))
 		}
 	}
-	// Informers run for the whole process, leader or not, so a new leader
-	// starts with a warm cache.
-	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopInformers()
-	deps.KubeInformers.Start(informerCtx.Done())
-	deps.MZInformers.Start(informerCtx.Done())
+	return ctrls, alongside
+}
 
+// startInformers starts the informers until ctx ends; the returned
+// function reports whether every cache has synced.
+func startInformers(ctx context.Context, deps controller.Deps) func() bool {
+	deps.KubeInformers.Start(ctx.Done())
+	deps.MZInformers.Start(ctx.Done())
 	var synced atomic.Bool
 	go func() {
-		kubeSynced := deps.KubeInformers.WaitForCacheSync(informerCtx.Done())
-		mzSynced := deps.MZInformers.WaitForCacheSync(informerCtx.Done())
+		kubeSynced := deps.KubeInformers.WaitForCacheSync(ctx.Done())
+		mzSynced := deps.MZInformers.WaitForCacheSync(ctx.Done())
 		for _, ok := range kubeSynced {
 			if !ok {
 				return
@@ -384,13 +453,12 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		synced.Store(true)
 	}()
+	return synced.Load
+}
 
-	stopServers, err := serve(log, o, registry, health, synced.Load)
-	if err != nil {
-		return err
-	}
-	defer stopServers()
-
+// electionConfig is the elections' configuration from the flags and the
+// pod's environment (its owner reference, crash failover).
+func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus.Registry, health *leaderelection.HealthChecker, log *zap.Logger) leaderelection.Config {
 	leCfg := leaderelection.Config{
 		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
@@ -413,53 +481,7 @@ func Run(ctx context.Context, o *Options) error {
 			log.Info("crash failover on", zap.String("incarnation", inc.ID))
 		}
 	}
-	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
-		zap.String("leaseNamespace", o.LeaderElectionNamespace))
-	runCtx, stopAll := context.WithCancel(ctx)
-	defer stopAll()
-	if o.SpreadLeadership {
-		var names []string
-		for _, c := range ctrls {
-			names = append(names, leaderelection.LeaseName(c.Name()))
-		}
-		leCfg.Spread = leaderelection.NewSpread(leCfg, names)
-		spreadDone := make(chan struct{})
-		go func() {
-			defer close(spreadDone)
-			// Counted as a replica (and so handed Leases, which the others
-			// leave to it) only once it can lead at once: caches synced,
-			// its elections and their watches running.
-			for !synced.Load() {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-			leCfg.Spread.Run(runCtx)
-		}()
-		// Its presence Lease goes after the leases are released.
-		defer func() { stopAll(); <-spreadDone }()
-	}
-	errs := make(chan error, len(ctrls))
-	for _, c := range ctrls {
-		leCfg := leCfg
-		leCfg.OnFence = func() { clients[c.Name()].abort(log, c.Name()) }
-		go func() { errs <- campaign(runCtx, leCfg, c, alongside[c.Name()], log) }()
-	}
-	var first error
-	for range ctrls {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			log.Error("controller failed; stopping every controller and exiting", zap.Error(err))
-			stopAll()
-		}
-	}
-	if first != nil {
-		return first
-	}
-	log.Info("controllers stopped; leases released")
-	return nil
+	return leCfg
 }
 
 // campaign runs one controller's elections until ctx ends. A lost lease
