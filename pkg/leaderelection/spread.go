@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // ReplicaLabel marks the Leases that say a replica is alive (one per
@@ -63,6 +64,43 @@ type Spread struct {
 	withdraw sync.Once
 	// withdrawn stops the heartbeat from recreating the presence Lease.
 	withdrawn atomic.Bool
+	seen      *observations
+}
+
+// observations are when this replica first saw each version of each Lease,
+// on its own clock. Whether a Lease is current is judged from them, as
+// client-go's elector judges its own Lease, never by comparing this
+// machine's clock with a time another machine wrote (RenewTime): clock
+// skew between replicas cannot make a live Lease look expired, or a dead
+// one live. A version first seen late only makes a Lease look alive
+// longer, never shorter.
+type observations struct {
+	mu   sync.Mutex
+	seen map[string]observation // Lease name -> its latest version seen
+}
+
+type observation struct {
+	resourceVersion string
+	at              time.Time
+}
+
+func newObservations() *observations { return &observations{seen: map[string]observation{}} }
+
+// at returns when l's version was first seen, recording now if it is new.
+func (o *observations) at(l *coordinationv1.Lease, now time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if seen, ok := o.seen[l.Name]; ok && seen.resourceVersion == l.ResourceVersion {
+		return seen.at
+	}
+	o.seen[l.Name] = observation{resourceVersion: l.ResourceVersion, at: now}
+	return now
+}
+
+func (o *observations) forget(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.seen, name)
 }
 
 // NewSpread returns the placement of leases among the replicas sharing
@@ -72,7 +110,23 @@ func NewSpread(cfg Config, leases []string) *Spread {
 	inf := factory.Coordination().V1().Leases()
 	leases = slices.Clone(leases)
 	slices.Sort(leases)
-	return &Spread{cfg: cfg, leases: leases, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	seen := newObservations()
+	// Versions are timed as they arrive, not when a view is next computed.
+	observe := func(obj any) {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			seen.at(l, time.Now())
+		}
+	}
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+		DeleteFunc: func(obj any) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				seen.forget(l.Name)
+			}
+		},
+	})
+	return &Spread{cfg: cfg, leases: leases, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced, seen: seen}
 }
 
 // Run keeps this replica's presence Lease renewed and the view of every
@@ -226,7 +280,7 @@ func (s *Spread) MayAcquire(lease string) bool {
 	for i := range list.Items {
 		all[i] = &list.Items[i]
 	}
-	return newPlacementView(all, s.leases, time.Now(), s.cfg.LeaseDuration).mayAcquire(s.cfg.Identity, lease)
+	return newPlacementView(all, s.leases, time.Now(), s.cfg.LeaseDuration, s.seen.at).mayAcquire(s.cfg.Identity, lease)
 }
 
 // ShouldHandOver tells whether this replica, leading lease, should give it
@@ -244,7 +298,7 @@ func (s *Spread) view() (placementView, bool) {
 	if err != nil {
 		return placementView{}, false
 	}
-	return newPlacementView(all, s.leases, time.Now(), s.cfg.LeaseDuration), true
+	return newPlacementView(all, s.leases, time.Now(), s.cfg.LeaseDuration, s.seen.at), true
 }
 
 // placementView is who is alive and who leads what, at one moment.
@@ -264,8 +318,11 @@ type placementView struct {
 
 // newPlacementView reads the Leases: the presence Leases, and the Leases
 // any live replica campaigns for (mine included, controlled), whose holders
-// carry them as load.
-func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time.Time, horizon time.Duration) placementView {
+// carry them as load. seen says when a Lease's version was first seen
+// (observations.at).
+func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time.Time, horizon time.Duration,
+	seen func(*coordinationv1.Lease, time.Time) time.Time,
+) placementView {
 	v := placementView{alive: map[string]bool{}, campaigns: map[string]map[string]bool{}, led: map[string][]string{},
 		held: map[string]bool{}, freeFor: map[string]time.Duration{}, acquired: map[string]time.Time{}, horizon: horizon}
 	isControlled := map[string]bool{}
@@ -273,7 +330,7 @@ func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time
 		isControlled[name] = true
 	}
 	for _, l := range all {
-		holder, _, current := leaseState(l, now)
+		holder, _, current := leaseState(l, seen(l, now), now)
 		if l.Labels[ReplicaLabel] != "true" || !current {
 			continue
 		}
@@ -294,7 +351,7 @@ func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time
 		v.freeFor[name] = 0
 	}
 	for _, l := range all {
-		holder, expires, current := leaseState(l, now)
+		holder, expires, current := leaseState(l, seen(l, now), now)
 		if l.Labels[ReplicaLabel] == "true" || !isControlled[l.Name] {
 			continue
 		}
@@ -315,16 +372,14 @@ func newPlacementView(all []*coordinationv1.Lease, controlled []string, now time
 }
 
 // leaseState returns a Lease's holder, when it expires (or was released),
-// and whether it is held now.
-func leaseState(l *coordinationv1.Lease, now time.Time) (holder string, expires time.Time, current bool) {
+// and whether it is held now, for a version of it first seen at seen.
+func leaseState(l *coordinationv1.Lease, seen, now time.Time) (holder string, expires time.Time, current bool) {
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
 	}
-	if l.Spec.RenewTime != nil {
-		expires = l.Spec.RenewTime.Time
-		if holder != "" && l.Spec.LeaseDurationSeconds != nil {
-			expires = expires.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-		}
+	expires = seen
+	if holder != "" && l.Spec.LeaseDurationSeconds != nil {
+		expires = expires.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 	}
 	return holder, expires, holder != "" && now.Before(expires)
 }

@@ -29,6 +29,9 @@ func lease(name, holder string, ago time.Duration, replica bool) *coordinationv1
 	return l
 }
 
+// seenAtRenewal: each version seen the moment it was written.
+func seenAtRenewal(l *coordinationv1.Lease, _ time.Time) time.Time { return l.Spec.RenewTime.Time }
+
 func view(replicas []string, holders map[string]string) placementView {
 	return viewWith(replicas, nil, holders)
 }
@@ -46,7 +49,7 @@ func viewWith(replicas []string, campaigns map[string]string, holders map[string
 	for name, holder := range holders {
 		all = append(all, lease(name, holder, time.Second, false))
 	}
-	return newPlacementView(all, spreadLeases, spreadNow, 15*time.Second)
+	return newPlacementView(all, spreadLeases, spreadNow, 15*time.Second, seenAtRenewal)
 }
 
 func TestSpreadMayAcquire(t *testing.T) {
@@ -72,7 +75,7 @@ func TestSpreadMayAcquire(t *testing.T) {
 	// A Lease free for longer than the horizon goes to anyone.
 	all := []*coordinationv1.Lease{lease(ReplicaLeaseName("a"), "a", time.Second, true), lease(ReplicaLeaseName("b"), "b", time.Second, true),
 		lease(LeaseBalancer, "a", time.Second, false), lease(LeaseMaterialize, "", 20*time.Second, false)}
-	if !newPlacementView(all, spreadLeases, spreadNow, 15*time.Second).mayAcquire("a", LeaseMaterialize) {
+	if !newPlacementView(all, spreadLeases, spreadNow, 15*time.Second, seenAtRenewal).mayAcquire("a", LeaseMaterialize) {
 		t.Error("a Lease free for 20s is not offered to a loaded replica after a 15s horizon")
 	}
 }
@@ -206,7 +209,7 @@ func TestSpreadOnlyAmongReplicasThatCampaignForTheLease(t *testing.T) {
 	}
 	all[0].Annotations = map[string]string{CampaignsAnnotation: LeaseBalancer + "," + LeaseConsole + "," + LeaseMaterialize}
 	all[1].Annotations = map[string]string{CampaignsAnnotation: LeaseMaterialize}
-	mv := newPlacementView(all, []string{LeaseMaterialize}, spreadNow, 15*time.Second)
+	mv := newPlacementView(all, []string{LeaseMaterialize}, spreadNow, 15*time.Second, seenAtRenewal)
 	if got := len(mv.led["a"]); got != 2 {
 		t.Errorf("m counts %d Leases led by a, want 2", got)
 	}
@@ -254,5 +257,33 @@ func TestSpreadPresenceLeaseOwnedByItsPodAndStaleOnesSwept(t *testing.T) {
 		if _, err := leases.Get(context.Background(), kept, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s: %v (must be kept)", kept, err)
 		}
+	}
+}
+
+// Whether a Lease is current is judged on this replica's clock, from when
+// it saw each version: a holder whose clock runs an hour behind still
+// holds a Lease it keeps renewing, and one whose clock runs an hour ahead
+// has lost a Lease it stopped renewing once its duration has passed here.
+func TestSpreadIgnoresTheHoldersClocks(t *testing.T) {
+	seen := newObservations()
+	behind := lease(LeaseBalancer, "slow-clock", time.Hour, false)
+	ahead := lease(LeaseConsole, "fast-clock", -time.Hour, false)
+	behind.ResourceVersion, ahead.ResourceVersion = "1", "2"
+	now := spreadNow
+	current := func(l *coordinationv1.Lease) bool {
+		_, _, ok := leaseState(l, seen.at(l, now), now)
+		return ok
+	}
+	if !current(behind) || !current(ahead) {
+		t.Fatal("Leases seen now for the first time are current for their duration")
+	}
+	now = now.Add(10 * time.Second)
+	behind.ResourceVersion = "3" // renewed, its RenewTime still an hour old
+	if !current(behind) {
+		t.Error("a renewed Lease whose holder's clock is behind looks expired")
+	}
+	now = now.Add(10 * time.Second) // 20 s since ahead last changed, 15 s duration
+	if current(ahead) {
+		t.Error("a Lease not renewed for longer than its duration looks current because its holder's clock is ahead")
 	}
 }
