@@ -49,6 +49,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	k8sle "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 )
 
 // Lease names, one per reconciler (docs/leader-election.md).
@@ -477,7 +479,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	})
 
 	if leaderCtx.Err() == nil {
-		c.lead(context.WithValue(withWriteDeadline(leadCtx, func() time.Time { return lock.renewedAt().Add(c.cfg.RenewDeadline) }),
+		c.lead(context.WithValue(fence.WithWriteDeadline(leadCtx, func() time.Time { return lock.renewedAt().Add(c.cfg.RenewDeadline) }),
 			stoppingKey{}, stopping))
 	}
 	close(leadDone)

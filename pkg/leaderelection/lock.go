@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 )
 
 // fencedLock wraps the LeaseLock of one client-go elector. It
@@ -94,7 +96,7 @@ func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElection
 
 func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
 	if l.pastRenewDeadline() {
-		return fmt.Errorf("lease %s: %w", l.Describe(), ErrFenced)
+		return fmt.Errorf("lease %s: %w", l.Describe(), fence.ErrFenced)
 	}
 	if rec.HolderIdentity != "" {
 		if l.mayAcquire != nil && l.takingReleased(rec) && !l.mayAcquire() {

@@ -37,6 +37,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/healthserver"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
@@ -268,7 +269,7 @@ func Run(ctx context.Context, o *Options) error {
 	// No write leaves the process once its lease could have expired, and
 	// none sent before is delivered after: a fence aborts the connections
 	// of that Lease's controller (leaseClients).
-	cfg.Wrap(leaderelection.FenceTransport)
+	cfg.Wrap(fence.Transport)
 	// Reads wait out an API server outage instead of failing, so the
 	// informers have no backoff to sit out once it answers again.
 	readsResent := outage.Resent()
@@ -404,7 +405,7 @@ func (o *Options) newControllers(deps controller.Deps, clients map[string]*lease
 				Waiting: waiting,
 				Config:  o.Environment,
 				// Promotions are writes: the lease fence bounds them too.
-				Leader:          &environmentd.Client{Wrap: leaderelection.FenceTransport},
+				Leader:          &environmentd.Client{Wrap: fence.Transport},
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
 				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,

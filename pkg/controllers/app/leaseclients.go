@@ -15,6 +15,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 )
 
 // leaseClients are the API clients one controller writes with, over
@@ -30,11 +31,11 @@ type leaseClients struct {
 	recorder record.EventRecorder
 	// stopEvents stops the Event broadcaster, dropping what is queued.
 	stopEvents func()
-	conns      *leaderelection.Connections
+	conns      *fence.Connections
 }
 
 // newLeaseClients builds the clients of controller from base (which has
-// the lead-context fence, leaderelection.FenceTransport). Its user agent
+// the lead-context fence, fence.Transport). Its user agent
 // names the controller, so the audit log attributes each write to a
 // Lease. Its writes, Events included, are refused at the moment they
 // would be sent unless the process holds the Lease within its renew
@@ -43,10 +44,10 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	lease := leaderelection.LeaseName(controller)
 	cfg := rest.CopyConfig(base)
 	cfg.UserAgent = base.UserAgent + " controller/" + controller
-	conns := leaderelection.NewConnections()
+	conns := fence.NewConnections()
 	cfg.Dial = conns.Dial
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return leaderelection.GateTransport(rt, func() bool { return health.WritesAllowed(lease) })
+		return fence.Gate(rt, func() bool { return health.WritesAllowed(lease) })
 	})
 	c := &leaseClients{conns: conns}
 	var err error
@@ -75,7 +76,7 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
 		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
 	sink := &typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")}
-	broadcaster.StartRecordingToSink(leaderelection.FenceEvents(sink, health, lease, log))
+	broadcaster.StartRecordingToSink(fence.Events(sink, health, lease, log))
 	c.stopEvents = broadcaster.Shutdown
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: identity})
 	return c, nil

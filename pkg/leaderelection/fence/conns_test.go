@@ -1,4 +1,4 @@
-package leaderelection
+package fence
 
 import (
 	"context"

@@ -1,10 +1,8 @@
 package leaderelection
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,41 +11,9 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 )
-
-func TestFenceTransportRefusesLateWritesOnly(t *testing.T) {
-	var served int
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { served++ }))
-	defer srv.Close()
-	client := &http.Client{Transport: FenceTransport(http.DefaultTransport)}
-	deadline := time.Now().Add(-time.Millisecond) // already past
-	late := withWriteDeadline(context.Background(), func() time.Time { return deadline })
-	fresh := withWriteDeadline(context.Background(), func() time.Time { return time.Now().Add(time.Hour) })
-
-	do := func(ctx context.Context, method string) error {
-		req, _ := http.NewRequestWithContext(ctx, method, srv.URL, nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
-	if err := do(late, http.MethodPatch); !errors.Is(err, ErrFenced) {
-		t.Errorf("a write past the deadline must be fenced, got %v", err)
-	}
-	if err := do(late, http.MethodGet); err != nil {
-		t.Errorf("reads are not fenced: %v", err)
-	}
-	if err := do(fresh, http.MethodPost); err != nil {
-		t.Errorf("a write within the deadline must pass: %v", err)
-	}
-	if err := do(context.Background(), http.MethodDelete); err != nil {
-		t.Errorf("a write outside any lead context (e.g. the lease renewal) must pass: %v", err)
-	}
-	if served != 3 {
-		t.Errorf("served %d requests, want 3", served)
-	}
-}
 
 type sinkCalls struct{ created []string }
 
@@ -65,7 +31,7 @@ func (s *sinkCalls) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { re
 func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
 	health := NewHealthChecker(time.Second)
 	inner := &sinkCalls{}
-	sink := FenceEvents(inner, health, "materialize", zap.NewNop())
+	sink := fence.Events(inner, health, "materialize", zap.NewNop())
 	var renewed atomic.Pointer[time.Time]
 	now := time.Now()
 	renewed.Store(&now)
@@ -128,21 +94,21 @@ func TestOneLeasePastItsDeadlineFencesOnlyItsOwnTerm(t *testing.T) {
 		t.Error("a Lease the process does not hold allows no write")
 	}
 	inner := &sinkCalls{}
-	if _, err := FenceEvents(inner, health, "materialize", zap.NewNop()).Create(&corev1.Event{Reason: "Kept", LastTimestamp: metav1.NewTime(time.Now())}); err != nil {
+	if _, err := fence.Events(inner, health, "materialize", zap.NewNop()).Create(&corev1.Event{Reason: "Kept", LastTimestamp: metav1.NewTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FenceEvents(inner, health, "balancer", zap.NewNop()).Create(&corev1.Event{Reason: "Dropped", LastTimestamp: metav1.NewTime(time.Now())}); err != nil {
+	if _, err := fence.Events(inner, health, "balancer", zap.NewNop()).Create(&corev1.Event{Reason: "Dropped", LastTimestamp: metav1.NewTime(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(inner.created, ","); got != "Kept" {
 		t.Errorf("events written: %s, want Kept", got)
 	}
-	gated := GateTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+	gated := fence.Gate(roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
 	}), func() bool { return health.WritesAllowed("balancer") })
 	req, _ := http.NewRequest(http.MethodPost, "https://api.invalid/apis/apps/v1/namespaces/x/deployments", nil)
-	if _, err := gated.RoundTrip(req); !errors.Is(err, ErrFenced) {
-		t.Errorf("a write of the lost term: %v, want ErrFenced", err)
+	if _, err := gated.RoundTrip(req); !errors.Is(err, fence.ErrFenced) {
+		t.Errorf("a write of the lost term: %v, want fence.ErrFenced", err)
 	}
 }
 

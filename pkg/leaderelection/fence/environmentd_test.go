@@ -1,4 +1,4 @@
-package leaderelection
+package fence
 
 import (
 	"context"
@@ -26,13 +26,13 @@ func TestFenceStopsPromotionsPastTheDeadline(t *testing.T) {
 		_, _ = w.Write([]byte(`{"status":"ReadyToPromote"}`))
 	}))
 	t.Cleanup(srv.Close)
-	client := &environmentd.Client{Wrap: FenceTransport}
+	client := &environmentd.Client{Wrap: Transport}
 
-	live := withWriteDeadline(context.Background(), func() time.Time { return time.Now().Add(time.Hour) })
+	live := WithWriteDeadline(context.Background(), func() time.Time { return time.Now().Add(time.Hour) })
 	if err := client.Promote(live, srv.URL); err != nil || posts.Load() != 1 {
 		t.Fatalf("promote within the deadline: err %v, %d POSTs", err, posts.Load())
 	}
-	expired := withWriteDeadline(context.Background(), func() time.Time { return time.Now().Add(-time.Millisecond) })
+	expired := WithWriteDeadline(context.Background(), func() time.Time { return time.Now().Add(-time.Millisecond) })
 	for _, call := range []func(context.Context, string) error{client.Promote, client.SkipCatchup} {
 		if err := call(expired, srv.URL); !errors.Is(err, ErrFenced) {
 			t.Errorf("a write past the deadline: err = %v, want ErrFenced", err)

@@ -1,4 +1,11 @@
-package leaderelection
+// Package fence keeps a leadership term's writes inside the term: a
+// mutating request is refused at the moment it would be sent once its
+// term's Lease could have expired (Transport, from the lead context's
+// deadline; Gate, for writes without one), a queued Event is written only
+// in the term it was recorded in (Events), and a term's connections can be
+// reset so that nothing sent before the deadline lands after it
+// (Connections). docs/leader-election.md.
+package fence
 
 import (
 	"context"
@@ -14,13 +21,14 @@ import (
 
 // ErrFenced is returned for a write attempted after the lease could have
 // expired.
-var ErrFenced = errors.New("leaderelection: write refused, the lease may have expired")
+var ErrFenced = errors.New("fence: write refused, the lease may have expired")
 
 type writeDeadlineKey struct{}
 
-// withWriteDeadline marks a lead context with the moment after which its
+// WithWriteDeadline marks a lead context with the moment after which its
 // lease could have expired: the last successful renewal plus RenewDeadline.
-func withWriteDeadline(ctx context.Context, deadline func() time.Time) context.Context {
+// leaderelection.Run gives lead such a context.
+func WithWriteDeadline(ctx context.Context, deadline func() time.Time) context.Context {
 	return context.WithValue(ctx, writeDeadlineKey{}, deadline)
 }
 
@@ -33,22 +41,22 @@ func WriteDeadline(ctx context.Context) (time.Time, bool) {
 	return deadline(), true
 }
 
-// FenceTransport wraps a client's transport so that a mutating request made
+// Transport wraps a client's transport so that a mutating request made
 // with a lead context is refused at the moment it would be sent if the
 // lease's write deadline has passed. The lead context is cancelled at that
 // deadline too, but a cancellation races with a goroutine already on its way
 // to send (after a process was paused, say); this check does not.
-func FenceTransport(rt http.RoundTripper) http.RoundTripper {
+func Transport(rt http.RoundTripper) http.RoundTripper {
 	return fenceTransport{next: rt}
 }
 
-// GateTransport wraps a transport so that mutating requests are refused
+// Gate wraps a transport so that mutating requests are refused
 // while allowed() is false, checked at the moment they would be sent. It
 // fences writes made without a lead context, such as Events, which are
 // queued and may wait in the client's rate limiter for a while: with
-// HealthChecker.WritesAllowed of one Lease, the client of that Lease's
+// leaderelection.HealthChecker.WritesAllowed of one Lease, the client of that Lease's
 // reconciler writes only during its terms.
-func GateTransport(rt http.RoundTripper, allowed func() bool) http.RoundTripper {
+func Gate(rt http.RoundTripper, allowed func() bool) http.RoundTripper {
 	return fenceTransport{next: rt, allowed: allowed}
 }
 
@@ -71,7 +79,7 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return f.next.RoundTrip(req)
 }
 
-// FenceEvents wraps the Event sink of the controller that leads lease so
+// Events wraps the Event sink of the controller that leads lease so
 // that an Event it recorded is written only during the term it was
 // recorded in: one queued before the lease was lost, handed over or
 // released is dropped instead of being sent later, under another term
@@ -79,22 +87,28 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // has its own broadcaster, sink and client: the terms of the process's
 // other Leases say nothing about this one's. Events are stamped when recorded
 // (LastTimestamp, full precision in memory).
-func FenceEvents(sink record.EventSink, health *HealthChecker, lease string, log *zap.Logger) record.EventSink {
-	return fencedSink{next: sink, health: health, lease: lease, log: log}
+func Events(sink record.EventSink, terms Terms, lease string, log *zap.Logger) record.EventSink {
+	return fencedSink{next: sink, terms: terms, lease: lease, log: log}
+}
+
+// Terms says whether something recorded at t on behalf of lease belongs to
+// the term of it the process holds now (leaderelection.HealthChecker).
+type Terms interface {
+	RecordedInTermOf(lease string, t time.Time) bool
 }
 
 type fencedSink struct {
-	next   record.EventSink
-	health *HealthChecker
-	lease  string
-	log    *zap.Logger
+	next  record.EventSink
+	terms Terms
+	lease string
+	log   *zap.Logger
 }
 
 // stale drops an Event from a term that is over. Reporting success (rather
 // than an error) keeps the broadcaster from retrying it or logging it as
 // refused.
 func (s fencedSink) stale(e *corev1.Event) bool {
-	if s.health.RecordedInTermOf(s.lease, e.LastTimestamp.Time) {
+	if s.terms.RecordedInTermOf(s.lease, e.LastTimestamp.Time) {
 		return false
 	}
 	s.log.Info("event from a term that is over dropped", zap.String("lease", s.lease), zap.String("reason", e.Reason),
