@@ -18,6 +18,10 @@ import (
 // cannot get there, e.g. a lead function that ignores its context, so the
 // kubelet restarts it. A Lease counts as held from acquisition until lead has
 // returned and the term is over.
+//
+// The same record of the terms held answers, per Lease, whether a write
+// without a lead context still belongs to a current term (WritesAllowed,
+// RecordedInTermOf), for the fence (package fence).
 type HealthChecker struct {
 	tolerance time.Duration
 

@@ -369,7 +369,12 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		}
 	}
 
-	// Leading.
+	return c.leading(ctx, lock, leaderCtx, stopped, stopElector), nil
+}
+
+// leading is one leadership term, from the acquisition until lead has
+// returned and the Lease is released (or known lost).
+func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx context.Context, stopped <-chan struct{}, stopElector func()) outcome {
 	acquiredAt := time.Now()
 	c.metrics.isLeader.Set(1)
 	c.metrics.transitions.Inc()
@@ -447,26 +452,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
 	if c.cfg.Spread != nil {
-		watchers.Go(func() {
-			tick := time.NewTicker(c.cfg.RetryPeriod)
-			defer tick.Stop()
-			for {
-				select {
-				case <-leadDone:
-					return
-				case <-tick.C:
-					select {
-					case <-leadDone: // lead returned on its own: not a hand-over
-						return
-					default:
-					}
-					if c.cfg.Spread.ShouldHandOver(c.name) {
-						beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")
-						return
-					}
-				}
-			}
-		})
+		watchers.Go(func() { c.watchHandOver(leadDone, beginStop) })
 	}
 	watchers.Go(func() {
 		select {
@@ -519,13 +505,37 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 
 	switch {
 	case errors.Is(endCause, errShutdown):
-		return outcomeShutdown, nil
+		return outcomeShutdown
 	case errors.Is(endCause, errHandOver):
-		return outcomeRestart, nil // a standby again
+		return outcomeRestart // a standby again
 	case errors.Is(endCause, ErrLeadReturned):
-		return outcomeLeadReturned, nil
+		return outcomeLeadReturned
 	default:
-		return outcomeLost, nil
+		return outcomeLost
+	}
+}
+
+// watchHandOver asks the term to stop (beginStop) when Spread gives its
+// Lease to a replica that leads fewer, checking every retry period until
+// lead is done.
+func (c *candidate) watchHandOver(leadDone <-chan struct{}, beginStop func(error, string)) {
+	tick := time.NewTicker(c.cfg.RetryPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-leadDone:
+			return
+		case <-tick.C:
+			select {
+			case <-leadDone: // lead returned on its own: not a hand-over
+				return
+			default:
+			}
+			if c.cfg.Spread.ShouldHandOver(c.name) {
+				beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")
+				return
+			}
+		}
 	}
 }
 
