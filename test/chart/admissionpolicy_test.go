@@ -81,7 +81,15 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		{"a Deployment a Materialize controls", func() error { return deployment(tenant, mz) }, true, true},
 		{"a Deployment a Console controls", func() error { return deployment(tenant, owner("Console", "mz", true)) }, true, true},
 		{"a Deployment nothing owns", func() error { return deployment(tenant, nil) }, false, false},
-		{"a Deployment a Materialize owns without controlling it", func() error { return deployment(tenant, owner("Materialize", "mz", false)) }, false, false},
+		// Upstream's owner references name no controller.
+		{"a Deployment a Materialize owns, as upstream writes it", func() error { return deployment(tenant, owner("Materialize", "mz", false)) }, true, true},
+		{"a Deployment another kind controls besides", func() error {
+			return deployment(tenant, append(owner("Materialize", "mz", false), metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet",
+				Name: "rs", UID: "00000000-0000-4000-8000-0000000000aa", Controller: ptr(true)}))
+		}, false, false},
+		{"a Deployment two Materializes own", func() error {
+			return deployment(tenant, append(owner("Materialize", "mz", true), owner("Materialize", "other", false)...))
+		}, false, false},
 		{"a Deployment in kube-system", func() error { return deployment("kube-system", mz) }, false, false},
 		{"environmentd's binding to the Materialize's own ServiceAccount", func() error { return binding(mz, account(tenant, "mz")) }, true, true},
 		{"a binding to another ServiceAccount of the namespace (spec.serviceAccountName)", func() error { return binding(mz, account(tenant, "default")) }, false, true},
@@ -91,6 +99,20 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		{"a binding nothing owns", func() error { return binding(nil, account(tenant, "mz")) }, false, false},
 		{"the Materialize's own ServiceAccount", func() error { return serviceAccount("mz") }, true, true},
 		{"a ServiceAccount named otherwise", func() error { return serviceAccount("other") }, false, false},
+	}
+	find := func(what string) (found struct {
+		what  string
+		write func() error
+		// allowed: by the policy (RBAC allows every one of them).
+		allowed, allowedWithExisting bool
+	}) {
+		for _, w := range writes {
+			if w.what == what {
+				return w
+			}
+		}
+		t.Fatalf("no write %q", what)
+		return found
 	}
 	// Without the policy RBAC lets the controllers make every one of them.
 	for _, w := range writes {
@@ -105,14 +127,14 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 	for _, allowExisting := range []bool{false, true} {
 		applyAll(t, render(t, release, "--set", "controllers.admissionPolicy.allowExistingServiceAccounts="+map[bool]string{true: "true", false: "false"}[allowExisting]))
 		// The API server loads a policy within a second or so.
-		probe := writes[2]
+		probe := find("a Deployment nothing owns")
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			return refusedByPolicy(probe.write()), nil
 		}); err != nil {
 			t.Fatalf("the policy never refused %s", probe.what)
 		}
 		if allowExisting {
-			w := writes[6]
+			w := find("a binding to another ServiceAccount of the namespace (spec.serviceAccountName)")
 			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 				return w.write() == nil, nil
 			}); err != nil {
