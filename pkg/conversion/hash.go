@@ -132,13 +132,15 @@ func (w *serdeWriter) fail(format string, args ...any) {
 	}
 }
 
+// joinPath names a field for an error; its keys may be a client's (a map's
+// keys), so each is cut (echo).
 func joinPath(path []string) string {
 	out := ""
 	for i, p := range path {
-		if i > 0 && p[0] != '[' {
+		if i > 0 && (p == "" || p[0] != '[') {
 			out += "."
 		}
-		out += p
+		out += echo(p)
 	}
 	return out
 }

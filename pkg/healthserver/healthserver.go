@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/profiling"
@@ -34,6 +35,7 @@ type Config struct {
 type Servers struct {
 	servers []*http.Server
 	errs    chan error
+	serving sync.WaitGroup
 }
 
 // Start listens on the addresses and serves them in the background. It
@@ -72,11 +74,11 @@ func Start(cfg Config) (*Servers, error) {
 	}
 	for i, srv := range s.servers {
 		ln := listeners[i]
-		go func() {
+		s.serving.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.errs <- fmt.Errorf("serving %s: %w", ln.Addr(), err)
 			}
-		}()
+		})
 	}
 	return s, nil
 }
@@ -93,7 +95,8 @@ func check(f func(*http.Request) error, status int) http.HandlerFunc {
 	}
 }
 
-// Errors reports a server that stopped serving on its own.
+// Errors reports a server that stopped serving on its own; it is closed
+// once Shutdown has stopped them all.
 func (s *Servers) Errors() <-chan error { return s.errs }
 
 // Shutdown stops the servers, waiting for their requests until ctx ends,
@@ -104,4 +107,6 @@ func (s *Servers) Shutdown(ctx context.Context) {
 			_ = srv.Close()
 		}
 	}
+	s.serving.Wait()
+	close(s.errs)
 }

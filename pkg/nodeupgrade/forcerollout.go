@@ -26,6 +26,9 @@ const TriggerAnnotation = "orchestratord.materialize.cloud/node-trigger"
 type triggerRecord struct {
 	Scope string    `json:"scope"`
 	At    time.Time `json:"at"`
+	// By is the Trigger that wrote it (a random id per Trigger, so per
+	// process): any other's record is one this Trigger does not remember.
+	By string `json:"by,omitempty"`
 }
 
 // maxTriggerRecordBytes bounds what of the annotation is read: a tenant can

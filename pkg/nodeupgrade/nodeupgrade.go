@@ -79,9 +79,9 @@ type Trigger struct {
 	// scope, even if pods of it are still on the nodes once that rollout
 	// has completed.
 	done map[string]map[Instance]bool
-	// started is when this process first decided a trigger; released, per
-	// Materialize, when it was let go of by Retain. See previousLeaders.
-	started  time.Time
+	// id names this Trigger in its records; released is, per
+	// Materialize, when Retain let go of it. See othersRecord.
+	id       string
 	released map[Instance]time.Time
 }
 
@@ -106,18 +106,28 @@ func (t *Trigger) log() *zap.Logger {
 	return zap.NewNop()
 }
 
-// previousLeaders tells whether rec, recorded on inst, is a trigger this
-// process does not know of: one a previous leader of the materialize Lease
-// made before this process started triggering (the process's own are in
-// its memory, across its terms) and that this process has not since let
-// go of (Retain).
-func (t *Trigger) previousLeaders(inst Instance, rec *triggerRecord) bool {
+// othersRecord tells whether rec, recorded on inst, is a trigger this
+// Trigger does not know of: one another leader of the materialize Lease
+// made (this process's own are in its memory, across its terms), that
+// this Trigger has not since let go of (Retain).
+func (t *Trigger) othersRecord(inst Instance, rec *triggerRecord) bool {
 	if rec == nil {
 		return false
 	}
+	id := t.identity()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return rec.At.Before(t.started) && rec.At.After(t.released[inst])
+	return rec.By != id && rec.At.After(t.released[inst])
+}
+
+// identity is this Trigger's id in the records it writes.
+func (t *Trigger) identity() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.id == "" {
+		t.id = uuid.NewString()
+	}
+	return t.id
 }
 
 func (t *Trigger) markDone(scope string, inst Instance) {
@@ -320,9 +330,6 @@ func (t *Trigger) RollOut(ctx context.Context, scope, reason string, affected ma
 
 func (t *Trigger) rollOut(ctx context.Context, scope string, inst Instance) (Outcome, string, error) {
 	t.mu.Lock()
-	if t.started.IsZero() {
-		t.started = t.now()
-	}
 	if t.done[scope][inst] {
 		t.mu.Unlock()
 		return AlreadyDone, "", nil
@@ -355,17 +362,17 @@ func (t *Trigger) rollOut(ctx context.Context, scope string, inst Instance) (Out
 		return Deleting, "", nil
 	case state.rolloutInProgress:
 		return InProgress, "", nil
-	case t.previousLeaders(inst, state.triggered) && state.triggered.Scope == scope:
+	case t.othersRecord(inst, state.triggered) && state.triggered.Scope == scope:
 		t.markDone(scope, inst) // so that Retain lets go of it as of its own
 		return AlreadyDone, "", nil
-	case t.previousLeaders(inst, state.triggered) && now.Sub(state.triggered.At) < t.cooldown():
+	case t.othersRecord(inst, state.triggered) && now.Sub(state.triggered.At) < t.cooldown():
 		return CoolingDown, "", nil
 	}
 	value := uuid.NewString()
 	if t.NewValue != nil {
 		value = t.NewValue()
 	}
-	patch, err := forceRolloutPatch(stored, value, triggerRecord{Scope: scope, At: now.UTC()})
+	patch, err := forceRolloutPatch(stored, value, triggerRecord{Scope: scope, At: now.UTC(), By: t.identity()})
 	if err != nil {
 		return Failed, "", err
 	}

@@ -157,7 +157,7 @@ func TestNodesAndAffectedPage(t *testing.T) {
 // A new leader of the materialize Lease (a new Trigger, its memory empty)
 // reads what the previous one triggered from the Materialize: no second
 // rollout in that scope, none within the cooldown, and one in a new scope
-// after it.
+// after it. So does a leader that leads again after another did.
 func TestTriggersSurviveAFailover(t *testing.T) {
 	ctx := context.Background()
 	w := nodeupgradetest.New(t, cp.Config)
@@ -171,7 +171,8 @@ func TestTriggersSurviveAFailover(t *testing.T) {
 		return &nodeupgrade.Trigger{Kube: w.Kube, MZ: w.MZ, Cooldown: time.Minute, Now: func() time.Time { return now },
 			NewValue: func() string { values++; return fmt.Sprintf("value-%d", values) }}
 	}
-	if got := newTrigger().RollOut(ctx, "upgrade/pool-1", "test", affected)[a]; got != nodeupgrade.Triggered {
+	first := newTrigger()
+	if got := first.RollOut(ctx, "upgrade/pool-1", "test", affected)[a]; got != nodeupgrade.Triggered {
 		t.Fatalf("first leader: %q", got)
 	}
 	stored, err := w.MZ.MaterializeV1alpha1().Materializes(ns).Get(ctx, "a", metav1.GetOptions{})
@@ -191,6 +192,20 @@ func TestTriggersSurviveAFailover(t *testing.T) {
 	now = now.Add(time.Minute)
 	if got := next.RollOut(ctx, "upgrade/pool-2", "test", affected)[a]; got != nodeupgrade.Triggered {
 		t.Errorf("the next leader, another scope past the cooldown: %q, want %q", got, nodeupgrade.Triggered)
+	}
+	stored, err = w.MZ.MaterializeV1alpha1().Materializes(ns).Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.CompleteRollout(stored)
+	// The first leader leads again: what the second did is not in its
+	// memory, and it holds all the same.
+	now = now.Add(10 * time.Second)
+	if got := first.RollOut(ctx, "upgrade/pool-2", "test", affected)[a]; got != nodeupgrade.AlreadyDone {
+		t.Errorf("the first leader again, the second's scope: %q, want %q", got, nodeupgrade.AlreadyDone)
+	}
+	if got := first.RollOut(ctx, "upgrade/pool-3", "test", affected)[a]; got != nodeupgrade.CoolingDown {
+		t.Errorf("the first leader again, within the second's cooldown: %q, want %q", got, nodeupgrade.CoolingDown)
 	}
 	if values != 2 {
 		t.Errorf("%d rollouts requested, want 2", values)

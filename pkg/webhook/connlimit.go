@@ -50,14 +50,17 @@ const (
 // At the cap, or when the budget cannot take one more, a new connection
 // makes room by closing the one that has waited longest without a request
 // (a handshake or first request not yet sent, then an idle keep-alive
-// connection), skipping proven ones: a connection that has had a review
-// answered is the API server's as far as anyone can tell, and is never
-// closed for a newcomer. When none can go the new one is closed at once.
-// Clients that only open connections can therefore neither exhaust memory
-// nor push the API server out. An idle HTTP/2 connection is told GOAWAY
-// before it is closed, and while the cap is reached every answer on an
-// unproven connection carries Connection: close (GOAWAY over HTTP/2), so
-// such clients leave between requests rather than lose one.
+// connection), proven ones last: a connection that has had a review
+// answered is the API server's as far as anyone can tell, and goes only
+// when every connection without a request is proven, the one idle longest
+// (the API server's are in use; a client that proves connections to squat
+// must keep them busier than it). When none can go, every one having a
+// request in flight, the new one is closed at once. Clients that only open
+// connections can therefore neither exhaust memory nor push the API server
+// out. An idle HTTP/2 connection is told GOAWAY before it is closed, and
+// while the cap is reached every answer on an unproven connection carries
+// Connection: close (GOAWAY over HTTP/2), so such clients leave between
+// requests rather than lose one.
 type connLimiter struct {
 	net.Listener
 	max     int
@@ -92,6 +95,10 @@ type limitedConn struct {
 	tls *tls.Conn
 	// proven: a review was answered on it.
 	proven atomic.Bool
+	// evicted: closed to make room; a request it starts meanwhile closes it.
+	evicted atomic.Bool
+	// idleSince is when it last went idle (under l.mu).
+	idleSince time.Time
 }
 
 func (c *limitedConn) Close() error {
@@ -131,10 +138,15 @@ func (l *connLimiter) admit(raw net.Conn) *limitedConn {
 			return nil
 		}
 		l.removeLocked(victim)
-		h2, tc := victim.h2, victim.tls
+		victim.evicted.Store(true)
+		// GOAWAY only to a connection idle for a while: its last answer has
+		// long been flushed, so the frame cannot land inside it.
+		goAway := victim.h2 && victim.tls != nil && !victim.idleSince.IsZero() && time.Since(victim.idleSince) >= goAwayGrace
+		tc := victim.tls
 		l.mu.Unlock()
 		l.onClose("evicted")
-		evict(victim, h2, tc)
+		// Off the accept loop: a peer that does not read holds only this.
+		go evict(victim, goAway, tc)
 	}
 }
 
@@ -154,8 +166,8 @@ const goAwayGrace = time.Second
 // is sent GOAWAY first (last stream 0: nothing on it is being processed, so
 // a request the client sends meanwhile is retried elsewhere). Its slot and
 // charge are already free.
-func evict(c *limitedConn, h2 bool, tc *tls.Conn) {
-	if !h2 || tc == nil {
+func evict(c *limitedConn, goAway bool, tc *tls.Conn) {
+	if !goAway {
 		_ = c.Close()
 		return
 	}
@@ -179,6 +191,10 @@ func (l *connLimiter) oldestWithoutRequestLocked() *limitedConn {
 				return c
 			}
 		}
+	}
+	// Every one proven: the one idle longest.
+	if e := l.idle.Front(); e != nil {
+		return e.Value.(*limitedConn)
 	}
 	return nil
 }
@@ -226,6 +242,11 @@ func (l *connLimiter) ConnState(conn net.Conn, state http.ConnState) {
 	defer l.mu.Unlock()
 	e, known := l.conns[c]
 	if !known {
+		if state == http.StateActive && c.evicted.Load() {
+			// A request on a connection evicted and not closed yet (its
+			// GOAWAY's grace): it is no longer charged, so it may not serve.
+			_ = c.Conn.Close()
+		}
 		return
 	}
 	if h2 {
@@ -247,6 +268,7 @@ func (l *connLimiter) ConnState(conn net.Conn, state http.ConnState) {
 			l.idle.Remove(e)
 		}
 		l.conns[c] = l.idle.PushBack(c)
+		c.idleSince = time.Now()
 	case http.StateClosed, http.StateHijacked:
 		l.removeLocked(c)
 	}

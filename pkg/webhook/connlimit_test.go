@@ -228,10 +228,10 @@ func TestConnectionCapFollowsTLSConnections(t *testing.T) {
 	})
 }
 
-// A connection that has had a review answered is never closed to make room
-// for a new one: the newcomer goes instead, and an unproven idle one before
-// it.
-func TestConnectionCapNeverEvictsAProvenConnection(t *testing.T) {
+// A connection that has had a review answered is closed to make room only
+// when every connection without a request is proven, and then the one idle
+// longest: an unproven idle one goes first.
+func TestConnectionCapEvictsProvenConnectionsLast(t *testing.T) {
 	s := serveLimited(t, 2)
 	idle := s.dial()
 	if err := s.get(idle, "/"); err != nil {
@@ -252,14 +252,16 @@ func TestConnectionCapNeverEvictsAProvenConnection(t *testing.T) {
 	if err := s.get(proven, "/"); err != nil {
 		t.Fatalf("the proven connection was closed: %v", err)
 	}
-	// Both proven: a newcomer is refused, however long they have idled.
-	if !isClosed(s.dial()) {
-		t.Error("a new connection was kept although both open ones are proven")
+	// Both proven, fresh idle longest: it makes room.
+	newcomer := s.dial()
+	if err := s.get(newcomer, "/prove"); err != nil {
+		t.Fatalf("a newcomer, every open connection proven: %v", err)
 	}
-	for _, c := range []net.Conn{proven, fresh} {
-		if err := s.get(c, "/"); err != nil {
-			t.Errorf("a proven connection was closed: %v", err)
-		}
+	if !isClosed(fresh) {
+		t.Error("the proven connection idle longest was kept")
+	}
+	if err := s.get(proven, "/"); err != nil {
+		t.Errorf("the proven connection used last was closed: %v", err)
 	}
 }
 
@@ -406,6 +408,8 @@ func TestEvictedHTTP2ConnectionIsToldGOAWAY(t *testing.T) {
 		defer limiter.mu.Unlock()
 		return limiter.idle.Len() == 1
 	})
+	// Idle long enough that its last answer is flushed (goAwayGrace).
+	time.Sleep(goAwayGrace + 100*time.Millisecond)
 	newcomer, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // a test client
 	if err != nil {
 		t.Fatal(err)

@@ -146,7 +146,8 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cost := reviewCost(body)
-	if requestMemory+charged+cost > memory {
+	// Besides its own connection's charge, it could never be admitted.
+	if connectionMemory+requestMemory+charged+cost > memory {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"converting this review would take about %d MiB, more than the webhook's in-flight memory (%d MiB); page the request", (requestMemory+charged+cost)>>20, memory>>20)})
 		return
@@ -219,6 +220,17 @@ func (h *ConvertHandler) chargeConnection(n int64) bool {
 }
 
 func (h *ConvertHandler) refundConnection(n int64) { h.refund(n) }
+
+// chargeConnectionShare charges an open connection's memory while what is
+// charged stays within half the budget: idle connections never leave the
+// reviews less than the other half.
+func (h *ConvertHandler) chargeConnectionShare(n int64) bool {
+	if !h.budget.charge(n, h.memoryLimit()/2) {
+		return false
+	}
+	h.Metrics.inFlightMemory.Add(float64(n))
+	return true
+}
 
 // refund returns what a body buffer was charged.
 func (h *ConvertHandler) refund(charged int64) {

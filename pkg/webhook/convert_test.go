@@ -175,20 +175,21 @@ func TestInFlightBudget(t *testing.T) {
 	h := newHandler(t)
 	body := reviewBody("materialize.cloud/v1", alphaObject)
 	cost := reviewCost(body)
-	// Room for the request, its body buffer (its declared length and one
-	// byte) and one review, no more.
-	h.MaxInFlightMemory = requestMemory + cost + int64(len(body)) + 1
+	// Room for its connection, the request, its body buffer (its declared
+	// length and one byte) and one review, no more.
+	h.MaxInFlightMemory = connectionMemory + requestMemory + cost + int64(len(body)) + 1
 	h.MaxInFlightReviews = 2
 	decodeResponse(t, post(t, h, body))
 
-	if !h.budget.charge(1, h.MaxInFlightMemory) {
-		t.Fatal("an idle budget refused a byte")
+	// A connection's charge (this test has none) and a byte more.
+	if !h.budget.charge(connectionMemory+1, h.MaxInFlightMemory) {
+		t.Fatal("an idle budget refused a connection")
 	}
 	rec := post(t, h, body)
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
 		t.Fatalf("beyond the memory budget: %d, Retry-After %q; want 429 and 1", rec.Code, rec.Header().Get("Retry-After"))
 	}
-	h.budget.refund(1)
+	h.budget.refund(connectionMemory + 1)
 
 	h.MaxInFlightMemory = 1 << 30
 	for range 2 {

@@ -53,7 +53,7 @@ type Server struct {
 // connectionCharger is the handler whose in-flight budget the connections
 // are charged to (ConvertHandler).
 type connectionCharger interface {
-	chargeConnection(n int64) bool
+	chargeConnectionShare(n int64) bool
 	refundConnection(n int64)
 }
 
@@ -125,7 +125,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	})
 	if charger, ok := s.Convert.(connectionCharger); ok {
-		limited.charge, limited.refund = charger.chargeConnection, charger.refundConnection
+		limited.charge, limited.refund = charger.chargeConnectionShare, charger.refundConnection
 	}
 	secure.ConnState, secure.ConnContext = limited.ConnState, limited.ConnContext
 	s.limiter = limited
