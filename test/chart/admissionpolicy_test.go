@@ -42,16 +42,41 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		return []metav1.OwnerReference{{APIVersion: "materialize.cloud/v1alpha1", Kind: kind, Name: name,
 			UID: types.UID("00000000-0000-4000-8000-00000000000" + string(rune('0'+len(name)%10))), Controller: &controller}}
 	}
-	deployment := func(ns string, owners []metav1.OwnerReference) error {
+	podSpec := func(account string) corev1.PodSpec {
+		return corev1.PodSpec{ServiceAccountName: account, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}
+	}
+	deploymentAs := func(ns string, owners []metav1.OwnerReference, account string) error {
 		labels := map[string]string{"app": "x"}
 		_, err := controllers.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns, OwnerReferences: owners},
 			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(account),
 			}},
 		}, metav1.CreateOptions{DryRun: dryRun})
 		return err
+	}
+	deployment := func(ns string, owners []metav1.OwnerReference) error { return deploymentAs(ns, owners, "") }
+	statefulSetAs := func(owners []metav1.OwnerReference, account string) error {
+		labels := map[string]string{"app": "x"}
+		_, err := controllers.AppsV1().StatefulSets(tenant).Create(ctx, &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: tenant, OwnerReferences: owners},
+			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(account),
+			}},
+		}, metav1.CreateOptions{DryRun: dryRun})
+		return err
+	}
+	// A Deployment someone else made, to delete. (Taking over a
+	// ServiceAccount, which the policy refuses too, is refused here by the
+	// OwnerReferencesPermissionEnforcement plugin already: the controllers
+	// cannot delete ServiceAccounts.)
+	if _, err := admin.AppsV1().Deployments(tenant).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: tenant},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "y"}}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "y"}}, Spec: podSpec(""),
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	const environmentdRole = "orchestratord-controllers-environmentd"
 	binding := func(owners []metav1.OwnerReference, subjects ...rbacv1.Subject) error {
@@ -98,6 +123,12 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		{"a binding a Balancer controls", func() error { return binding(owner("Balancer", "mz", true), account(tenant, "mz")) }, false, false},
 		{"a binding nothing owns", func() error { return binding(nil, account(tenant, "mz")) }, false, false},
 		{"the Materialize's own ServiceAccount", func() error { return serviceAccount("mz") }, true, true},
+		{"balancerd's pods as another ServiceAccount", func() error { return deploymentAs(tenant, owner("Balancer", "mz", true), "privileged") }, false, false},
+		{"environmentd's pods as the Materialize's own ServiceAccount", func() error { return statefulSetAs(mz, "mz") }, true, true},
+		{"environmentd's pods as another ServiceAccount (spec.serviceAccountName)", func() error { return statefulSetAs(mz, "privileged") }, false, true},
+		{"deleting a Deployment nothing owns", func() error {
+			return controllers.AppsV1().Deployments(tenant).Delete(ctx, "theirs", metav1.DeleteOptions{DryRun: dryRun})
+		}, false, false},
 		{"a ServiceAccount named otherwise", func() error { return serviceAccount("other") }, false, false},
 	}
 	find := func(what string) (found struct {
