@@ -241,7 +241,12 @@ func TestConnectionCapEvictsProvenConnectionsLast(t *testing.T) {
 	if err := s.get(proven, "/prove"); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "2 connections tracked", func() bool { return s.limiter.open() == 2 })
+	// Both idle (the server records that after its answer).
+	until(t, "2 idle connections", func() bool {
+		s.limiter.mu.Lock()
+		defer s.limiter.mu.Unlock()
+		return s.limiter.idle.Len() == 2
+	})
 	fresh := s.dial()
 	if err := s.get(fresh, "/prove"); err != nil {
 		t.Fatalf("a new client at the cap was not served: %v", err)
@@ -249,9 +254,20 @@ func TestConnectionCapEvictsProvenConnectionsLast(t *testing.T) {
 	if !isClosed(idle) {
 		t.Error("the unproven idle connection was kept")
 	}
+	idleFront := func() *limitedConn {
+		s.limiter.mu.Lock()
+		defer s.limiter.mu.Unlock()
+		if s.limiter.idle.Len() != 2 {
+			return nil
+		}
+		return s.limiter.idle.Front().Value.(*limitedConn)
+	}
+	until(t, "both idle", func() bool { return idleFront() != nil })
+	longest := idleFront() // proven's: idle before fresh
 	if err := s.get(proven, "/"); err != nil {
 		t.Fatalf("the proven connection was closed: %v", err)
 	}
+	until(t, "proven idle again, after fresh", func() bool { f := idleFront(); return f != nil && f != longest })
 	// Both proven, fresh idle longest: it makes room.
 	newcomer := s.dial()
 	if err := s.get(newcomer, "/prove"); err != nil {
