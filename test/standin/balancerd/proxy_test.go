@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -93,7 +94,16 @@ func TestEnvironmentdDownIsUpstreamsAnswer(t *testing.T) {
 	if err := login(t, pg, "materialize", ""); !errors.As(err, &pgErr) || pgErr.Message != "upstream server not available" || pgErr.Code != pgwire.RejectedEstablishment {
 		t.Errorf("pgwire with environmentd down: %v", err)
 	}
-	resp, err := http.Get("http://" + https + "/")
+	// balancerd answers as soon as it fails to reach environmentd, maybe
+	// before the request is read (it proxies a connection, not requests):
+	// an http.Client may take that for an answer on an idle connection.
+	conn, err := net.Dial("tcp", https)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
