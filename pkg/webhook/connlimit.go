@@ -47,8 +47,9 @@ const (
 
 // connLimiter caps the connections a listener keeps open, and charges
 // each the memory it can hold (connectionMemory) to the in-flight budget.
-// At the cap, or when the budget cannot take one more, a new connection
-// makes room by closing the one that has waited longest without a request
+// When the budget cannot take one more, a new connection is closed. At the
+// cap a new connection makes room by closing the one that has waited
+// longest without a request
 // (a handshake or first request not yet sent, then an idle keep-alive
 // connection), proven ones last: a connection that has had a review
 // answered is the API server's as far as anyone can tell, and goes only
@@ -124,10 +125,19 @@ func (l *connLimiter) admit(raw net.Conn) *limitedConn {
 	c := &limitedConn{Conn: raw, l: l}
 	for {
 		l.mu.Lock()
-		if len(l.conns) < l.max && l.chargeLocked(c) {
-			l.conns[c] = l.waiting.PushBack(c)
+		if len(l.conns) < l.max {
+			if l.chargeLocked(c) {
+				l.conns[c] = l.waiting.PushBack(c)
+				l.mu.Unlock()
+				return c
+			}
+			// The budget is taken, mostly by reviews in flight: closing an
+			// idle connection would not let this one in, only cost a
+			// client its connection.
 			l.mu.Unlock()
-			return c
+			l.onClose("refused")
+			_ = raw.Close()
+			return nil
 		}
 		victim := l.oldestWithoutRequestLocked()
 		if victim == nil {
