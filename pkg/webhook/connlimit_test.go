@@ -320,8 +320,13 @@ func TestConnectionsAreChargedToTheBudget(t *testing.T) {
 	}
 	var b budget
 	limit := int64(2*connectionMemory + connectionMemory/2)
+	var closedMu sync.Mutex
 	closed := map[string]int{}
-	l := newConnLimiter(ln, 100, func(reason string) { closed[reason]++ })
+	l := newConnLimiter(ln, 100, func(reason string) {
+		closedMu.Lock()
+		defer closedMu.Unlock()
+		closed[reason]++
+	})
 	l.charge = func(n int64) bool { return b.charge(n, limit) }
 	l.refund = b.refund
 	defer l.Close()
@@ -349,9 +354,10 @@ func TestConnectionsAreChargedToTheBudget(t *testing.T) {
 	if !isClosed(clients[2]) {
 		t.Error("a connection beyond the budget was kept")
 	}
-	l.mu.Lock()
-	open, refused, evicted := len(l.conns), closed["refused"], closed["evicted"]
-	l.mu.Unlock()
+	open := l.open()
+	closedMu.Lock()
+	refused, evicted := closed["refused"], closed["evicted"]
+	closedMu.Unlock()
 	if open != 2 || refused != 1 || evicted != 0 {
 		t.Errorf("%d open, %d refused, %d evicted; want 2, 1, 0 (the budget holds two)", open, refused, evicted)
 	}
