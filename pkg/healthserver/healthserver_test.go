@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"testing"
+
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := program.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func get(t *testing.T, url string) (int, string) {

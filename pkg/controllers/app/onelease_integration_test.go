@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,17 +37,9 @@ func termOf(t *testing.T, ns, name string) leaseTerm {
 // deadline; "acquired lease": a new term).
 func leaseLogged(t *testing.T, r *replica, msg, lease string) int {
 	t.Helper()
-	raw, err := os.ReadFile(r.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for line := range strings.Lines(string(raw)) {
-		if strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, "/"+lease+`"`) {
-			n++
-		}
-	}
-	return n
+	return r.logLines(t, func(line string) bool {
+		return strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, "/"+lease+`"`)
+	})
 }
 
 // refuseRenewals makes the API server refuse every update of one Lease,

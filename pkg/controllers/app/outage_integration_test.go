@@ -18,13 +18,21 @@ import (
 // stopped with its leadership term logs "context canceled": not a failure.)
 func reflectorFailures(t *testing.T, r *replica) int {
 	t.Helper()
+	return r.logLines(t, func(line string) bool {
+		return strings.Contains(line, "Failed to watch") && !strings.Contains(line, "context canceled")
+	})
+}
+
+// logLines counts the lines of the replica's log that match.
+func (r *replica) logLines(t *testing.T, match func(line string) bool) int {
+	t.Helper()
 	raw, err := os.ReadFile(r.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for line := range strings.Lines(string(raw)) {
-		if strings.Contains(line, "Failed to watch") && !strings.Contains(line, "context canceled") {
+		if match(line) {
 			n++
 		}
 	}
