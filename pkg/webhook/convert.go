@@ -211,8 +211,11 @@ const spanName = "ConversionReview"
 
 // chargeConnection charges n bytes that a connection or a request holds
 // outside any review to the in-flight budget.
-func (h *ConvertHandler) chargeConnection(n int64) bool {
-	if !h.budget.charge(n, h.memoryLimit()) {
+func (h *ConvertHandler) chargeConnection(n int64) bool { return h.chargeUpTo(n, h.memoryLimit()) }
+
+// chargeUpTo charges n while what is charged stays within limit.
+func (h *ConvertHandler) chargeUpTo(n, limit int64) bool {
+	if !h.budget.charge(n, limit) {
 		return false
 	}
 	h.Metrics.inFlightMemory.Add(float64(n))
@@ -225,11 +228,7 @@ func (h *ConvertHandler) refundConnection(n int64) { h.refund(n) }
 // charged stays within half the budget: idle connections never leave the
 // reviews less than the other half.
 func (h *ConvertHandler) chargeConnectionShare(n int64) bool {
-	if !h.budget.charge(n, h.memoryLimit()/2) {
-		return false
-	}
-	h.Metrics.inFlightMemory.Add(float64(n))
-	return true
+	return h.chargeUpTo(n, h.memoryLimit()/2)
 }
 
 // refund returns what a body buffer was charged.
@@ -290,13 +289,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 	if timeout <= 0 {
 		timeout = DefaultBodyReadTimeout
 	}
-	charge := func(n int64) bool {
-		if !h.budget.charge(n, memory) {
-			return false
-		}
-		h.Metrics.inFlightMemory.Add(float64(n))
-		return true
-	}
+	charge := func(n int64) bool { return h.chargeUpTo(n, memory) }
 	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), timeout, charge, h.refund)
 	if err != nil {
 		var tooBig *http.MaxBytesError
