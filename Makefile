@@ -98,6 +98,19 @@ bench: kube-binaries ## Run the benchmarks of docs/benchmarks.md.
 	$(GO) test -run '^$$' -bench HostileLoad -benchtime 3x ./pkg/webhook/app
 	$(GO) run ./hack/bench/controllers -n 1000 -workers 8 -qps 500 -guard docs/benchmarks.md
 
+# The webhook bench's in-process cost relative to an echo, guarded
+# (docs/benchmarks.md, "The conversion guard"): ratios of handlers measured
+# back to back, not times, so a busy machine does not fail it.
+WEBHOOK_GUARD = $(GO) -C hack/bench/webhook run . -paths 'in process' -repeats 9 -benchtime 500ms -guard ../../../docs/benchmarks.md
+
+.PHONY: bench-guard
+bench-guard: ## Fail when the conversion webhook's cost relative to an echo rose by more than 25 % over docs/benchmarks.md (run by .ci/run).
+	$(WEBHOOK_GUARD)
+
+.PHONY: bench-guard-record
+bench-guard-record: ## Record the conversion guard's figures in docs/benchmarks.md.
+	$(WEBHOOK_GUARD) -record
+
 .PHONY: bench-record
 bench-record: kube-binaries ## Record the controllers bench's summary in docs/benchmarks.md (what make bench compares with).
 	$(GO) run ./hack/bench/controllers -n 1000 -workers 8 -qps 500 -guard docs/benchmarks.md -record

@@ -1,11 +1,9 @@
 package conversion
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,22 +24,18 @@ func readV1alpha1(obj map[string]any) error {
 	if !ok {
 		return errors.New("spec: required, an object")
 	}
-	if err := readMetadata(obj); err != nil {
-		return err
-	}
-	r := &serdeWriter{path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
-	r.object(func() {
+	return readWith(func(r *serdeWriter) {
+		r.metadata(obj)
 		r.field("spec")
-		r.object(func() {
-			r.defaulted(spec, "requestRollout", nilUUID, r.uuid)
-			r.defaulted(spec, "forcePromote", "", r.string)
-			r.defaulted(spec, "inPlaceRollout", false, r.bool)
-			r.option(spec, "environmentdIamRoleArn", r.string)
-		})
+		r.beginObject()
+		r.defaulted(spec, "requestRollout", nilUUID, (*serdeWriter).uuid)
+		r.defaulted(spec, "forcePromote", "", (*serdeWriter).string)
+		r.defaulted(spec, "inPlaceRollout", false, (*serdeWriter).bool)
+		r.option(spec, "environmentdIamRoleArn", (*serdeWriter).string)
+		r.endObject()
 		r.endField()
 		r.statusV1alpha1(obj["status"])
 	})
-	return r.err
 }
 
 // readsV1 reports whether upstream reads obj as a whole v1 Materialize, but
@@ -52,12 +46,10 @@ func readV1(obj map[string]any) error {
 	if _, ok := obj["spec"].(map[string]any); !ok {
 		return errors.New("spec: required, an object")
 	}
-	if err := readMetadata(obj); err != nil {
-		return err
-	}
-	r := &serdeWriter{path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
-	r.object(func() { r.statusV1(obj["status"]) })
-	return r.err
+	return readWith(func(r *serdeWriter) {
+		r.metadata(obj)
+		r.statusV1(obj["status"])
+	})
 }
 
 // UpstreamReads returns why upstream orchestratord's typed reader would
@@ -81,150 +73,141 @@ func UpstreamReads(obj map[string]any) error {
 	return err
 }
 
-// readMetadata: kube's derived resource types require metadata, a
+// metadata: kube's derived resource types require metadata, a
 // k8s-openapi ObjectMeta, which reads each field it knows by its type.
-func readMetadata(obj map[string]any) error {
-	meta, ok := obj["metadata"]
-	if !ok || meta == nil {
-		return errors.New("metadata: required")
+func (w *serdeWriter) metadata(obj map[string]any) {
+	w.field("metadata")
+	if meta := obj["metadata"]; meta == nil {
+		w.fail("required")
+	} else {
+		objectMeta(w, meta)
 	}
-	r := &serdeWriter{root: "metadata.", path: make([]string, 0, 8), comma: make([]bool, 0, 8)}
-	r.objectMeta(meta)
-	return r.err
+	w.endField()
+}
+
+// readers are serdeWriters that check and write nothing: every conversion
+// reads its object once or twice.
+var readers = sync.Pool{New: func() any {
+	return &serdeWriter{discard: true, path: make([]pathStep, 0, 8), comma: make([]bool, 0, 8)}
+}}
+
+// readWith reads with a reader from the pool, in an object (a Materialize's
+// fields), and returns the first error.
+func readWith(read func(r *serdeWriter)) error {
+	r := readers.Get().(*serdeWriter)
+	r.beginObject()
+	read(r)
+	r.endObject()
+	err := r.err
+	r.err, r.path, r.comma = nil, r.path[:0], r.comma[:0]
+	readers.Put(r)
+	return err
 }
 
 // objectMeta is k8s-openapi's ObjectMeta: every field optional, null as
 // absent, unknown fields ignored.
-func (w *serdeWriter) objectMeta(v any) {
-	w.omitting(v,
-		structField{"annotations", false, w.stringMap},
-		structField{"creationTimestamp", false, w.time},
-		structField{"deletionGracePeriodSeconds", false, w.int64},
-		structField{"deletionTimestamp", false, w.time},
-		structField{"finalizers", false, w.strings},
-		structField{"generateName", false, w.string},
-		structField{"generation", false, w.int64},
-		structField{"labels", false, w.stringMap},
-		structField{"managedFields", false, w.list(w.managedFieldsEntry)},
-		structField{"name", false, w.string},
-		structField{"namespace", false, w.string},
-		structField{"ownerReferences", false, w.list(w.ownerReference)},
-		structField{"resourceVersion", false, w.string},
-		structField{"selfLink", false, w.string},
-		structField{"uid", false, w.string})
-}
-
-func (w *serdeWriter) managedFieldsEntry(v any) {
-	w.omitting(v,
-		structField{"apiVersion", false, w.string},
-		structField{"fieldsType", false, w.string},
-		structField{"fieldsV1", false, func(any) {}}, // any JSON value
-		structField{"manager", false, w.string},
-		structField{"operation", false, w.string},
-		structField{"subresource", false, w.string},
-		structField{"time", false, w.time})
-}
-
-func (w *serdeWriter) ownerReference(v any) {
-	w.omitting(v,
-		structField{"apiVersion", true, w.string},
-		structField{"blockOwnerDeletion", false, w.bool},
-		structField{"controller", false, w.bool},
-		structField{"kind", true, w.string},
-		structField{"name", true, w.string},
-		structField{"uid", true, w.string})
-}
+var objectMeta = structOf(
+	structField{"annotations", false, stringMap},
+	structField{"creationTimestamp", false, (*serdeWriter).time},
+	structField{"deletionGracePeriodSeconds", false, (*serdeWriter).int64},
+	structField{"deletionTimestamp", false, (*serdeWriter).time},
+	structField{"finalizers", false, strs},
+	structField{"generateName", false, (*serdeWriter).string},
+	structField{"generation", false, (*serdeWriter).int64},
+	structField{"labels", false, stringMap},
+	structField{"managedFields", false, listOf(structOf( // ManagedFieldsEntry
+		structField{"apiVersion", false, (*serdeWriter).string},
+		structField{"fieldsType", false, (*serdeWriter).string},
+		structField{"fieldsV1", false, func(*serdeWriter, any) {}}, // any JSON value
+		structField{"manager", false, (*serdeWriter).string},
+		structField{"operation", false, (*serdeWriter).string},
+		structField{"subresource", false, (*serdeWriter).string},
+		structField{"time", false, (*serdeWriter).time}))},
+	structField{"name", false, (*serdeWriter).string},
+	structField{"namespace", false, (*serdeWriter).string},
+	structField{"ownerReferences", false, listOf(structOf( // OwnerReference
+		structField{"apiVersion", true, (*serdeWriter).string},
+		structField{"blockOwnerDeletion", false, (*serdeWriter).bool},
+		structField{"controller", false, (*serdeWriter).bool},
+		structField{"kind", true, (*serdeWriter).string},
+		structField{"name", true, (*serdeWriter).string},
+		structField{"uid", true, (*serdeWriter).string}))},
+	structField{"resourceVersion", false, (*serdeWriter).string},
+	structField{"selfLink", false, (*serdeWriter).string},
+	structField{"uid", false, (*serdeWriter).string})
 
 // statusV1alpha1 reads v1alpha1's MaterializeStatus: an Option, so null or
 // absent is fine.
 func (w *serdeWriter) statusV1alpha1(v any) {
-	w.status(v, func(st map[string]any) {
-		w.requiredField(st, "resourceId", w.string)
-		w.requiredField(st, "activeGeneration", w.uint64)
-		w.requiredField(st, "lastCompletedRolloutRequest", w.uuid)
-		w.option(st, "lastCompletedRolloutEnvironmentdImageRef", w.string)
-		w.requiredField(st, "resourcesHash", w.string)
-		w.option(st, "lastCompletedRolloutHash", w.string)
-		w.requiredField(st, "conditions", w.list(w.condition))
-	})
+	st := w.beginStatus(v)
+	if st == nil {
+		return
+	}
+	w.requiredString(st, "resourceId")
+	w.requiredField(st, "activeGeneration", (*serdeWriter).uint64)
+	w.requiredField(st, "lastCompletedRolloutRequest", (*serdeWriter).uuid)
+	w.option(st, "lastCompletedRolloutEnvironmentdImageRef", (*serdeWriter).string)
+	w.requiredString(st, "resourcesHash")
+	w.option(st, "lastCompletedRolloutHash", (*serdeWriter).string)
+	w.requiredField(st, "conditions", conditions)
+	w.endStatus()
 }
 
 // statusV1 reads v1's MaterializeStatus.
 func (w *serdeWriter) statusV1(v any) {
-	w.status(v, func(st map[string]any) {
-		w.requiredField(st, "resourceId", w.string)
-		w.requiredField(st, "activeGeneration", w.uint64)
-		w.option(st, "lastCompletedRolloutEnvironmentdImageRef", w.string)
-		w.option(st, "lastCompletedRolloutHash", w.string)
-		w.option(st, "requestedRolloutHash", w.string)
-		w.requiredField(st, "conditions", w.list(w.condition))
-	})
-}
-
-func (w *serdeWriter) status(v any, read func(map[string]any)) {
-	w.field("status")
-	defer w.endField()
-	if v == nil {
+	st := w.beginStatus(v)
+	if st == nil {
 		return
 	}
+	w.requiredString(st, "resourceId")
+	w.requiredField(st, "activeGeneration", (*serdeWriter).uint64)
+	w.option(st, "lastCompletedRolloutEnvironmentdImageRef", (*serdeWriter).string)
+	w.option(st, "lastCompletedRolloutHash", (*serdeWriter).string)
+	w.option(st, "requestedRolloutHash", (*serdeWriter).string)
+	w.requiredField(st, "conditions", conditions)
+	w.endStatus()
+}
+
+// beginStatus opens the status field and returns its fields, or nil when
+// there are none to read (absent, null, or not an object, an error).
+func (w *serdeWriter) beginStatus(v any) map[string]any {
+	w.field("status")
 	st, ok := v.(map[string]any)
 	if !ok {
-		w.fail("must be an object")
-		return
-	}
-	w.object(func() { read(st) })
-}
-
-// requiredField reads a field serde requires: neither absent nor null.
-func (w *serdeWriter) requiredField(obj map[string]any, key string, read func(any)) {
-	w.field(key)
-	defer w.endField()
-	if obj[key] == nil {
-		w.fail("required")
-		return
-	}
-	read(obj[key])
-}
-
-// uint64 is a u64 as serde_json reads one: a non-negative integer ("-0"
-// is zero), never a fraction or an exponent.
-func (w *serdeWriter) uint64(v any) {
-	n, ok := v.(json.Number)
-	if !ok {
-		w.int64(v) // a value built in Go, not decoded: as i64
-		return
-	}
-	s := string(n)
-	if strings.HasPrefix(s, "-") {
-		if i, err := strconv.ParseInt(s, 10, 64); err != nil || i != 0 {
-			w.fail("must be a non-negative integer")
-			return
+		if v != nil {
+			w.fail("must be an object")
 		}
-		s = "0"
+		w.endField()
+		return nil
 	}
-	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
-		w.fail("must be a non-negative integer")
-		return
-	}
-	w.separate()
-	w.buf = append(w.buf, s...)
+	w.beginObject()
+	return st
 }
 
-// condition is k8s-openapi's meta/v1 Condition: a missing required string is
-// read as "", but lastTransitionTime, a Time, has no default: it must be
-// there, an RFC 3339 timestamp. observedGeneration is an Option<i64>.
-func (w *serdeWriter) condition(v any) {
+func (w *serdeWriter) endStatus() {
+	w.endObject()
+	w.endField()
+}
+
+// conditions is a list of k8s-openapi's meta/v1 Condition: a missing
+// required string is read as "", but lastTransitionTime, a Time, has no
+// default: it must be there, an RFC 3339 timestamp. observedGeneration is
+// an Option<i64>.
+var conditions = listOf(func(w *serdeWriter, v any) {
 	if c, ok := v.(map[string]any); ok && c["lastTransitionTime"] == nil {
 		w.fail("lastTransitionTime: required")
 		return
 	}
-	w.omitting(v,
-		structField{"lastTransitionTime", true, w.time},
-		structField{"message", true, w.string},
-		structField{"observedGeneration", false, w.int64},
-		structField{"reason", true, w.string},
-		structField{"status", true, w.string},
-		structField{"type", true, w.string})
+	w.omitting(v, conditionFields)
+})
+
+var conditionFields = []structField{
+	{"lastTransitionTime", true, (*serdeWriter).time},
+	{"message", true, (*serdeWriter).string},
+	{"observedGeneration", false, (*serdeWriter).int64},
+	{"reason", true, (*serdeWriter).string},
+	{"status", true, (*serdeWriter).string},
+	{"type", true, (*serdeWriter).string},
 }
 
 // time reads a k8s-openapi Time: an RFC 3339 timestamp.

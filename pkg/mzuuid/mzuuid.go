@@ -27,6 +27,12 @@ func Canonical(s string) (string, error) {
 	return u.String(), nil
 }
 
+// Valid reports whether upstream parses s as a UUID, without writing it.
+func Valid(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && wellFormed(s)
+}
+
 // wellFormed refuses what google/uuid accepts but the uuid crate does not:
 // a URN prefix in another case ("URN:UUID:"), and any pair of characters
 // around the 36-character form but braces.

@@ -9,7 +9,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,7 +97,7 @@ type Change struct {
 func (c Change) String() string {
 	switch {
 	case c.NotRecorded:
-		return fmt.Sprintf("%s: %g (not recorded before)", c.Key, c.Now)
+		return fmt.Sprintf("%s: %.4g (not recorded before)", c.Key, c.Now)
 	default:
 		verdict := "within"
 		if c.Regressed {
@@ -103,7 +105,7 @@ func (c Change) String() string {
 		} else if c.Improved {
 			verdict = "better, beyond"
 		}
-		return fmt.Sprintf("%s: %g -> %g (%+.0f%%, %s the threshold)", c.Key, c.Was, c.Now, (c.Ratio-1)*100, verdict)
+		return fmt.Sprintf("%s: %.4g -> %.4g (%+.0f%%, %s the threshold)", c.Key, c.Was, c.Now, (c.Ratio-1)*100, verdict)
 	}
 }
 
@@ -138,4 +140,36 @@ func Compare(recorded, now map[string]float64, threshold, floor float64) []Chang
 		changes = append(changes, c)
 	}
 	return changes
+}
+
+// Check compares figures with the summary of name recorded in the document
+// at path, printing each change to out, and fails when any rose by more than
+// threshold; with record it writes figures into the document instead.
+func Check(path, name string, figures map[string]float64, threshold, floor float64, record bool, out io.Writer) error {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if record {
+		updated, err := Record(text, Line(name, figures))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, updated, 0o644)
+	}
+	recorded, ok := Recorded(text, name)
+	if !ok {
+		return fmt.Errorf("%s records no summary %q; run with -record once", path, name)
+	}
+	worse := 0
+	for _, c := range Compare(recorded, figures, threshold, floor) {
+		fmt.Fprintln(out, "  "+c.String())
+		if c.Regressed {
+			worse++
+		}
+	}
+	if worse > 0 {
+		return fmt.Errorf("%d figures worse by more than %.0f%% than recorded in %s", worse, threshold*100, path)
+	}
+	return nil
 }

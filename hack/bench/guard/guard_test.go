@@ -1,6 +1,9 @@
 package guard
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,5 +65,28 @@ func TestCompareFlagsMovesBeyondTheThreshold(t *testing.T) {
 	}
 	if !got["new"].NotRecorded || got["new"].Regressed {
 		t.Errorf("new: %+v, want not recorded", got["new"])
+	}
+}
+
+func TestCheckRecordsThenFailsOnARegression(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := os.WriteFile(doc, []byte("# figures\n\n    bench w: cost=1\n\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(doc, "w", map[string]float64{"cost": 2}, 0.25, 0.01, true, io.Discard); err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	text, _ := os.ReadFile(doc)
+	if want := "# figures\n\nbench w: cost=2\n\nafter\n"; string(text) != want {
+		t.Fatalf("recorded document:\n%s\nwant:\n%s", text, want)
+	}
+	if err := Check(doc, "w", map[string]float64{"cost": 2.4}, 0.25, 0.01, false, io.Discard); err != nil {
+		t.Fatalf("+20%% within a 25%% threshold failed: %v", err)
+	}
+	if err := Check(doc, "w", map[string]float64{"cost": 2.6}, 0.25, 0.01, false, io.Discard); err == nil {
+		t.Fatal("+30% beyond a 25% threshold passed")
+	}
+	if err := Check(doc, "other", map[string]float64{"cost": 1}, 0.25, 0.01, false, io.Discard); err == nil {
+		t.Fatal("a summary never recorded passed")
 	}
 }

@@ -10,6 +10,12 @@
 // controller-runtime:
 //
 //	cd hack/bench/webhook && go run . -duration 5s -repeats 3
+//
+// With -guard it also compares its in-process cost relative to the echo
+// (echo rate over orchestratord's, per size; the median round) with the
+// summary recorded in docs/benchmarks.md and fails when it rose by more than
+// 25 %, a throughput ratio down by more than 20 %: ratios of two handlers
+// measured back to back, so a slower or busier machine moves both.
 package main
 
 import (
@@ -39,6 +45,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/materializeinc/orchestratord/hack/bench/guard"
 	"github.com/materializeinc/orchestratord/pkg/servingcert"
 	"github.com/materializeinc/orchestratord/pkg/webhook"
 	"github.com/materializeinc/orchestratord/test/fixture"
@@ -50,7 +57,17 @@ func main() {
 	repeats := flag.Int("repeats", 3, "rounds; each round measures every handler once")
 	sizes := flag.String("objects", "1,500", "objects per review, comma separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	paths := flag.String("paths", "in process,TLS", "how handlers are called, comma separated: in process, TLS")
+	benchtime := flag.Duration("benchtime", time.Second, "in-process run time per handler and size")
+	guardDoc := flag.String("guard", "", "compare the in-process cost relative to the echo with the summary recorded in this file (docs/benchmarks.md); fail when it rose by more than 25% (throughput ratio down by more than 20%)")
+	record := flag.Bool("record", false, "with -guard: write this run's summary into the file instead")
+	testing.Init()
 	flag.Parse()
+	// testing.Benchmark reads its run time from the test flags.
+	if err := flag.Set("test.benchtime", benchtime.String()); err != nil {
+		fmt.Fprintln(os.Stderr, "webhook-bench:", err)
+		os.Exit(2)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -63,7 +80,13 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *concurrency, *repeats, *sizes); err != nil {
+	figures, err := run(*duration, *concurrency, *repeats, *sizes, strings.Split(*paths, ","))
+	if err == nil && *guardDoc != "" {
+		const name = "webhook in process"
+		fmt.Println("\n" + guard.Line(name, figures))
+		err = guard.Check(*guardDoc, name, figures, 0.25, 0.01, *record, os.Stdout)
+	}
+	if err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "webhook-bench:", err)
 		os.Exit(1)
@@ -90,10 +113,12 @@ func echo(w http.ResponseWriter, r *http.Request) {
 // over the echo's rate in the same round.
 var handlerNames = []string{"echo", "orchestratord", "controller-runtime"}
 
-func run(duration time.Duration, concurrency, repeats int, sizes string) error {
+// run prints the table and returns the guard's figures: per size, the
+// median round's echo rate over orchestratord's, in process.
+func run(duration time.Duration, concurrency, repeats int, sizes string, paths []string) (map[string]float64, error) {
 	peer, err := peerHandler()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	handlers := map[string]http.Handler{
 		"echo":               http.HandlerFunc(echo),
@@ -102,16 +127,16 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 	}
 	for _, name := range handlerNames[1:] {
 		if err := checkConverts(handlers[name]); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	ca, err := servingcert.NewCA("bench", time.Hour, time.Now())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	leaf, err := ca.IssueServing([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour, time.Now())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	for name, h := range handlers {
@@ -119,7 +144,7 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	srv := &http.Server{Handler: mux, TLSConfig: webhook.TLSConfig(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return leaf, nil })}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
@@ -137,13 +162,18 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 		runtime.Version(), runtime.NumCPU(), concurrency, duration, repeats)
 	fmt.Println("| objects/review | path | echo objects/s | orchestratord objects/s (× echo) | controller-runtime objects/s (× echo) | orchestratord / controller-runtime |")
 	fmt.Println("|---:|---|---:|---:|---:|---:|")
+	figures := map[string]float64{}
 	for _, field := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil {
-			return fmt.Errorf("-objects: %w", err)
+			return nil, fmt.Errorf("-objects: %w", err)
 		}
 		body := fixture.ConversionReview("materialize.cloud/v1", n)
-		for _, path := range []string{"in process", "TLS"} {
+		for _, path := range paths {
+			path = strings.TrimSpace(path)
+			if path != "in process" && path != "TLS" {
+				return nil, fmt.Errorf("-paths: %q is neither \"in process\" nor \"TLS\"", path)
+			}
 			rates := map[string][]float64{}
 			for round := range repeats {
 				// Each round starts with another handler, and each starts
@@ -161,7 +191,7 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 						rate = r.rate
 					}
 					if err != nil {
-						return fmt.Errorf("%s, %d objects, %s: %w", name, n, path, err)
+						return nil, fmt.Errorf("%s, %d objects, %s: %w", name, n, path, err)
 					}
 					rates[name] = append(rates[name], rate*float64(n))
 				}
@@ -171,9 +201,25 @@ func run(duration time.Duration, concurrency, repeats int, sizes string) error {
 				span(rates["orchestratord"], 1, "%.0f"), ratios(rates["orchestratord"], rates["echo"]),
 				span(rates["controller-runtime"], 1, "%.0f"), ratios(rates["controller-runtime"], rates["echo"]),
 				ratios(rates["orchestratord"], rates["controller-runtime"]))
+			if path == "in process" {
+				figures[fmt.Sprintf("echo_over_orchestratord_%d", n)] = medianRatio(rates["echo"], rates["orchestratord"])
+			}
 		}
 	}
-	return nil
+	return figures, nil
+}
+
+// medianRatio is the median of a[i]/b[i] over rounds.
+func medianRatio(a, b []float64) float64 {
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = a[i] / b[i]
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 1 {
+		return rs[len(rs)/2]
+	}
+	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
 }
 
 // checkConverts makes sure a handler does the work measured: a v1 object
@@ -201,16 +247,20 @@ func checkConverts(h http.Handler) error {
 }
 
 // inProcess is reviews per second of h called directly, as a benchmark.
+// Answers go to a writer that keeps nothing, as a connection's buffered
+// writer would: httptest's recorder grows one buffer, which charges a
+// handler that writes its answer in parts (orchestratord's, for a large
+// review) for copies a server never makes.
 func inProcess(h http.Handler, body []byte) (float64, error) {
 	var failure error
 	r := testing.Benchmark(func(b *testing.B) {
 		for b.Loop() {
-			rec := httptest.NewRecorder()
+			w := &discardingWriter{header: http.Header{}}
 			req := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			h.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"status":"Success"`)) {
-				failure = fmt.Errorf("%d %s", rec.Code, rec.Body)
+			h.ServeHTTP(w, req)
+			if w.code != http.StatusOK || !w.succeeded {
+				failure = fmt.Errorf("status %d, success not reported", w.code)
 				b.SkipNow()
 			}
 		}
@@ -219,6 +269,43 @@ func inProcess(h http.Handler, body []byte) (float64, error) {
 		return 0, failure
 	}
 	return float64(r.N) / r.T.Seconds(), nil
+}
+
+// success is what every successful answer holds.
+var success = []byte(`"status":"Success"`)
+
+// discardingWriter is an http.ResponseWriter that keeps only whether the
+// answer held success, across writes.
+type discardingWriter struct {
+	header    http.Header
+	code      int
+	tail      []byte // the last bytes written, shorter than success
+	succeeded bool
+}
+
+func (w *discardingWriter) Header() http.Header { return w.header }
+
+func (w *discardingWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *discardingWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if !w.succeeded {
+		// A match may straddle two writes: look at the tail and p's head.
+		head := p[:min(len(p), len(success)-1)]
+		joined := append(append([]byte(nil), w.tail...), head...)
+		w.succeeded = bytes.Contains(joined, success) || bytes.Contains(p, success)
+		if len(p) >= len(success)-1 {
+			w.tail = append(w.tail[:0], p[len(p)-len(success)+1:]...)
+		} else {
+			w.tail = append(w.tail, p...)
+			w.tail = w.tail[max(0, len(w.tail)-len(success)+1):]
+		}
+	}
+	return len(p), nil
 }
 
 // span is the range of xs (each times scale) as "lo–hi".
