@@ -93,8 +93,9 @@ type Options struct {
 	// nothing.
 	Waiting *Waiting
 	// WaitingAfter is how long a rollout runs before its generation's pods
-	// are read to say what it waits for (a list per poll); zero means
-	// defaultWaitingAfter, negative at once.
+	// are read to say what it waits for (a list per poll), and before its
+	// progress alone (environmentd Initializing, CatchingUp) is written to
+	// the UpToDate message; zero means defaultWaitingAfter, negative at once.
 	WaitingAfter time.Duration
 }
 
@@ -490,6 +491,8 @@ func (r *reconciler) rolloutInput(e env) rollout.Input {
 		DeleteActiveFirst: mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime,
 		Timeout:           rolloutTimeout(mz), Retry: r.o.PreflightRetry,
 		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
+		// Progress is written from when the pods' wait is explained.
+		QuietFor: r.o.WaitingAfter,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,6 +79,12 @@ type Input struct {
 	Desired Observation
 	// Note is appended to the messages of a rollout in progress.
 	Note string
+	// QuietFor is how long a rollout runs before a status write whose only
+	// news is the UpToDate message (environmentd's progress, what the pods
+	// wait for) is made: a rollout quicker than that writes its status at
+	// its transitions only (Applying, Promoting, Applied), as upstream does.
+	// Zero or negative writes every change.
+	QuietFor time.Duration
 }
 
 // Observation is the generation being rolled out, as the reconciler saw it.
@@ -352,7 +359,7 @@ func rollingOut(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeR
 		setCondition(&st, in, metav1.ConditionUnknown, ReasonApplying,
 			fmt.Sprintf("Applying changes for generation %d: %s", desired, detail)+in.Note)
 		out.Status = st
-		if !starting {
+		if !starting && !quiet(in, st, p) {
 			out.Actions = append(out.Actions, Action{Kind: WriteStatus})
 		}
 		out.Poll = true
@@ -412,7 +419,9 @@ func promoting(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeRo
 		setCondition(&st, in, metav1.ConditionUnknown, ReasonPromoting,
 			fmt.Sprintf("Attempting to promote generation %d: %s", desired, detail))
 		out.Status = st
-		out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+		if !quiet(in, st, p) {
+			out.Actions = append(out.Actions, Action{Kind: WriteStatus})
+		}
 		return out
 	}
 	obs := in.Desired
@@ -455,6 +464,21 @@ func promoting(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeRo
 		out.Actions = append(out.Actions, Action{DeleteGeneration, active})
 	}
 	return out
+}
+
+// quiet reports whether writing st can wait: its only news is the UpToDate
+// condition's message, and the rollout p is younger than in.QuietFor.
+func quiet(in Input, st v1alpha1.MaterializeStatus, p v1alpha1.MaterializeRolloutStatus) bool {
+	if in.QuietFor <= 0 || in.Now.Sub(p.StartedAt.Time) >= in.QuietFor {
+		return false
+	}
+	was, now := in.Status.DeepCopy(), st.DeepCopy()
+	for _, s := range []*v1alpha1.MaterializeStatus{was, now} {
+		if c := upToDate(*s); c != nil {
+			c.Message = ""
+		}
+	}
+	return equality.Semantic.DeepEqual(was, now)
 }
 
 func validLeaderStatus(s string) bool {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -388,6 +389,67 @@ func TestStepSequence(t *testing.T) {
 	}
 	if in.Status.ActiveGeneration != 2 || in.Status.LastCompletedRolloutRequest != "r2" || in.Status.Rollout != nil {
 		t.Errorf("final status %+v", in.Status)
+	}
+}
+
+// A rollout younger than QuietFor writes its status at its transitions
+// only, as upstream does; older, environmentd's progress is written too.
+func TestProgressAloneWaitsForQuietFor(t *testing.T) {
+	in := steady()
+	newRequest(&in)
+	in.QuietFor = 20 * time.Second
+	steps := []struct {
+		after time.Duration
+		obs   Observation
+		write bool
+	}{
+		{0, Observation{}, true}, // Applying: the rollout is recorded
+		{2 * time.Second, Observation{Ready: true, Leader: Initializing}, false},
+		{4 * time.Second, Observation{Ready: true, Leader: CatchingUp}, false},
+		{6 * time.Second, Observation{Ready: true, Leader: ReadyToPromote}, true}, // Promoting, before the call
+		{8 * time.Second, Observation{Ready: true, Leader: Promoting}, false},
+		{10 * time.Second, Observation{Ready: true, Leader: IsLeader}, true}, // Applied
+	}
+	writes := 0
+	for i, s := range steps {
+		in.Now, in.Desired = t0.Add(time.Hour+s.after), s.obs
+		out := Step(in)
+		wrote := slices.ContainsFunc(out.Actions, func(a Action) bool { return a.Kind == WriteStatus })
+		if wrote != s.write {
+			t.Fatalf("step %d (%+v): wrote %v, want %v: %s", i, s.obs, wrote, s.write, upToDate(out.Status).Message)
+		}
+		if wrote {
+			writes++
+			in.Status = out.Status // what the API server now stores
+		}
+	}
+	if writes != 3 || in.Status.ActiveGeneration != 2 || upToDate(in.Status).Reason != ReasonApplied {
+		t.Fatalf("%d writes, final status %+v", writes, in.Status)
+	}
+
+	// Past QuietFor, progress is news: a rollout that takes long says so.
+	slow := steady()
+	newRequest(&slow)
+	slow.QuietFor = 20 * time.Second
+	slow.Now = t0.Add(time.Hour)
+	slow.Status = Step(slow).Status
+	for _, c := range []struct {
+		after time.Duration
+		write bool
+	}{{19 * time.Second, false}, {20 * time.Second, true}} {
+		slow.Now, slow.Desired = t0.Add(time.Hour+c.after), Observation{Ready: true, Leader: CatchingUp}
+		out := Step(slow)
+		if wrote := slices.ContainsFunc(out.Actions, func(a Action) bool { return a.Kind == WriteStatus }); wrote != c.write {
+			t.Errorf("CatchingUp %v into the rollout: wrote %v, want %v", c.after, wrote, c.write)
+		}
+	}
+
+	// Anything but the message is written at once: a spec changed meanwhile.
+	changed := slow
+	changed.Now = t0.Add(time.Hour + 5*time.Second)
+	changed.MetaGeneration++
+	if out := Step(changed); !slices.ContainsFunc(out.Actions, func(a Action) bool { return a.Kind == WriteStatus }) {
+		t.Error("a new metadata.generation during a young rollout was not written")
 	}
 }
 
