@@ -469,14 +469,14 @@ func printWrites(cp *controlplane.ControlPlane, identity string, n int, phase st
 	total, leases, recorded := 0, 0, 0
 	gets := map[string]int{} // reads of one object, which the informers' caches are there to spare
 	for _, ev := range events {
-		if ev.UserAgent == "orchestratord-controllers/"+identity && ev.Verb == "get" && ev.ObjectRef != nil && ev.ObjectRef.Resource != "leases" {
+		if ev.By("orchestratord-controllers/"+identity) && ev.Verb == "get" && ev.ObjectRef != nil && ev.ObjectRef.Resource != "leases" {
 			r := ev.ObjectRef.Resource
 			if ev.ObjectRef.Subresource != "" {
 				r += "/" + ev.ObjectRef.Subresource
 			}
 			gets[r]++
 		}
-		if ev.UserAgent != "orchestratord-controllers/"+identity || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil {
+		if !ev.By("orchestratord-controllers/"+identity) || !ev.IsWrite() || !ev.Succeeded() || ev.ObjectRef == nil {
 			continue
 		}
 		switch ev.ObjectRef.Resource {
