@@ -338,29 +338,3 @@ func isPromoting(status map[string]any) bool {
 	}
 	return false
 }
-
-// V1RolloutHash is the rollout hash v1 clients see (status.requestedRolloutHash
-// at v1, which they put in spec.forcePromote to approve a ManuallyPromote
-// rollout) for a stored v1alpha1 Materialize, given as the JSON the API
-// server returns: a typed copy would lose what the hash covers (empty maps
-// and lists, quantities as written).
-func V1RolloutHash(stored []byte) (string, error) {
-	v, err := decodeValue(stored)
-	if err != nil {
-		return "", err
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("a Materialize must be a JSON object")
-	}
-	obj["apiVersion"], obj["kind"] = V1Alpha1, "Materialize"
-	converted, err := Convert(obj, V1)
-	if err != nil {
-		return "", err
-	}
-	hash, ok := rolloutHashOf(converted)
-	if !ok {
-		return "", fmt.Errorf("the Materialize has no rollout hash: upstream's types cannot read its spec")
-	}
-	return hash, nil
-}

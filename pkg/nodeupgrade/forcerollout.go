@@ -1,7 +1,6 @@
 package nodeupgrade
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -70,30 +69,18 @@ func readState(stored []byte) (state, error) {
 // This patch writes both at the storage version (the controllers never need
 // the conversion webhook), with the resourceVersion it was computed on.
 func forceRolloutPatch(stored []byte, value string, triggered triggerRecord) ([]byte, error) {
-	// Numbers stay as written: the rollout hash covers quantities as
-	// written.
-	dec := json.NewDecoder(bytes.NewReader(stored))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
+	var obj struct {
+		Metadata *struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(stored, &obj); err != nil {
 		return nil, fmt.Errorf("decoding the Materialize: %w", err)
 	}
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
+	if obj.Metadata == nil {
 		return nil, fmt.Errorf("the Materialize has no metadata")
 	}
-	rv, _ := meta["resourceVersion"].(string)
-	annotations, _ := meta["annotations"].(map[string]any)
-	if annotations == nil {
-		annotations = map[string]any{}
-		meta["annotations"] = annotations
-	}
-	annotations[ForceRolloutAnnotation] = value
-	forced, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	hash, err := conversion.V1RolloutHash(forced)
+	hash, err := conversion.V1RolloutHash(stored, map[string]string{ForceRolloutAnnotation: value})
 	if err != nil {
 		return nil, fmt.Errorf("computing the v1 rollout hash: %w", err)
 	}
@@ -103,7 +90,7 @@ func forceRolloutPatch(stored []byte, value string, triggered triggerRecord) ([]
 	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{
-			"resourceVersion": rv,
+			"resourceVersion": obj.Metadata.ResourceVersion,
 			"annotations":     map[string]string{ForceRolloutAnnotation: value, TriggerAnnotation: string(record)},
 		},
 		"spec": map[string]any{"requestRollout": conversion.RolloutRequest(hash)},

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/conversion"
 	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
@@ -344,8 +345,7 @@ func (t *Trigger) rollOut(ctx context.Context, scope string, inst Instance) (Out
 	// object, and the patch carries its resourceVersion: a change in
 	// between (a rollout requested by someone else) conflicts instead of
 	// being overridden.
-	stored, err := t.MZ.MaterializeV1alpha1().RESTClient().Get().
-		Namespace(inst.Namespace).Resource("materializes").Name(inst.Name).DoRaw(ctx)
+	stored, err := conversion.ReadStored(ctx, t.MZ.MaterializeV1alpha1().RESTClient(), inst.Namespace, inst.Name)
 	if apierrors.IsNotFound(err) {
 		return Gone, "", nil
 	}

@@ -63,7 +63,7 @@ func TestRollOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash, err := conversion.V1RolloutHash(raw)
+	hash, err := conversion.V1RolloutHash(raw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

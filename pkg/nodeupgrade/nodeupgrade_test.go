@@ -161,14 +161,14 @@ func TestForceRolloutPatch(t *testing.T) {
 		TriggerAnnotation: `{"scope":"pool-a","at":"2026-12-04T10:00:00Z"}`}; !reflect.DeepEqual(obj.Metadata.Annotations, want) {
 		t.Errorf("annotations %v, want %v", obj.Metadata.Annotations, want)
 	}
-	hash, err := conversion.V1RolloutHash(patched)
+	hash, err := conversion.V1RolloutHash(patched, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := conversion.RolloutRequest(hash); obj.Spec.RequestRollout != want {
 		t.Errorf("requestRollout %q, the conversion derives %q", obj.Spec.RequestRollout, want)
 	}
-	before, err := conversion.V1RolloutHash(stored)
+	before, err := conversion.V1RolloutHash(stored, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

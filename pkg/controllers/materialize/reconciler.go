@@ -696,12 +696,11 @@ func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize)
 		return true, nil
 	}
 	// The v1 hash is computed from the stored JSON, as the webhook does.
-	stored, err := r.d.MZ.MaterializeV1alpha1().RESTClient().Get().
-		Namespace(mz.Namespace).Resource("materializes").Name(mz.Name).DoRaw(ctx)
+	stored, err := conversion.ReadStored(ctx, r.d.MZ.MaterializeV1alpha1().RESTClient(), mz.Namespace, mz.Name)
 	if err != nil {
 		return false, fmt.Errorf("reading the stored Materialize for spec.forcePromote: %w", err)
 	}
-	hash, err := conversion.V1RolloutHash(stored)
+	hash, err := conversion.V1RolloutHash(stored, nil)
 	if err != nil {
 		return false, fmt.Errorf("spec.forcePromote: computing the v1 rollout hash: %w", err)
 	}
