@@ -125,13 +125,13 @@ func freeAddr(t *testing.T) string {
 var unexercised = map[string]map[string]string{
 	"webhook": {},
 	"controllers": {
-		// component.Current: a child the controller wrote in an earlier
+		// recent.Current: a child the controller wrote in an earlier
 		// reconcile that its informer has not delivered yet is read back
 		// from the API server (it may have been deleted since). Whether a
 		// reconcile runs in that window depends on timing. Without the
 		// grant such a reconcile fails and is retried.
-		"|services|get":                         "read-your-writes of a Service the cache has not seen yet (component.Current)",
-		"networking.k8s.io|networkpolicies|get": "read-your-writes of the console's NetworkPolicy the cache has not seen yet (component.Current)",
+		"|services|get":                         "read-your-writes of a Service the cache has not seen yet (recent.Current)",
+		"networking.k8s.io|networkpolicies|get": "read-your-writes of the console's NetworkPolicy the cache has not seen yet (recent.Current)",
 		// A Balancer or Console the materialize reconciler applies names its
 		// resource id in its spec, which is recorded with its first Ready
 		// condition; one a user creates without spec.resourceId has a random

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 )
 
 // FieldManager is upstream's (src/orchestratord/src/k8s.rs).
@@ -263,10 +263,10 @@ func ApplyPatch(obj any) ([]byte, metav1.PatchOptions, error) {
 	return body, metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTo(true)}, err
 }
 
-// Pods are these settings as this operator's component.PodSettings, to run
+// Pods are these settings as this operator's podspec.PodSettings, to run
 // a controller configured as upstream's chart configures upstream.
-func (s Settings) Pods() component.PodSettings {
-	return component.PodSettings{
+func (s Settings) Pods() podspec.PodSettings {
+	return podspec.PodSettings{
 		ImagePullPolicy: s.ImagePullPolicy, SecurityContext: s.SecurityContext,
 		PrometheusScrape: s.PrometheusScrape, DefaultResources: s.DefaultResources,
 	}

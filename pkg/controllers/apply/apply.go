@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"reflect"
 
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -234,4 +236,13 @@ func ExtractDeduced[T runtime.Object, AC any](newAC func(name, namespace string)
 		out := newAC(accessor.GetName(), accessor.GetNamespace())
 		return out, json.Unmarshal(raw, out)
 	}
+}
+
+// ConditionApplyConfiguration is c as an apply configuration; every field is
+// set, so it compares equal to the same condition read back from the API
+// server.
+func ConditionApplyConfiguration(c metav1.Condition) *metav1ac.ConditionApplyConfiguration {
+	return metav1ac.Condition().
+		WithType(c.Type).WithStatus(c.Status).WithObservedGeneration(c.ObservedGeneration).
+		WithLastTransitionTime(c.LastTransitionTime).WithReason(c.Reason).WithMessage(c.Message)
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 )
 
 // Name is the controller's name.
@@ -36,7 +38,7 @@ const Component = "balancerd"
 
 // Config is how balancerd runs, from upstream's operator flags.
 type Config struct {
-	Pods         component.PodSettings
+	Pods         podspec.PodSettings
 	Certificates certificates.Defaults
 	// Ports balancerd listens on (--balancerd-sql-port, --balancerd-http-port,
 	// --balancerd-internal-http-port) and environmentd's it forwards to
@@ -76,7 +78,7 @@ type reconciler struct {
 	balancers   mzlisters.BalancerLister
 	deployments controller.Lister[*appsv1.Deployment]
 	services    controller.Lister[*corev1.Service]
-	recent      *component.RecentWrites
+	recent      *recent.Writes
 	owner       component.Owner[*v1alpha1.Balancer, *mzac.BalancerApplyConfiguration]
 }
 
@@ -88,7 +90,7 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		log = zap.NewNop()
 	}
 	crInformer := d.MZInformers.Materialize().V1alpha1().Balancers()
-	recent := component.NewRecentWrites()
+	recent := recent.NewWrites()
 	r := &reconciler{
 		cfg:         cfg,
 		kube:        d.Kube,
@@ -119,7 +121,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil {
 		return controller.Result{}, err
 	}
-	lbls := component.NewLabels(cr.Name, cr.Namespace, id, Component)
+	lbls := podspec.NewLabels(cr.Name, cr.Namespace, id, Component)
 	if err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls); err != nil {
 		return controller.Result{}, err
 	}
@@ -170,7 +172,7 @@ func (c Config) Args(spec v1alpha1.BalancerSpec) ([]string, error) {
 // ExternalTLSDir is where balancerd's external certificate is mounted.
 const ExternalTLSDir = "/etc/external_tls"
 
-func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component.Labels) (component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration], error) {
+func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls podspec.Labels) (component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration], error) {
 	var none component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	name := children.Name(id, Component)
 	args, err := r.cfg.Args(cr.Spec)
@@ -188,7 +190,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component
 	container := corev1ac.Container().
 		WithName(Component).
 		WithImage(cr.Spec.BalancerdImageRef).
-		WithPorts(component.TCPPort("pgwire", r.cfg.SQLPort), component.TCPPort("http", r.cfg.HTTPPort), component.TCPPort("internal-http", r.cfg.InternalHTTPPort)).
+		WithPorts(podspec.TCPPort("pgwire", r.cfg.SQLPort), podspec.TCPPort("http", r.cfg.HTTPPort), podspec.TCPPort("internal-http", r.cfg.InternalHTTPPort)).
 		WithArgs(args...).
 		WithStartupProbe(probe("/api/readyz").WithFailureThreshold(20).WithInitialDelaySeconds(3).WithPeriodSeconds(3)).
 		WithReadinessProbe(probe("/api/readyz").WithFailureThreshold(3).WithPeriodSeconds(10)).
@@ -199,7 +201,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component
 	pod := corev1ac.PodSpec().
 		WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(999).WithRunAsUser(999).WithRunAsGroup(999))
 	if certificates.IssuerRefDefined(r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec) {
-		pod.WithVolumes(component.SecretVolume("external-certificate", component.ExternalCertificateSecret(id, Component)))
+		pod.WithVolumes(podspec.SecretVolume("external-certificate", component.ExternalCertificateSecret(id, Component)))
 		container.WithVolumeMounts(corev1ac.VolumeMount().WithName("external-certificate").WithMountPath(ExternalTLSDir).WithReadOnly(true))
 	}
 	if err := r.cfg.Pods.Pod(pod.WithContainers(container)); err != nil {
@@ -214,7 +216,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).
-			WithSelector(component.Selector(lbls.Selector(name))).
+			WithSelector(podspec.Selector(lbls.Selector(name))).
 			// Surge a whole new set before the old pods go: connections drain
 			// from balancerd pods that still run.
 			WithStrategy(appsv1ac.DeploymentStrategy().WithRollingUpdate(appsv1ac.RollingUpdateDeployment().WithMaxSurge(intstr.FromString("100%")))).
@@ -223,12 +225,12 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls component
 		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
-func (r *reconciler) service(cr *v1alpha1.Balancer, id string, lbls component.Labels) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+func (r *reconciler) service(cr *v1alpha1.Balancer, id string, lbls podspec.Labels) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.Service(name, cr.Namespace).
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
-		WithSpec(component.HeadlessService(name, component.ServicePort("http", r.cfg.HTTPPort), component.ServicePort("pgwire", r.cfg.SQLPort)))
+		WithSpec(podspec.HeadlessService(name, podspec.ServicePort("http", r.cfg.HTTPPort), podspec.ServicePort("pgwire", r.cfg.SQLPort)))
 	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace).Get,
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }

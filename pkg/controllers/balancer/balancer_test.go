@@ -24,6 +24,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 	"github.com/materializeinc/orchestratord/test/controllertest"
 	"github.com/materializeinc/orchestratord/test/upstream"
 )
@@ -466,7 +467,7 @@ func TestFirstStatusIsReadableByUpstream(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	admin := controllertest.Admin(t)
 	b := newBalancer(t, ns, "first", nil)
-	owner := component.NewOwner(kind(admin.MZ), component.NewRecentWrites(), nil)
+	owner := component.NewOwner(kind(admin.MZ), recent.NewWrites(), nil)
 	if _, _, err := owner.ResourceID(context.Background(), ns+"/first", b); err != nil {
 		t.Fatal(err)
 	}

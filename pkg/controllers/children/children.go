@@ -45,3 +45,13 @@ func OwnerReference(owner metav1.Object, gvk schema.GroupVersionKind) *metav1ac.
 		WithName(owner.GetName()).WithUID(owner.GetUID()).
 		WithController(true).WithBlockOwnerDeletion(true)
 }
+
+// UnstructuredOwner is OwnerReference in unstructured form, for
+// objects written through the dynamic client.
+func UnstructuredOwner(owner metav1.Object, gvk schema.GroupVersionKind) []any {
+	return []any{map[string]any{
+		"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
+		"name": owner.GetName(), "uid": string(owner.GetUID()),
+		"controller": true, "blockOwnerDeletion": true,
+	}}
+}

@@ -1,24 +1,20 @@
-// Package component holds what the Deployment-based components (balancer,
-// console) share: the Ready condition mirrored from a Deployment, events on
-// transitions, the recently-written-object cache that guards against a stale
-// informer, the owning custom resource's loading and status writes (Owner),
-// and apply helpers.
+// Package component holds what the Deployment-based components (balancerd,
+// the console) share: the Ready condition mirrored from a Deployment,
+// events on transitions, the owning custom resource's loading and status
+// writes (Owner), their child objects (Child, Workload) and fix-ups.
 package component
 
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 )
 
 // ReadyCondition mirrors the Available condition of the component's Deployment.
@@ -62,15 +58,6 @@ func ReadyFromDeployment(dep *appsv1.Deployment, generation int64, app string) m
 	return c
 }
 
-// ConditionApplyConfiguration is c as an apply configuration; every field is
-// set, so it compares equal to the same condition read back from the API
-// server.
-func ConditionApplyConfiguration(c metav1.Condition) *metav1ac.ConditionApplyConfiguration {
-	return metav1ac.Condition().
-		WithType(c.Type).WithStatus(c.Status).WithObservedGeneration(c.ObservedGeneration).
-		WithLastTransitionTime(c.LastTransitionTime).WithReason(c.Reason).WithMessage(c.Message)
-}
-
 // TransitionEvent is the Event type and reason of a Ready transition.
 func TransitionEvent(prev *metav1.Condition, now metav1.Condition) (eventType, reason string) {
 	if now.Status == metav1.ConditionTrue {
@@ -80,133 +67,6 @@ func TransitionEvent(prev *metav1.Condition, now metav1.Condition) (eventType, r
 		return corev1.EventTypeWarning, "NotReady"
 	}
 	return corev1.EventTypeNormal, "NotReady"
-}
-
-// RecentWrites remembers objects as this controller's own writes returned
-// them, per owner, so that a reconcile running before the informers have
-// seen those writes neither repeats them nor, for status, computes a
-// transition (and emits its Event) twice. An entry goes when the cache has
-// caught up with it, when its owner is gone, or after recentWriteTTL: a
-// write the informers never see (an object they do not watch, a key not
-// looked up again) is not kept for ever.
-type RecentWrites struct {
-	mu   sync.Mutex
-	objs map[string]map[string]recentWrite // owner key -> object key -> write
-	// swept is when expired entries were last dropped.
-	swept time.Time
-	now   func() time.Time
-}
-
-type recentWrite struct {
-	obj metav1.Object
-	at  time.Time
-}
-
-// recentWriteTTL is how long a write is remembered: the informers see a
-// write within seconds, and after a longer outage they list again.
-const recentWriteTTL = 2 * time.Minute
-
-// NewRecentWrites returns an empty RecentWrites.
-func NewRecentWrites() *RecentWrites {
-	return &RecentWrites{objs: map[string]map[string]recentWrite{}, now: time.Now}
-}
-
-// Put remembers obj, as a write of this controller returned it, under the
-// owner's key and the object's key.
-func (r *RecentWrites) Put(owner, key string, obj metav1.Object) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	if now.Sub(r.swept) > recentWriteTTL/2 {
-		r.sweepLocked(now)
-	}
-	if r.objs[owner] == nil {
-		r.objs[owner] = map[string]recentWrite{}
-	}
-	r.objs[owner][key] = recentWrite{obj: obj, at: now}
-}
-
-// sweepLocked drops the expired entries; run at most twice per TTL, so
-// each Put costs amortised constant time.
-func (r *RecentWrites) sweepLocked(now time.Time) {
-	r.swept = now
-	for owner, writes := range r.objs {
-		for key, w := range writes {
-			if now.Sub(w.at) > recentWriteTTL {
-				delete(writes, key)
-			}
-		}
-		if len(writes) == 0 {
-			delete(r.objs, owner)
-		}
-	}
-}
-
-func (r *RecentWrites) get(owner, key string) (metav1.Object, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w, ok := r.objs[owner][key]
-	if ok && r.now().Sub(w.at) > recentWriteTTL {
-		return nil, false
-	}
-	return w.obj, ok
-}
-
-// Len is how many writes are remembered.
-func (r *RecentWrites) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, writes := range r.objs {
-		n += len(writes)
-	}
-	return n
-}
-
-func (r *RecentWrites) drop(owner, key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.objs[owner], key)
-	if len(r.objs[owner]) == 0 {
-		delete(r.objs, owner)
-	}
-}
-
-// Forget drops everything remembered for an owner that is gone.
-func (r *RecentWrites) Forget(owner string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.objs, owner)
-}
-
-// Current returns the newest known state of an object: the informer's copy
-// (cached, found) or the copy this controller last wrote, whichever has the
-// later resourceVersion. When only the written copy is known, get asks the
-// API server, since the object may have been deleted since.
-func Current[T metav1.Object](ctx context.Context, r *RecentWrites, owner, key string, cached T, found bool,
-	get func(context.Context) (T, error),
-) (T, bool, error) {
-	w, ok := r.get(owner, key)
-	if !ok {
-		return cached, found, nil
-	}
-	written := w.(T)
-	if !found {
-		live, err := get(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
-			r.drop(owner, key)
-			return cached, false, nil
-		case err != nil:
-			return cached, false, err
-		}
-		cached = live
-	}
-	if cmp, err := resourceversion.CompareResourceVersion(written.GetResourceVersion(), cached.GetResourceVersion()); err == nil && cmp > 0 {
-		return written, true, nil
-	}
-	r.drop(owner, key) // the cache has caught up
-	return cached, true, nil
 }
 
 // Child is one child object of a component and the means to apply it:
@@ -224,7 +84,7 @@ type Child[T metav1.Object, AC any] struct {
 // Apply applies Desired unless the object already holds it, remembers what
 // it wrote in r under ownerKey, and returns the object as it now is. It
 // refuses an object that another owner controls.
-func (c Child[T, AC]) Apply(ctx context.Context, r *RecentWrites, owner metav1.Object, ownerKey string) (T, error) {
+func (c Child[T, AC]) Apply(ctx context.Context, r *recent.Writes, owner metav1.Object, ownerKey string) (T, error) {
 	var zero T
 	live, err := c.Cached(c.Name)
 	found := err == nil
@@ -232,7 +92,7 @@ func (c Child[T, AC]) Apply(ctx context.Context, r *RecentWrites, owner metav1.O
 		return zero, err
 	}
 	key := c.Kind + "/" + c.Name
-	live, found, err = Current(ctx, r, ownerKey, key, live, found, func(ctx context.Context) (T, error) {
+	live, found, err = recent.Current(ctx, r, ownerKey, key, live, found, func(ctx context.Context) (T, error) {
 		return c.Get(ctx, c.Name, metav1.GetOptions{})
 	})
 	if err != nil {

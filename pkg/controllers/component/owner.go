@@ -18,6 +18,7 @@ import (
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 )
 
 // Object is a component custom resource (*v1alpha1.Balancer,
@@ -67,21 +68,21 @@ type Kind[T Object, AC StatusApplyConfiguration[AC]] struct {
 // condition).
 type Owner[T Object, AC StatusApplyConfiguration[AC]] struct {
 	Kind     Kind[T, AC]
-	Recent   *RecentWrites
+	Recent   *recent.Writes
 	Recorder record.EventRecorder
 }
 
 // NewOwner returns an Owner without the caller spelling out the type
 // arguments. A nil recorder (tests that do not look at Events) drops them.
-func NewOwner[T Object, AC StatusApplyConfiguration[AC]](kind Kind[T, AC], recent *RecentWrites, recorder record.EventRecorder) Owner[T, AC] {
+func NewOwner[T Object, AC StatusApplyConfiguration[AC]](kind Kind[T, AC], writes *recent.Writes, recorder record.EventRecorder) Owner[T, AC] {
 	if recorder == nil {
 		recorder = &record.FakeRecorder{}
 	}
-	return Owner[T, AC]{Kind: kind, Recent: recent, Recorder: recorder}
+	return Owner[T, AC]{Kind: kind, Recent: writes, Recorder: recorder}
 }
 
 // Load returns the newest known state of the object with key (see
-// Current), read first from cached (the informer's lister). found is false
+// recent.Current), read first from cached (the informer's lister). found is false
 // when there is nothing to reconcile: the key is malformed, which retrying
 // cannot fix, or the object is gone, whose children garbage collection
 // removes through their owner references.
@@ -98,7 +99,7 @@ func (o Owner[T, AC]) Load(ctx context.Context, key string, cached func(namespac
 	if err != nil {
 		return cr, false, err
 	}
-	cr, _, _ = Current(ctx, o.Recent, key, "", cr, true, nil)
+	cr, _, _ = recent.Current(ctx, o.Recent, key, "", cr, true, nil)
 	return cr, true, nil
 }
 
@@ -156,7 +157,7 @@ func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id strin
 	ready := *meta.FindStatusCondition(conds, ReadyCondition)
 
 	desired := o.Kind.ApplyConfiguration(cr.GetName(), cr.GetNamespace()).
-		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(ConditionApplyConfiguration(ready)))
+		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(apply.ConditionApplyConfiguration(ready)))
 	out, wrote, err := o.apply(ctx, o.Kind.Client(cr.GetNamespace()), cr, desired)
 	if err != nil {
 		return fmt.Errorf("writing status: %w", err)
@@ -194,7 +195,7 @@ func (o Owner[T, AC]) ownedStatus(live T, _ string) (AC, error) {
 		st.WithResourceID(status.ResourceID)
 	}
 	if c := meta.FindStatusCondition(status.Conditions, ReadyCondition); c != nil {
-		st.WithConditions(ConditionApplyConfiguration(*c))
+		st.WithConditions(apply.ConditionApplyConfiguration(*c))
 	}
 	return o.Kind.ApplyConfiguration(live.GetName(), live.GetNamespace()).WithStatus(st), nil
 }

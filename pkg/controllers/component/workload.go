@@ -15,7 +15,10 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 )
 
 // Workload is a component's Deployment and Service.
@@ -29,7 +32,7 @@ type Workload struct {
 // Apply applies the Deployment and the Service, first replacing what cannot
 // change in place (FixSelector, FixHeadless). It returns the Deployment as
 // it now is, or a positive requeue while a replacement is under way.
-func (w Workload) Apply(ctx context.Context, kube kubernetes.Interface, r *RecentWrites, owner Object, ownerKey string) (*appsv1.Deployment, time.Duration, error) {
+func (w Workload) Apply(ctx context.Context, kube kubernetes.Interface, r *recent.Writes, owner Object, ownerKey string) (*appsv1.Deployment, time.Duration, error) {
 	live, err := w.Deployment.Cached(w.Deployment.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, 0, err
@@ -63,17 +66,17 @@ func ExternalCertificateSecret(id, app string) string { return children.Name(id,
 // mz{id}-{app}-external, ECDSA 256 unless the spec asks otherwise) when an
 // issuer is named by spec or defaults.
 func ApplyExternalCertificate(ctx context.Context, dyn dynamic.Interface, defaults, spec *certificates.Spec,
-	owner Object, gvk schema.GroupVersionKind, id, app string, lbls Labels,
+	owner Object, gvk schema.GroupVersionKind, id, app string, lbls podspec.Labels,
 ) error {
 	cert, err := certificates.Certificate(defaults, spec, certificates.Request{
 		Name: children.Name(id, app+"-external"), Namespace: owner.GetNamespace(),
 		SecretName: ExternalCertificateSecret(id, app),
 		Labels:     lbls.Object(), SecretLabels: lbls.Default,
-		OwnerReferences: UnstructuredOwner(owner, gvk),
+		OwnerReferences: children.UnstructuredOwner(owner, gvk),
 		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
 	})
 	if err != nil || cert == nil {
 		return err
 	}
-	return ApplyCertificate(ctx, dyn, cert)
+	return apply.Certificate(ctx, dyn, cert)
 }

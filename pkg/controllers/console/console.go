@@ -31,6 +31,8 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 )
 
 // Name is the controller's name.
@@ -42,7 +44,7 @@ const Component = "console"
 
 // Config is how the console runs, from upstream's operator flags.
 type Config struct {
-	Pods         component.PodSettings
+	Pods         podspec.PodSettings
 	Certificates certificates.Defaults
 	// HTTPPort is the console's port (--console-http-port);
 	// BalancerdHTTPPort is balancerd's, where API requests go
@@ -144,7 +146,7 @@ type reconciler struct {
 	deployments     controller.Lister[*appsv1.Deployment]
 	services        controller.Lister[*corev1.Service]
 	networkPolicies controller.Lister[*networkingv1.NetworkPolicy]
-	recent          *component.RecentWrites
+	recent          *recent.Writes
 	owner           component.Owner[*v1alpha1.Console, *mzac.ConsoleApplyConfiguration]
 }
 
@@ -156,7 +158,7 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		log = zap.NewNop()
 	}
 	crInformer := d.MZInformers.Materialize().V1alpha1().Consoles()
-	recent := component.NewRecentWrites()
+	recent := recent.NewWrites()
 	r := &reconciler{
 		cfg:             cfg,
 		kube:            d.Kube,
@@ -191,7 +193,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err != nil {
 		return controller.Result{}, err
 	}
-	lbls := component.NewLabels(cr.Name, cr.Namespace, id, Component)
+	lbls := podspec.NewLabels(cr.Name, cr.Namespace, id, Component)
 	if r.cfg.IngressNetworkPolicy {
 		if _, err := r.networkPolicy(cr, id, lbls).Apply(ctx, r.recent, cr, key); err != nil {
 			return controller.Result{}, err
@@ -215,7 +217,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
 }
 
-func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
+func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls podspec.Labels) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.ConfigMap(name, cr.Namespace).
 		WithLabels(lbls.Object()).
@@ -225,7 +227,7 @@ func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls component.L
 		r.kube.CoreV1().ConfigMaps(cr.Namespace), corev1ac.ExtractConfigMap)
 }
 
-func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.Labels) (component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration], error) {
+func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls podspec.Labels) (component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration], error) {
 	var none component.Child[*appsv1.Deployment, *appsv1ac.DeploymentApplyConfiguration]
 	name := children.Name(id, Component)
 	replicas := int32(DefaultReplicas)
@@ -239,7 +241,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName("app-config").WithMountPath(AppConfigMountPath)}
 	listener, scheme := fmt.Sprintf("listen %d;", r.cfg.HTTPPort), corev1.URISchemeHTTP
 	if tls {
-		volumes = append(volumes, component.SecretVolume("external-certificate", component.ExternalCertificateSecret(id, Component)))
+		volumes = append(volumes, podspec.SecretVolume("external-certificate", component.ExternalCertificateSecret(id, Component)))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName("external-certificate").WithMountPath(ExternalTLSDir).WithReadOnly(true))
 		listener = fmt.Sprintf("listen %d ssl;\nssl_certificate %s/tls.crt;\nssl_certificate_key %s/tls.key;", r.cfg.HTTPPort, ExternalTLSDir, ExternalTLSDir)
 		scheme = corev1.URISchemeHTTPS
@@ -250,7 +252,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.
 	container := corev1ac.Container().
 		WithName(Component).
 		WithImage(cr.Spec.ConsoleImageRef).
-		WithPorts(component.TCPPort("http", r.cfg.HTTPPort)).
+		WithPorts(podspec.TCPPort("http", r.cfg.HTTPPort)).
 		WithEnv(corev1ac.EnvVar().WithName(EndpointEnv).WithValue(r.cfg.Endpoint(cr.Spec.Balancerd)),
 			corev1ac.EnvVar().WithName(ListenerEnv).WithValue(listener)).
 		WithStartupProbe(probe().WithPeriodSeconds(1).WithFailureThreshold(10)).
@@ -271,25 +273,25 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls component.
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(replicas).
-			WithSelector(component.Selector(lbls.Selector(name))).
+			WithSelector(podspec.Selector(lbls.Selector(name))).
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(lbls.Pod(name)).WithSpec(pod)))
 	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace).Get,
 		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
-func (r *reconciler) service(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
+func (r *reconciler) service(cr *v1alpha1.Console, id string, lbls podspec.Labels) component.Child[*corev1.Service, *corev1ac.ServiceApplyConfiguration] {
 	name := children.Name(id, Component)
 	desired := corev1ac.Service(name, cr.Namespace).
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
-		WithSpec(component.HeadlessService(name, component.ServicePort("http", r.cfg.HTTPPort)))
+		WithSpec(podspec.HeadlessService(name, podspec.ServicePort("http", r.cfg.HTTPPort)))
 	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace).Get,
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }
 
 // networkPolicy admits the configured CIDRs to the console's port
 // (upstream's mz{id}-console-ingress).
-func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string, lbls component.Labels) component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
+func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string, lbls podspec.Labels) component.Child[*networkingv1.NetworkPolicy, *networkingv1ac.NetworkPolicyApplyConfiguration] {
 	name := children.Name(id, "console-ingress")
 	from := make([]*networkingv1ac.NetworkPolicyPeerApplyConfiguration, 0, len(r.cfg.IngressCIDRs))
 	for _, cidr := range r.cfg.IngressCIDRs {
@@ -299,7 +301,7 @@ func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string, lbls compone
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
-			WithPodSelector(component.Selector(lbls.Default)).
+			WithPodSelector(podspec.Selector(lbls.Default)).
 			WithPolicyTypes(networkingv1.PolicyTypeIngress).
 			WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(from...).
 				WithPorts(networkingv1ac.NetworkPolicyPort().

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/materializeinc/orchestratord/pkg/certificates"
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 )
 
 // Config is how every environment is run: the settings upstream
@@ -114,7 +114,7 @@ type Config struct {
 	DefaultCertificateSpecs string
 
 	// Parsed by Complete.
-	balancerdPods, consolePods component.PodSettings
+	balancerdPods, consolePods podspec.PodSettings
 	certificates               certificates.Defaults
 	replicaSizes               map[string]replicaSize
 	environmentdAffinity       *corev1.Affinity
@@ -241,10 +241,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 }
 
 // BalancerdPods are the operator-wide settings of balancerd pods.
-func (c *Config) BalancerdPods() component.PodSettings { return c.balancerdPods }
+func (c *Config) BalancerdPods() podspec.PodSettings { return c.balancerdPods }
 
 // ConsolePods are the operator-wide settings of console pods.
-func (c *Config) ConsolePods() component.PodSettings { return c.consolePods }
+func (c *Config) ConsolePods() podspec.PodSettings { return c.consolePods }
 
 // Certificates are the parsed --default-certificate-specs.
 func (c *Config) Certificates() certificates.Defaults { return c.certificates }
@@ -348,8 +348,8 @@ func (c *Config) Complete() error {
 
 // podSettings parses one component's flags; the pull policy and secrets,
 // scheduler, security context and scrape annotations are the operator's.
-func (c *Config) podSettings(name string, nodeSelector []string, affinity string, tolerations []string, resources string) (component.PodSettings, error) {
-	s := component.PodSettings{
+func (c *Config) podSettings(name string, nodeSelector []string, affinity string, tolerations []string, resources string) (podspec.PodSettings, error) {
+	s := podspec.PodSettings{
 		ImagePullPolicy:  pullPolicies[c.ImagePullPolicy],
 		ImagePullSecrets: c.ImagePullSecrets,
 		SchedulerName:    c.SchedulerName,

@@ -19,8 +19,8 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
@@ -127,7 +127,7 @@ func (e env) certificate() (*unstructured.Unstructured, error) {
 	cert, err := certificates.Certificate(e.cfg.Certificates().Internal, e.mz.Spec.InternalCertificateSpec, certificates.Request{
 		Name: e.name("environmentd-external"), Namespace: e.ns(), SecretName: e.certificateSecretName(),
 		Labels: e.labels(), SecretLabels: e.defaultLabels(),
-		OwnerReferences:    component.UnstructuredOwner(e.mz, gvk),
+		OwnerReferences:    children.UnstructuredOwner(e.mz, gvk),
 		AdditionalDNSNames: []string{svc, fmt.Sprintf("%s.%s.svc.cluster.local", svc, e.ns())},
 		AlgorithmHint:      v1alpha1.PrivateKeyEd25519,
 	})
@@ -423,13 +423,13 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 		container.WithResources(corev1ac.ResourceRequirements().WithRequests(r.Requests).WithLimits(r.Limits))
 	}
 	if c.EnableSecurityContext {
-		container.WithSecurityContext(component.ContainerSecurityContext())
+		container.WithSecurityContext(podspec.ContainerSecurityContext())
 	}
 
 	podLabels := e.defaultLabels()
 	podLabels[children.NameLabel] = name
 	podLabels[mzlabels.App] = environmentdApp
-	for k, v := range component.Recommended(environmentdApp) {
+	for k, v := range podspec.Recommended(environmentdApp) {
 		podLabels[k] = v
 	}
 	for k, v := range s.PodLabels {
@@ -484,7 +484,7 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 	if c.SchedulerName != "" {
 		podSpec.WithSchedulerName(c.SchedulerName)
 	}
-	podSpec.WithImagePullSecrets(component.PullSecrets(c.ImagePullSecrets)...)
+	podSpec.WithImagePullSecrets(podspec.PullSecrets(c.ImagePullSecrets)...)
 	return appsv1ac.StatefulSet(name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).
 		WithAnnotations(map[string]string{GenerationAnnotation: strconv.FormatUint(gen, 10), ForceAnnotation: e.forceRolloutValue()}).
 		WithSpec(appsv1ac.StatefulSetSpec().

@@ -14,7 +14,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
-	"github.com/materializeinc/orchestratord/pkg/controllers/component"
+	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
@@ -56,7 +56,7 @@ func (e env) defaultLabels() map[string]string {
 // labels are those of upstream's managed_resource_meta for a Materialize.
 func (e env) labels() map[string]string {
 	l := e.defaultLabels()
-	for k, v := range component.Recommended(environmentdApp) {
+	for k, v := range podspec.Recommended(environmentdApp) {
 		l[k] = v
 	}
 	return l
@@ -105,7 +105,7 @@ func (e env) serviceAccount() *corev1ac.ServiceAccountApplyConfiguration {
 	}
 	// clusterd's pods, which environmentd creates under this ServiceAccount,
 	// get them from it (the ServiceAccount admission plugin).
-	sa.WithImagePullSecrets(component.PullSecrets(e.cfg.ImagePullSecrets)...)
+	sa.WithImagePullSecrets(podspec.PullSecrets(e.cfg.ImagePullSecrets)...)
 	return sa
 }
 

@@ -22,22 +22,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
-	ctrlcomponent "github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
+	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/humantime"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
 // Condition type and reasons, upstream's (docs/rollout.md).
@@ -108,7 +109,7 @@ type reconciler struct {
 	// environmentIDIndex.
 	byEnvironmentID cache.Indexer
 	// recent holds the statuses this reconciler wrote (read-your-writes).
-	recent       *ctrlcomponent.RecentWrites
+	recent       *recent.Writes
 	balancers    mzlisters.BalancerLister
 	consoles     mzlisters.ConsoleLister
 	statefulSets controller.Lister[*appsv1.StatefulSet]
@@ -159,7 +160,7 @@ func newReconciler(d controller.Deps, o Options) *reconciler {
 	r := &reconciler{
 		d: d, o: o, log: d.Log.With(zap.String("controller", controllerName)),
 		materializes: mzInf.Materializes().Lister(), byEnvironmentID: mzInformer.GetIndexer(),
-		recent:       ctrlcomponent.NewRecentWrites(),
+		recent:       recent.NewWrites(),
 		balancers:    mzInf.Balancers().Lister(),
 		consoles:     mzInf.Consoles().Lister(),
 		statefulSets: controller.StatefulSetLister(k),
@@ -228,7 +229,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// Read-your-writes: the status this reconciler last wrote, if the
 	// informer has not delivered it yet, so a rollout step is not decided
 	// twice on a status it has already moved past.
-	live, _, _ = ctrlcomponent.Current(ctx, r.recent, key, "", live, true, nil)
+	live, _, _ = recent.Current(ctx, r.recent, key, "", live, true, nil)
 	mz := live.DeepCopy()
 	if mz.DeletionTimestamp != nil {
 		// Garbage collection removes the children; only a finalizer left
@@ -418,7 +419,7 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 		return err
 	}
 	if cert != nil {
-		if err := ctrlcomponent.ApplyCertificate(ctx, r.d.Dynamic, cert); err != nil {
+		if err := apply.Certificate(ctx, r.d.Dynamic, cert); err != nil {
 			return err
 		}
 	}
@@ -824,7 +825,7 @@ func statusApplyConfiguration(st v1alpha1.MaterializeStatus) *mzac.MaterializeSt
 		status.WithRollout(rollout)
 	}
 	for _, c := range st.Conditions {
-		status.WithConditions(ctrlcomponent.ConditionApplyConfiguration(c))
+		status.WithConditions(apply.ConditionApplyConfiguration(c))
 	}
 	return status
 }

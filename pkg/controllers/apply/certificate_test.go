@@ -1,4 +1,4 @@
-package component
+package apply
 
 import (
 	"encoding/json"
@@ -6,8 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 )
 
 // The owned part of a Certificate is what this operator applied, without
@@ -22,12 +20,12 @@ func TestOwnedFields(t *testing.T) {
 	}}
 	fields := func(raw string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(raw)} }
 	live.SetManagedFields([]metav1.ManagedFieldsEntry{
-		{Manager: apply.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+		{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
 			FieldsV1: fields(`{"f:spec":{"f:duration":{},"f:secretName":{}}}`)},
 		{Manager: "someone", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
 			FieldsV1: fields(`{"f:spec":{"f:other":{}}}`)},
 	})
-	owned, err := ownedFields(live, apply.FieldManager)
+	owned, err := ownedFields(live, FieldManager)
 	if err != nil {
 		t.Fatal(err)
 	}

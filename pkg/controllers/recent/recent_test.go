@@ -1,4 +1,4 @@
-package component
+package recent
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 
 // Writes the informers never confirm are not kept for ever: however many
 // objects are written, what is remembered is the writes of the last
-// recentWriteTTL, and an expired one is not used.
-func TestRecentWritesAreBounded(t *testing.T) {
-	r := NewRecentWrites()
+// writeTTL, and an expired one is not used.
+func TestWritesAreBounded(t *testing.T) {
+	r := NewWrites()
 	now := time.Unix(0, 0)
 	r.now = func() time.Time { return now }
 	obj := func(i int) *corev1.ConfigMap {
@@ -25,7 +25,7 @@ func TestRecentWritesAreBounded(t *testing.T) {
 	if _, ok := r.get("ns/owner-1", "ConfigMap/1"); !ok {
 		t.Fatal("a fresh write is not remembered")
 	}
-	now = now.Add(recentWriteTTL + time.Second)
+	now = now.Add(writeTTL + time.Second)
 	if _, ok := r.get("ns/owner-1", "ConfigMap/1"); ok {
 		t.Error("an expired write is still used")
 	}
@@ -34,7 +34,7 @@ func TestRecentWritesAreBounded(t *testing.T) {
 		now = now.Add(time.Second)
 		r.Put("ns/owner", fmt.Sprintf("ConfigMap/%d", i), obj(i))
 	}
-	if n, most := r.Len(), int(recentWriteTTL/time.Second)*3/2+1; n > most {
+	if n, most := r.Len(), int(writeTTL/time.Second)*3/2+1; n > most {
 		t.Errorf("%d writes remembered after a day, want at most %d (a TTL and a half)", n, most)
 	}
 }

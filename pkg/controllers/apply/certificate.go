@@ -1,4 +1,4 @@
-package component
+package apply
 
 import (
 	"context"
@@ -9,21 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 
 	"github.com/materializeinc/orchestratord/pkg/certificates"
-	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 )
 
-// ApplyCertificate applies a cert-manager Certificate unless the fields this
+// Certificate applies a cert-manager Certificate unless the fields this
 // operator applied to the live one are exactly the desired ones. Certificates are read from the API
 // server, not an informer: cert-manager may not be installed, and only
 // environments that ask for TLS have any. Without cert-manager the error
 // says so.
-func ApplyCertificate(ctx context.Context, dyn dynamic.Interface, cert *unstructured.Unstructured) error {
+func Certificate(ctx context.Context, dyn dynamic.Interface, cert *unstructured.Unstructured) error {
 	client := dyn.Resource(certificates.GVR).Namespace(cert.GetNamespace())
 	live, err := client.Get(ctx, cert.GetName(), metav1.GetOptions{})
 	exists := err == nil
@@ -42,7 +40,7 @@ func ApplyCertificate(ctx context.Context, dyn dynamic.Interface, cert *unstruct
 			}
 		}
 	}
-	_, err = apply.Object(ctx, live, exists, cert, ownedFields,
+	_, err = Object(ctx, live, exists, cert, ownedFields,
 		func(ctx context.Context, obj *unstructured.Unstructured, opts metav1.ApplyOptions) (*unstructured.Unstructured, error) {
 			return client.Apply(ctx, obj.GetName(), obj, opts)
 		})
@@ -78,14 +76,4 @@ func isMissingResource(err error) bool {
 	}
 	d := status.Status().Details
 	return d == nil || d.Name == ""
-}
-
-// UnstructuredOwner is children.OwnerReference in unstructured form, for
-// objects written through the dynamic client.
-func UnstructuredOwner(owner metav1.Object, gvk schema.GroupVersionKind) []any {
-	return []any{map[string]any{
-		"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
-		"name": owner.GetName(), "uid": string(owner.GetUID()),
-		"controller": true, "blockOwnerDeletion": true,
-	}}
 }

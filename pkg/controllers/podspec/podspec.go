@@ -1,4 +1,8 @@
-package component
+// Package podspec builds what the pods of every component share, upstream
+// orchestratord's pod settings: labels, security context, scheduling, pull
+// secrets, resources and scrape annotations, and the Services and volumes
+// around them.
+package podspec
 
 import (
 	"encoding/json"
