@@ -45,7 +45,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	k8sle "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
@@ -82,7 +81,7 @@ var ErrLeadReturned = errors.New("leaderelection: lead returned while still lead
 // context is done.
 var errShutdown = errors.New("leaderelection: shutting down")
 
-// errHandOver ends a term whose Lease Spread gives to a less-loaded replica.
+// errHandOver ends a term whose Lease the placement gives to a less-loaded replica.
 var errHandOver = errors.New("leaderelection: handing the lease over")
 
 // Config configures Run. The same Config may be used for several leases.
@@ -119,9 +118,9 @@ type Config struct {
 	// term's writes use (Connections.Abort), and only those, so the terms
 	// of the process's other Leases keep theirs.
 	OnFence func()
-	// Spread, when set, places leadership among the replicas (see Spread);
-	// nil leaves it to whoever comes first.
-	Spread *Spread
+	// Placement, when set, places leadership among the replicas (package
+	// spread); nil leaves it to whoever comes first.
+	Placement Placement
 	// Incarnation, when set, is written to the Leases this process holds
 	// (HolderAnnotation), so that standbys take them over as soon as the
 	// kubelet reports this process terminated. Nil: only at expiry.
@@ -135,11 +134,18 @@ type Config struct {
 	// finishing in-flight work under a valid lead context (see Stopping).
 	// Zero cancels the lead context at once.
 	DrainTimeout time.Duration
-	// Pod, when set, is the Pod this replica runs in, in Namespace: its
-	// presence Lease (see Spread) names it as owner, so the garbage
-	// collector deletes the Lease with the Pod when the replica could not
-	// (SIGKILL, OOM kill, a node lost).
-	Pod *metav1.OwnerReference
+}
+
+// Placement decides, for a replica, which Leases it may take and which it
+// should hand over (spread.Placement).
+type Placement interface {
+	// MayAcquire reports whether this replica may take the Lease now.
+	MayAcquire(lease string) bool
+	// ShouldHandOver reports whether this replica should release the Lease
+	// it holds to a less-loaded one.
+	ShouldHandOver(lease string) bool
+	// Withdraw stops counting this replica: it is shutting down.
+	Withdraw()
 }
 
 type stoppingKey struct{}
@@ -302,8 +308,8 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
 		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
 	}, c.cfg.RenewDeadline)
-	if c.cfg.Spread != nil {
-		lock.mayAcquire = func() bool { return c.cfg.Spread.MayAcquire(c.name) }
+	if c.cfg.Placement != nil {
+		lock.mayAcquire = func() bool { return c.cfg.Placement.MayAcquire(c.name) }
 	}
 	started := make(chan context.Context, 1)
 	stopped := make(chan struct{})
@@ -451,7 +457,7 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	leadDone := make(chan struct{})
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
-	if c.cfg.Spread != nil {
+	if c.cfg.Placement != nil {
 		watchers.Go(func() { c.watchHandOver(leadDone, beginStop) })
 	}
 	watchers.Go(func() {
@@ -489,8 +495,8 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	// lead has returned: only now may the Lease be released. A replica
 	// shutting down first stops counting as one, so the Lease goes to a
 	// replica that stays rather than waiting for this one.
-	if errors.Is(endCause, errShutdown) && c.cfg.Spread != nil {
-		c.cfg.Spread.Withdraw()
+	if errors.Is(endCause, errShutdown) && c.cfg.Placement != nil {
+		c.cfg.Placement.Withdraw()
 	}
 	stopElector()
 	c.metrics.isLeader.Set(0)
@@ -515,7 +521,7 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	}
 }
 
-// watchHandOver asks the term to stop (beginStop) when Spread gives its
+// watchHandOver asks the term to stop (beginStop) when the placement gives its
 // Lease to a replica that leads fewer, checking every retry period until
 // lead is done.
 func (c *candidate) watchHandOver(leadDone <-chan struct{}, beginStop func(error, string)) {
@@ -531,7 +537,7 @@ func (c *candidate) watchHandOver(leadDone <-chan struct{}, beginStop func(error
 				return
 			default:
 			}
-			if c.cfg.Spread.ShouldHandOver(c.name) {
+			if c.cfg.Placement.ShouldHandOver(c.name) {
 				beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")
 				return
 			}

@@ -31,7 +31,7 @@ type fencedLock struct {
 	inner         resourcelock.Interface
 	renewDeadline time.Duration
 	// mayAcquire, when set, is asked before a write that would make us the
-	// holder of a Lease someone else (or no one) held: the Spread placement.
+	// holder of a Lease someone else (or no one) held: the placement (package spread).
 	mayAcquire func() bool
 
 	gate     chan struct{} // closed once lead has returned or will not run

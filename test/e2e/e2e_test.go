@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/spread"
 	"github.com/materializeinc/orchestratord/test/cluster"
 )
 
@@ -109,7 +110,7 @@ func presenceLeasesOwnedByLivePods(t *testing.T) {
 	ctx := context.Background()
 	var bad []string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.Kube.CoordinationV1().Leases(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: leaderelection.ReplicaLabel + "=true"})
+		list, err := c.Kube.CoordinationV1().Leases(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: spread.ReplicaLabel + "=true"})
 		if err != nil {
 			return false, nil
 		}
@@ -136,7 +137,7 @@ func presenceLeasesOwnedByLivePods(t *testing.T) {
 				found = append(found, fmt.Sprintf("%s: owner %s/%s not a live pod (%v)", l.Name, refs[0].Name, refs[0].UID, err))
 				continue
 			}
-			owned[p.Name] = l.Name == leaderelection.ReplicaLeaseName(p.Name)
+			owned[p.Name] = l.Name == spread.ReplicaLeaseName(p.Name)
 		}
 		for _, p := range running.Items {
 			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && !owned[p.Name] {

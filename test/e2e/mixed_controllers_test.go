@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/spread"
 	"github.com/materializeinc/orchestratord/test/cluster"
 )
 
@@ -113,11 +114,11 @@ func TestMixedControllersDeploymentsPlaceLeasesOnlyWhereTheyCampaign(t *testing.
 	for pod, want := range wantCampaigns {
 		var got string
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			l, err := c.Lease(ctx, leaderelection.ReplicaLeaseName(pod))
+			l, err := c.Lease(ctx, spread.ReplicaLeaseName(pod))
 			if err != nil {
 				return false, nil
 			}
-			got = l.Annotations[leaderelection.CampaignsAnnotation]
+			got = l.Annotations[spread.CampaignsAnnotation]
 			return got == want, nil
 		})
 		if err != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/healthserver"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/spread"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
@@ -325,7 +326,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	defer stopServers()
 
-	leCfg := o.electionConfig(kube, registry, health, log)
+	leCfg, pod := o.electionConfig(kube, registry, health, log)
 	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
 		zap.String("leaseNamespace", o.LeaderElectionNamespace))
 	runCtx, stopAll := context.WithCancel(ctx)
@@ -335,7 +336,12 @@ func Run(ctx context.Context, o *Options) error {
 		for _, c := range ctrls {
 			names = append(names, leaderelection.LeaseName(c.Name()))
 		}
-		leCfg.Spread = leaderelection.NewSpread(leCfg, names)
+		placement := spread.New(spread.Config{
+			Client: kube, Namespace: leCfg.Namespace, Identity: leCfg.Identity, Pod: pod,
+			LeaseDuration: leCfg.LeaseDuration, RenewDeadline: leCfg.RenewDeadline, RetryPeriod: leCfg.RetryPeriod,
+			Logger: log,
+		}, names)
+		leCfg.Placement = placement
 		spreadDone := make(chan struct{})
 		go func() {
 			defer close(spreadDone)
@@ -349,7 +355,7 @@ func Run(ctx context.Context, o *Options) error {
 				case <-time.After(100 * time.Millisecond):
 				}
 			}
-			leCfg.Spread.Run(runCtx)
+			placement.Run(runCtx)
 		}()
 		// Its presence Lease goes after the leases are released.
 		defer func() { stopAll(); <-spreadDone }()
@@ -458,16 +464,18 @@ func startInformers(ctx context.Context, deps controller.Deps) func() bool {
 }
 
 // electionConfig is the elections' configuration from the flags and the
-// pod's environment (its owner reference, crash failover).
-func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus.Registry, health *leaderelection.HealthChecker, log *zap.Logger) leaderelection.Config {
+// pod's environment (crash failover), and the pod's owner reference for the
+// presence Lease (nil outside a pod).
+func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus.Registry, health *leaderelection.HealthChecker, log *zap.Logger) (leaderelection.Config, *metav1.OwnerReference) {
 	leCfg := leaderelection.Config{
 		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 		Logger: log, Metrics: registry, Health: health, DrainTimeout: o.DrainTimeout,
 		WatchHolderPods: o.CrashFailover,
 	}
+	var owner *metav1.OwnerReference
 	if pod, uid := os.Getenv("POD_NAME"), os.Getenv("POD_UID"); pod != "" && uid != "" && cli.PodNamespace() == o.LeaderElectionNamespace {
-		leCfg.Pod = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod, UID: types.UID(uid)}
+		owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod, UID: types.UID(uid)}
 	}
 	if o.CrashFailover {
 		// The pod's identity is the holder identity only as $POD_NAME.
@@ -482,7 +490,7 @@ func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus
 			log.Info("crash failover on", zap.String("incarnation", inc.ID))
 		}
 	}
-	return leCfg
+	return leCfg, owner
 }
 
 // campaign runs one controller's elections until ctx ends. A lost lease

@@ -1,14 +1,19 @@
-package leaderelection
+package spread
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The elections' Lease names (package leaderelection).
+const (
+	LeaseBalancer    = "orchestratord-balancer-controller"
+	LeaseConsole     = "orchestratord-console-controller"
+	LeaseMaterialize = "orchestratord-materialize-controller"
 )
 
 var (
@@ -217,49 +222,8 @@ func TestSpreadOnlyAmongReplicasThatCampaignForTheLease(t *testing.T) {
 
 // A replica's presence Lease names its Pod as owner (so the garbage
 // collector deletes it with the Pod), and a presence Lease not renewed for
-// staleAfter (a replica gone without its Pod as owner) is swept; nothing
+// StaleAfter (a replica gone without its Pod as owner) is swept; nothing
 // else is touched.
-func TestSpreadPresenceLeaseOwnedByItsPodAndStaleOnesSwept(t *testing.T) {
-	ns := createNamespace(t, unique("presence"))
-	cand := newTestCandidate(t, "a", ns, fast)
-	cand.cfg.Pod = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "a", UID: "uid-of-a"}
-	leases := adminClient(t).CoordinationV1().Leases(ns)
-	createLease := func(name string, renewed time.Duration, replica bool) {
-		t.Helper()
-		l := lease(name, name, 0, replica)
-		l.Namespace = ns
-		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-renewed)}
-		if _, err := leases.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createLease(ReplicaLeaseName("gone"), staleAfter+time.Minute, true)
-	createLease(ReplicaLeaseName("quiet"), staleAfter-time.Minute, true)
-	createLease("not-a-presence-lease", 2*staleAfter, false)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); NewSpread(cand.cfg, spreadLeases).Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	eventually(t, "stale presence Lease swept", func() bool {
-		_, err := leases.Get(context.Background(), ReplicaLeaseName("gone"), metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	own, err := leases.Get(context.Background(), ReplicaLeaseName("a"), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if refs := own.OwnerReferences; len(refs) != 1 || refs[0] != *cand.cfg.Pod {
-		t.Errorf("own presence Lease owners %+v, want its Pod %+v", refs, *cand.cfg.Pod)
-	}
-	for _, kept := range []string{ReplicaLeaseName("quiet"), "not-a-presence-lease"} {
-		if _, err := leases.Get(context.Background(), kept, metav1.GetOptions{}); err != nil {
-			t.Errorf("%s: %v (must be kept)", kept, err)
-		}
-	}
-}
-
 // Whether a Lease is current is judged on this replica's clock, from when
 // it saw each version: a holder whose clock runs an hour behind still
 // holds a Lease it keeps renewing, and one whose clock runs an hour ahead

@@ -1,4 +1,8 @@
-package leaderelection
+// Package spread places leadership among the controllers' replicas: each
+// replica announces itself with a presence Lease, and the elections ask it
+// whether this replica may take a Lease and whether it should hand one
+// over, so that N replicas lead at most ceil(L/N) Leases each.
+package spread
 
 import (
 	"context"
@@ -14,12 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // ReplicaLabel marks the Leases that say a replica is alive (one per
-// replica, renewed like a lock), from which Spread counts the replicas.
+// replica, renewed like a lock), from which the placement counts the replicas.
 const ReplicaLabel = "orchestratord.materialize.cloud/replica"
 
 // CampaignsAnnotation on a presence Lease lists (comma-separated, sorted)
@@ -32,7 +37,25 @@ const CampaignsAnnotation = "orchestratord.materialize.cloud/campaigns"
 // ReplicaLeaseName is the name of a replica's presence Lease.
 func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" + identity }
 
-// Spread places leadership: with N live replicas and L Leases each replica
+// Config is what the placement needs of the elections' configuration.
+type Config struct {
+	Client    kubernetes.Interface
+	Namespace string
+	// Identity is this replica's, as its elections write it into Leases.
+	Identity string
+	// Pod, when set, is the Pod this replica runs in, in Namespace: its
+	// presence Lease names it as owner, so the garbage collector deletes
+	// the Lease with the Pod when the replica could not (SIGKILL, OOM kill,
+	// a node lost).
+	Pod *metav1.OwnerReference
+	// The elections' durations: how long a Lease lives unrenewed, how long
+	// its holder may go without renewing, and how often they retry.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Logger receives one line per hand-over decision. Nil means no logs.
+	Logger *zap.Logger
+}
+
+// Placement places leadership: with N live replicas and L Leases each replica
 // leads at most ceil(L/N). Without it whichever replica starts first takes
 // every Lease, so one crash stops every reconciler and one pod does all the
 // work.
@@ -55,7 +78,7 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 // flap. When every replica campaigns for every Lease they stop when the
 // loads differ by at most one, which is at most ceil(L/N) each; otherwise
 // when no replica leads two more than one that could take a Lease of it.
-type Spread struct {
+type Placement struct {
 	cfg      Config
 	leases   []string
 	factory  informers.SharedInformerFactory
@@ -103,9 +126,9 @@ func (o *observations) forget(name string) {
 	delete(o.seen, name)
 }
 
-// NewSpread returns the placement of leases among the replicas sharing
+// New returns the placement of leases among the replicas sharing
 // cfg's namespace. Run must be running for it to place anything.
-func NewSpread(cfg Config, leases []string) *Spread {
+func New(cfg Config, leases []string) *Placement {
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace))
 	inf := factory.Coordination().V1().Leases()
 	leases = slices.Clone(leases)
@@ -126,13 +149,13 @@ func NewSpread(cfg Config, leases []string) *Spread {
 			}
 		},
 	})
-	return &Spread{cfg: cfg, leases: leases, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced, seen: seen}
+	return &Placement{cfg: cfg, leases: leases, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced, seen: seen}
 }
 
 // Run keeps this replica's presence Lease renewed and the view of every
 // Lease current until ctx ends, then deletes the presence Lease so that
 // the others count one replica fewer at once.
-func (s *Spread) Run(ctx context.Context) {
+func (s *Placement) Run(ctx context.Context) {
 	s.factory.Start(ctx.Done())
 	defer s.factory.Shutdown()
 
@@ -165,7 +188,7 @@ func (s *Spread) Run(ctx context.Context) {
 // it the Leases it is about to release). Run calls it when it ends; a term
 // ending for shutdown calls it before releasing its Lease, so the others
 // see the replica gone before they see the Lease free.
-func (s *Spread) Withdraw() {
+func (s *Placement) Withdraw() {
 	s.withdraw.Do(func() {
 		s.withdrawn.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RenewDeadline)
@@ -174,7 +197,7 @@ func (s *Spread) Withdraw() {
 	})
 }
 
-func (s *Spread) heartbeat(ctx context.Context, name string) error {
+func (s *Placement) heartbeat(ctx context.Context, name string) error {
 	if ctx.Err() != nil || s.withdrawn.Load() {
 		return nil // stopping: not a candidate any more
 	}
@@ -208,21 +231,21 @@ func (s *Spread) heartbeat(ctx context.Context, name string) error {
 	return err
 }
 
-// A presence Lease not renewed for staleAfter belongs to a replica that is
+// A presence Lease not renewed for StaleAfter belongs to a replica that is
 // gone and could not delete it (SIGKILL, OOM kill, a lost node) and whose
 // Pod was not its owner (Config.Pod unset: not run in a Pod, or a Lease
 // written by an older version): sweep deletes it, checked every sweepEvery
 // by every replica. A replica that was only cut off that long makes its
 // Lease again on its next heartbeat.
 const (
-	staleAfter = time.Hour
+	StaleAfter = time.Hour
 	sweepEvery = 10 * time.Minute
 )
 
 // sweep deletes the presence Leases stale at now, each only at the version
 // seen stale (a replica that renewed it in between keeps it). It reports
 // whether it looked: not before the informer has synced.
-func (s *Spread) sweep(ctx context.Context, now time.Time, log *zap.Logger) bool {
+func (s *Placement) sweep(ctx context.Context, now time.Time, log *zap.Logger) bool {
 	if !s.synced() {
 		return false
 	}
@@ -251,11 +274,11 @@ func presenceStale(l *coordinationv1.Lease, now time.Time) bool {
 	if l.Spec.RenewTime != nil {
 		renewed = l.Spec.RenewTime.Time
 	}
-	return now.Sub(renewed) > staleAfter
+	return now.Sub(renewed) > StaleAfter
 }
 
 // owners is the presence Lease's owner: this replica's Pod, if known.
-func (s *Spread) owners() []metav1.OwnerReference {
+func (s *Placement) owners() []metav1.OwnerReference {
 	if s.cfg.Pod == nil {
 		return nil
 	}
@@ -268,7 +291,7 @@ func (s *Spread) owners() []metav1.OwnerReference {
 // watch, which may run ahead of the informer, and a replica deciding on a
 // view without the releasing replica's withdrawal would defer to it and
 // wait a retry period. Acquisitions are rare; the list is a few Leases.
-func (s *Spread) MayAcquire(lease string) bool {
+func (s *Placement) MayAcquire(lease string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RetryPeriod)
 	defer cancel()
 	list, err := s.cfg.Client.CoordinationV1().Leases(s.cfg.Namespace).List(ctx, metav1.ListOptions{})
@@ -285,12 +308,12 @@ func (s *Spread) MayAcquire(lease string) bool {
 
 // ShouldHandOver tells whether this replica, leading lease, should give it
 // to a less-loaded replica.
-func (s *Spread) ShouldHandOver(lease string) bool {
+func (s *Placement) ShouldHandOver(lease string) bool {
 	v, ok := s.view()
 	return ok && v.shouldHandOver(s.cfg.Identity, lease, time.Now(), 2*s.cfg.LeaseDuration)
 }
 
-func (s *Spread) view() (placementView, bool) {
+func (s *Placement) view() (placementView, bool) {
 	if !s.synced() {
 		return placementView{}, false
 	}
