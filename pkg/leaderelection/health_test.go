@@ -29,7 +29,7 @@ func (s *sinkCalls) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { re
 // once the process leads again, and so is one queued before it was handed
 // over while the process still leads another Lease.
 func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
-	health := NewHealthChecker(time.Second)
+	health := NewTerms()
 	inner := &sinkCalls{}
 	sink := fence.Events(inner, health, "materialize", zap.NewNop())
 	var renewed atomic.Pointer[time.Time]
@@ -80,7 +80,7 @@ func TestFenceEventsDropsEventsOfATermThatIsOver(t *testing.T) {
 // One Lease past its renew deadline fences the writes of its own term
 // only: the process's other Lease still writes, and its Events go out.
 func TestOneLeasePastItsDeadlineFencesOnlyItsOwnTerm(t *testing.T) {
-	health := NewHealthChecker(time.Second)
+	health := NewTerms()
 	lost := time.Now().Add(-time.Minute)
 	defer health.track("balancer", "me", time.Hour, 10*time.Second, func() time.Time { return lost })()
 	defer health.track("materialize", "me", time.Hour, 10*time.Second, time.Now)()

@@ -110,9 +110,10 @@ type Config struct {
 	// orchestratord_leader_election_is_leader{lease} and
 	// orchestratord_leader_election_transitions_total{lease}.
 	Metrics prometheus.Registerer
-	// Health, when set, tracks the leases held by Run for /healthz and for
-	// the writes that carry no lead context (WritesAllowed).
-	Health *HealthChecker
+	// Terms, when set, records the terms of the leases held by Run, for
+	// the writes that carry no lead context (Terms.WritesAllowed) and for
+	// /healthz (HealthChecker).
+	Terms *Terms
 	// OnFence, when set, runs each time a term ends because its Lease may
 	// have expired (not on a release): it aborts the connections that
 	// term's writes use (Connections.Abort), and only those, so the terms
@@ -384,7 +385,7 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	acquiredAt := time.Now()
 	c.metrics.isLeader.Set(1)
 	c.metrics.transitions.Inc()
-	untrack := c.cfg.Health.track(c.name, c.cfg.Identity, c.cfg.LeaseDuration, c.cfg.RenewDeadline, lock.renewedAt)
+	untrack := c.cfg.Terms.track(c.name, c.cfg.Identity, c.cfg.LeaseDuration, c.cfg.RenewDeadline, lock.renewedAt)
 	c.log.Info("acquired lease")
 
 	leadCtx, cancelLead := context.WithCancelCause(leaderCtx)

@@ -383,7 +383,8 @@ func TestLeasesSpreadOverCandidates(t *testing.T) {
 	ns := createNamespace(t, unique("spread"))
 	a := newTestCandidate(t, "a", ns, fast)
 	b := newTestCandidate(t, "b", ns, fast)
-	a.cfg.Health = NewHealthChecker(0)
+	a.cfg.Terms = NewTerms()
+	health := NewHealthChecker(a.cfg.Terms, 0)
 	ex := map[string]*exclusive{LeaseMaterialize: {}, LeaseBalancer: {}, LeaseConsole: {}}
 	leads := func(lease, id string) bool { led, _ := ex[lease].leaders(); return led[id] > 0 }
 
@@ -420,7 +421,7 @@ func TestLeasesSpreadOverCandidates(t *testing.T) {
 			}
 		}
 	}
-	if err := a.cfg.Health.Check(nil); err != nil {
+	if err := health.Check(nil); err != nil {
 		t.Errorf("healthz of a healthy leader of two leases: %v", err)
 	}
 }
@@ -539,20 +540,21 @@ func TestRenewalFailureFencesLeader(t *testing.T) {
 func TestHealthzFailsWhenLeaseOverdue(t *testing.T) {
 	lease := unique("test-healthz")
 	a := newTestCandidate(t, "a", "default", fast)
-	a.cfg.Health = NewHealthChecker(0)
+	a.cfg.Terms = NewTerms()
+	health := NewHealthChecker(a.cfg.Terms, 0)
 	la := newRecorder()
 	la.ignoreCtx = true
 	la.hold = make(chan struct{})
 
 	ra := a.run(t, lease, la.lead)
 	recv(t, la.started, "a to lead")
-	if err := a.cfg.Health.Check(nil); err != nil {
+	if err := health.Check(nil); err != nil {
 		t.Fatalf("healthz while renewing: %v", err)
 	}
 	a.fail.Store(true)
 	recv(t, la.cancelled, "a's lead context to be cancelled")
-	eventually(t, "healthz to fail", func() bool { return a.cfg.Health.Check(nil) != nil })
-	err := a.cfg.Health.Check(nil)
+	eventually(t, "healthz to fail", func() bool { return health.Check(nil) != nil })
+	err := health.Check(nil)
 	t.Logf("healthz: %v", err)
 	if !strings.Contains(err.Error(), lease) {
 		t.Errorf("healthz error %q does not name the lease", err)
@@ -565,7 +567,7 @@ func TestHealthzFailsWhenLeaseOverdue(t *testing.T) {
 	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
 		t.Errorf("Run = %v, want ErrLeadershipLost", err)
 	}
-	if err := a.cfg.Health.Check(nil); err != nil {
+	if err := health.Check(nil); err != nil {
 		t.Errorf("healthz once the lease is no longer held: %v", err)
 	}
 }

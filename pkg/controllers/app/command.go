@@ -292,7 +292,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := mzscheme.AddToScheme(scheme.Scheme); err != nil {
 		return err
 	}
-	health := leaderelection.NewHealthChecker(o.RetryPeriod)
+	terms := leaderelection.NewTerms()
 	clients := map[string]*leaseClients{}
 	defer func() {
 		for _, c := range clients {
@@ -300,7 +300,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 	}()
 	for _, name := range o.Controllers {
-		if clients[name], err = newLeaseClients(ctx, cfg, name, o.LeaderElectionIdentity, health, log); err != nil {
+		if clients[name], err = newLeaseClients(ctx, cfg, name, o.LeaderElectionIdentity, terms, log); err != nil {
 			return err
 		}
 	}
@@ -320,13 +320,13 @@ func Run(ctx context.Context, o *Options) error {
 	defer stopInformers()
 	synced := startInformers(informerCtx, deps)
 
-	stopServers, err := serve(log, o, registry, health, synced)
+	stopServers, err := serve(log, o, registry, leaderelection.NewHealthChecker(terms, o.RetryPeriod), synced)
 	if err != nil {
 		return err
 	}
 	defer stopServers()
 
-	leCfg, pod := o.electionConfig(kube, registry, health, log)
+	leCfg, pod := o.electionConfig(kube, registry, terms, log)
 	log.Info("starting controllers", zap.Strings("controllers", o.Controllers), zap.String("identity", o.LeaderElectionIdentity),
 		zap.String("leaseNamespace", o.LeaderElectionNamespace))
 	runCtx, stopAll := context.WithCancel(ctx)
@@ -466,11 +466,11 @@ func startInformers(ctx context.Context, deps controller.Deps) func() bool {
 // electionConfig is the elections' configuration from the flags and the
 // pod's environment (crash failover), and the pod's owner reference for the
 // presence Lease (nil outside a pod).
-func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus.Registry, health *leaderelection.HealthChecker, log *zap.Logger) (leaderelection.Config, *metav1.OwnerReference) {
+func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus.Registry, terms *leaderelection.Terms, log *zap.Logger) (leaderelection.Config, *metav1.OwnerReference) {
 	leCfg := leaderelection.Config{
 		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-		Logger: log, Metrics: registry, Health: health, DrainTimeout: o.DrainTimeout,
+		Logger: log, Metrics: registry, Terms: terms, DrainTimeout: o.DrainTimeout,
 		WatchHolderPods: o.CrashFailover,
 	}
 	var owner *metav1.OwnerReference

@@ -40,14 +40,14 @@ type leaseClients struct {
 // Lease. Its writes, Events included, are refused at the moment they
 // would be sent unless the process holds the Lease within its renew
 // deadline.
-func newLeaseClients(ctx context.Context, base *rest.Config, controller, identity string, health *leaderelection.HealthChecker, log *zap.Logger) (*leaseClients, error) {
+func newLeaseClients(ctx context.Context, base *rest.Config, controller, identity string, terms *leaderelection.Terms, log *zap.Logger) (*leaseClients, error) {
 	lease := leaderelection.LeaseName(controller)
 	cfg := rest.CopyConfig(base)
 	cfg.UserAgent = base.UserAgent + " controller/" + controller
 	conns := fence.NewConnections()
 	cfg.Dial = conns.Dial
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return fence.Gate(rt, func() bool { return health.WritesAllowed(lease) })
+		return fence.Gate(rt, func() bool { return terms.WritesAllowed(lease) })
 	})
 	c := &leaseClients{conns: conns}
 	var err error
@@ -76,7 +76,7 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
 		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
 	sink := &typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")}
-	broadcaster.StartRecordingToSink(fence.Events(sink, health, lease, log))
+	broadcaster.StartRecordingToSink(fence.Events(sink, terms, lease, log))
 	c.stopEvents = broadcaster.Shutdown
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: identity})
 	return c, nil

@@ -54,7 +54,7 @@ func Transport(rt http.RoundTripper) http.RoundTripper {
 // while allowed() is false, checked at the moment they would be sent. It
 // fences writes made without a lead context, such as Events, which are
 // queued and may wait in the client's rate limiter for a while: with
-// leaderelection.HealthChecker.WritesAllowed of one Lease, the client of that Lease's
+// leaderelection.Terms.WritesAllowed of one Lease, the client of that Lease's
 // reconciler writes only during its terms.
 func Gate(rt http.RoundTripper, allowed func() bool) http.RoundTripper {
 	return fenceTransport{next: rt, allowed: allowed}
@@ -92,7 +92,7 @@ func Events(sink record.EventSink, terms Terms, lease string, log *zap.Logger) r
 }
 
 // Terms says whether something recorded at t on behalf of lease belongs to
-// the term of it the process holds now (leaderelection.HealthChecker).
+// the term of it the process holds now (leaderelection.Terms).
 type Terms interface {
 	RecordedInTermOf(lease string, t time.Time) bool
 }
