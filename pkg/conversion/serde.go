@@ -88,12 +88,6 @@ func (w *serdeWriter) endObject() {
 	w.raw("}")
 }
 
-func (w *serdeWriter) object(body func()) {
-	w.beginObject()
-	body()
-	w.endObject()
-}
-
 // field writes a key; the value written next is not separated from it.
 func (w *serdeWriter) field(key string) {
 	w.separate()
@@ -419,7 +413,8 @@ func listOf(item read) read {
 var strs = listOf((*serdeWriter).string)
 
 // sortedMapOf is a BTreeMap<String, T>: keys in byte order, which is the
-// order Go's sort gives strings. A reader does not sort.
+// order Go's sort gives strings. A reader does not sort: when several
+// entries are wrong, which one its error names is not fixed.
 func sortedMapOf(value read) read {
 	return func(w *serdeWriter, v any) {
 		m, ok := v.(map[string]any)

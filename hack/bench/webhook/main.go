@@ -81,6 +81,9 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	figures, err := run(*duration, *concurrency, *repeats, *sizes, strings.Split(*paths, ","))
+	if err == nil && *guardDoc != "" && len(figures) == 0 {
+		err = fmt.Errorf("-guard compares in-process figures: -paths must include \"in process\"")
+	}
 	if err == nil && *guardDoc != "" {
 		const name = "webhook in process"
 		fmt.Println("\n" + guard.Line(name, figures))

@@ -109,14 +109,6 @@ func (r *reconciler) licenseKeyState(ctx context.Context, mz *v1alpha1.Materiali
 	}
 }
 
-// setLicenseCondition puts the LicenseKey condition in st; its
-// lastTransitionTime changes only with its status.
-func setLicenseCondition(st *v1alpha1.MaterializeStatus, l licenseState) {
-	if l.cond != nil {
-		meta.SetStatusCondition(&st.Conditions, *l.cond)
-	}
-}
-
 // licenseEvent records an Event when the LicenseKey condition written
 // changes its reason: once as a key comes within 30 days of its expiry,
 // once as it expires, once as it becomes unreadable or valid again.

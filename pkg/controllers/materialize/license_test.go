@@ -81,7 +81,9 @@ func TestLicenseKeyCondition(t *testing.T) {
 		}
 		l := r.licenseKeyState(context.Background(), mz, r.readBackendSecret(context.Background(), mz))
 		before := *st.DeepCopy()
-		setLicenseCondition(&st, l)
+		if l.cond != nil {
+			meta.SetStatusCondition(&st.Conditions, *l.cond) // as rollout.Step sets Input.Also
+		}
 		r.licenseEvent(mz, before, st)
 		return l
 	}

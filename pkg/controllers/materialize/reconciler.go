@@ -548,11 +548,13 @@ func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result c
 		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, "")
 	}
 	license := r.licenseKeyState(ctx, mz, backend)
+	if license.cond != nil {
+		in.Also = []metav1.Condition{*license.cond}
+	}
 	out := rollout.Step(in)
 	if out.Status.Rollout == nil { // nothing in progress once this step is done
 		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, "")
 	}
-	setLicenseCondition(&out.Status, license)
 	err = r.act(ctx, e, out, leader)
 	var failed *applyFailedError
 	switch {
@@ -565,7 +567,6 @@ func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result c
 		// timeout, a webhook down) is also retried with backoff.
 		in.ApplyFailed = failed.err.Error()
 		out = rollout.Step(in)
-		setLicenseCondition(&out.Status, license)
 		if err := r.act(ctx, e, out, leader); err != nil {
 			return controller.Result{}, false, err
 		}

@@ -85,6 +85,9 @@ type Input struct {
 	// its transitions only (Applying, Promoting, Applied), as upstream does.
 	// Zero or negative writes every change.
 	QuietFor time.Duration
+	// Also are conditions of other concerns (LicenseKey), set on the status
+	// Step returns: a change of one is news, written at once.
+	Also []metav1.Condition
 }
 
 // Observation is the generation being rolled out, as the reconciler saw it.
@@ -226,6 +229,9 @@ func Step(in Input) Output {
 	st := in.Status
 	st.ObservedGeneration = in.MetaGeneration
 	st.Conditions = append([]metav1.Condition(nil), st.Conditions...)
+	for _, c := range in.Also {
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
 	if st.Rollout != nil {
 		r := *st.Rollout
 		st.Rollout = &r

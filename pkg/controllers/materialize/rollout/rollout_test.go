@@ -444,6 +444,14 @@ func TestProgressAloneWaitsForQuietFor(t *testing.T) {
 		}
 	}
 
+	// Another concern's condition (LicenseKey) changed: written at once.
+	licensed := slow
+	licensed.Now = t0.Add(time.Hour + 5*time.Second)
+	licensed.Also = []metav1.Condition{{Type: "LicenseKey", Status: metav1.ConditionFalse, Reason: "LicenseKeyExpired", Message: "m"}}
+	if out := Step(licensed); !slices.ContainsFunc(out.Actions, func(a Action) bool { return a.Kind == WriteStatus }) {
+		t.Error("a LicenseKey condition changed during a young rollout was not written")
+	}
+
 	// Anything but the message is written at once: a spec changed meanwhile.
 	changed := slow
 	changed.Now = t0.Add(time.Hour + 5*time.Second)
