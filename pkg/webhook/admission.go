@@ -56,15 +56,35 @@ func reviewCost(body string) int64 {
 var errNoMemory = errors.New("in-flight memory exhausted")
 
 // budget is the memory and the number of reviews in flight.
+//
+// Open connections are charged from the same memory but counted apart:
+// they may hold at most half of it, and reviews (their bodies and requests)
+// leave connectionReserve free for new connections while connections hold
+// less than that. A client whose connection was closed (asked to leave at
+// the connection cap, or after a 429 over HTTP/1.1) can then always come
+// back while large reviews fill the rest of the budget, instead of having
+// its new connection refused.
 type budget struct {
 	mu              sync.Mutex
 	memory, reviews int64
+	connections     int64
 }
 
+// connectionReserve is the memory reviews leave for new connections: 16 of
+// them.
+const connectionReserve = 16 * connectionMemory
+
+// forReviewsLocked is what reviews may take of limit.
+func (b *budget) forReviewsLocked(limit int64) int64 {
+	return limit - max(0, connectionReserve-b.connections)
+}
+
+// charge charges n for a review (its body as it arrives, a request) while
+// what is charged stays within limit, less the connections' reserve.
 func (b *budget) charge(n, limit int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.memory+n > limit {
+	if b.memory+n > b.forReviewsLocked(limit) {
 		return false
 	}
 	b.memory += n
@@ -77,11 +97,31 @@ func (b *budget) refund(n int64) {
 	b.memory -= n
 }
 
+// chargeConnection charges an open connection's memory while connections
+// hold at most half of limit and everything charged stays within it.
+func (b *budget) chargeConnection(n, limit int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.connections+n > limit/2 || b.memory+n > limit {
+		return false
+	}
+	b.memory += n
+	b.connections += n
+	return true
+}
+
+func (b *budget) refundConnection(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.memory -= n
+	b.connections -= n
+}
+
 // admitReview charges a review's cost and takes one of maxReviews slots.
 func (b *budget) admitReview(cost, limit, maxReviews int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.reviews >= maxReviews || b.memory+cost > limit {
+	if b.reviews >= maxReviews || b.memory+cost > b.forReviewsLocked(limit) {
 		return false
 	}
 	b.reviews++

@@ -319,7 +319,8 @@ func TestConnectionsAreChargedToTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b budget
-	limit := int64(2*connectionMemory + connectionMemory/2)
+	// Connections may hold half the limit: two of them.
+	limit := int64(4*connectionMemory + connectionMemory/2)
 	var closedMu sync.Mutex
 	closed := map[string]int{}
 	l := newConnLimiter(ln, 100, func(reason string) {
@@ -327,8 +328,8 @@ func TestConnectionsAreChargedToTheBudget(t *testing.T) {
 		defer closedMu.Unlock()
 		closed[reason]++
 	})
-	l.charge = func(n int64) bool { return b.charge(n, limit) }
-	l.refund = b.refund
+	l.charge = func(n int64) bool { return b.chargeConnection(n, limit) }
+	l.refund = b.refundConnection
 	defer l.Close()
 	accepted := make(chan net.Conn, 3)
 	go func() {
@@ -359,7 +360,7 @@ func TestConnectionsAreChargedToTheBudget(t *testing.T) {
 	refused, evicted := closed["refused"], closed["evicted"]
 	closedMu.Unlock()
 	if open != 2 || refused != 1 || evicted != 0 {
-		t.Errorf("%d open, %d refused, %d evicted; want 2, 1, 0 (the budget holds two)", open, refused, evicted)
+		t.Errorf("%d open, %d refused, %d evicted; want 2, 1, 0 (the connections' half holds two)", open, refused, evicted)
 	}
 	if isClosedWithin(clients[0], 100*time.Millisecond) {
 		t.Error("an open connection was closed for one the budget could not take")
@@ -446,4 +447,34 @@ func TestEvictedHTTP2ConnectionIsToldGOAWAY(t *testing.T) {
 	until(t, "a GOAWAY on the evicted connection", func() bool {
 		return bytes.IndexByte(conn.frameTypes(), 0x7) >= 0
 	})
+}
+
+// Reviews leave room for new connections: a client whose connection was
+// closed comes back while large reviews fill the rest of the budget.
+func TestReviewsLeaveRoomForNewConnections(t *testing.T) {
+	var b budget
+	limit := int64(64 << 20)
+	if !b.admitReview(limit-connectionReserve, limit, 10) {
+		t.Fatal("a review within the budget less the connections' reserve was refused")
+	}
+	if b.charge(1, limit) || b.admitReview(1, limit, 10) {
+		t.Error("a review's charge took the connections' reserve")
+	}
+	for i := range connectionReserve / connectionMemory {
+		if !b.chargeConnection(connectionMemory, limit) {
+			t.Fatalf("new connection %d refused while reviews fill the rest of the budget", i+1)
+		}
+	}
+	if b.chargeConnection(connectionMemory, limit) {
+		t.Error("a connection beyond the whole budget was charged")
+	}
+	b.releaseReview(limit - connectionReserve)
+	if !b.chargeConnection(connectionMemory, limit) {
+		t.Error("a connection refused with the budget free")
+	}
+	for b.chargeConnection(connectionMemory, limit) {
+	}
+	if b.connections > limit/2 {
+		t.Errorf("connections hold %d, more than half the budget (%d)", b.connections, limit/2)
+	}
 }

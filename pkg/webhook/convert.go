@@ -118,11 +118,11 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	memory := h.memoryLimit()
 	// The request's headers and goroutine, until it is answered.
-	if !h.chargeConnection(requestMemory) {
+	if !h.chargeUpTo(requestMemory, memory) {
 		refuse("throttled", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"})
 		return
 	}
-	defer h.refundConnection(requestMemory)
+	defer h.refund(requestMemory)
 	if limit := h.requestLimit(); r.ContentLength > limit {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)})
 		return
@@ -146,8 +146,9 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cost := reviewCost(body)
-	// Besides its own connection's charge, it could never be admitted.
-	if connectionMemory+requestMemory+charged+cost > memory {
+	// Besides what reviews leave for connections (its own among them), it
+	// could never be admitted.
+	if connectionReserve+requestMemory+charged+cost > memory {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"converting this review would take about %d MiB, more than the webhook's in-flight memory (%d MiB); page the request", (requestMemory+charged+cost)>>20, memory>>20)})
 		return
@@ -209,11 +210,8 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // spanName names the span of each review.
 const spanName = "ConversionReview"
 
-// chargeConnection charges n bytes that a connection or a request holds
-// outside any review to the in-flight budget.
-func (h *ConvertHandler) chargeConnection(n int64) bool { return h.chargeUpTo(n, h.memoryLimit()) }
-
-// chargeUpTo charges n while what is charged stays within limit.
+// chargeUpTo charges n for a review while what is charged stays within
+// limit, less what new connections are kept (budget.charge).
 func (h *ConvertHandler) chargeUpTo(n, limit int64) bool {
 	if !h.budget.charge(n, limit) {
 		return false
@@ -222,13 +220,20 @@ func (h *ConvertHandler) chargeUpTo(n, limit int64) bool {
 	return true
 }
 
-func (h *ConvertHandler) refundConnection(n int64) { h.refund(n) }
-
-// chargeConnectionShare charges an open connection's memory while what is
-// charged stays within half the budget: idle connections never leave the
-// reviews less than the other half.
+// chargeConnectionShare charges an open connection's memory while
+// connections hold at most half the budget: idle connections never leave
+// the reviews less than the other half (budget.chargeConnection).
 func (h *ConvertHandler) chargeConnectionShare(n int64) bool {
-	return h.chargeUpTo(n, h.memoryLimit()/2)
+	if !h.budget.chargeConnection(n, h.memoryLimit()) {
+		return false
+	}
+	h.Metrics.inFlightMemory.Add(float64(n))
+	return true
+}
+
+func (h *ConvertHandler) refundConnection(n int64) {
+	h.budget.refundConnection(n)
+	h.Metrics.inFlightMemory.Sub(float64(n))
 }
 
 // refund returns what a body buffer was charged.

@@ -175,21 +175,21 @@ func TestInFlightBudget(t *testing.T) {
 	h := newHandler(t)
 	body := reviewBody("materialize.cloud/v1", alphaObject)
 	cost := reviewCost(body)
-	// Room for its connection, the request, its body buffer (its declared
-	// length and one byte) and one review, no more.
-	h.MaxInFlightMemory = connectionMemory + requestMemory + cost + int64(len(body)) + 1
+	// Room for what reviews leave for connections, the request, its body
+	// buffer (its declared length and one byte) and one review, no more.
+	h.MaxInFlightMemory = connectionReserve + requestMemory + cost + int64(len(body)) + 1
 	h.MaxInFlightReviews = 2
 	decodeResponse(t, post(t, h, body))
 
-	// A connection's charge (this test has none) and a byte more.
-	if !h.budget.charge(connectionMemory+1, h.MaxInFlightMemory) {
-		t.Fatal("an idle budget refused a connection")
+	// A byte charged besides: the review no longer fits.
+	if !h.budget.charge(1, h.MaxInFlightMemory) {
+		t.Fatal("an idle budget refused a byte")
 	}
 	rec := post(t, h, body)
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
 		t.Fatalf("beyond the memory budget: %d, Retry-After %q; want 429 and 1", rec.Code, rec.Header().Get("Retry-After"))
 	}
-	h.budget.refund(connectionMemory + 1)
+	h.budget.refund(1)
 
 	h.MaxInFlightMemory = 1 << 30
 	for range 2 {
@@ -204,7 +204,7 @@ func TestInFlightBudget(t *testing.T) {
 	h.budget.releaseReview(1)
 	decodeResponse(t, post(t, h, body))
 
-	h.MaxInFlightMemory = requestMemory + cost // the body buffer does not fit besides
+	h.MaxInFlightMemory = connectionReserve + requestMemory + cost // the body buffer does not fit besides
 	rec = post(t, h, body)
 	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than the webhook's in-flight memory") {
 		t.Fatalf("a review costing more than the budget: %d %q, want 413 saying why", rec.Code, rec.Body)
