@@ -460,3 +460,33 @@ func TestWithdrawnRequestTearsDownTheNewGeneration(t *testing.T) {
 		t.Errorf("the active generation must stay: %+v", mz.Status)
 	}
 }
+
+// A first rollout quicker than the quiet window writes the Materialize's
+// status four times against the real API server: upstream's initial status
+// (resourceId), then Applying, Promoting and Applied. environmentd's
+// progress (the stand-in answers Initializing once before it is ready)
+// changes only the message, which waits.
+func TestFirstRolloutWritesItsStatusAtItsTransitionsOnly(t *testing.T) {
+	ns := environmentNamespace(t)
+	startController(t, func(o *materialize.Options) { o.WaitingAfter = time.Hour })
+	since := time.Now()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mz", 1)
+	time.Sleep(time.Second) // a late write would land meanwhile
+	events, err := cp.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	for _, ev := range events {
+		if ev.UserAgent == userAgent && ev.IsWrite() && ev.Succeeded() && ev.StageTimestamp.After(since) && ev.ObjectRef != nil &&
+			ev.ObjectRef.Namespace == ns && ev.ObjectRef.Resource == "materializes" && ev.ObjectRef.Subresource == "status" {
+			writes++
+		}
+	}
+	if writes != 4 {
+		t.Errorf("the first rollout wrote the Materialize's status %d times, want 4 (resourceId, Applying, Promoting, Applied)", writes)
+	}
+}
