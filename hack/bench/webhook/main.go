@@ -212,12 +212,9 @@ func run(duration time.Duration, concurrency, repeats int, sizes string, paths [
 	return figures, nil
 }
 
-// medianRatio is the median of a[i]/b[i] over rounds.
+// medianRatio is the median of the rounds' ratios a[i]/b[i].
 func medianRatio(a, b []float64) float64 {
-	rs := make([]float64, len(a))
-	for i := range a {
-		rs[i] = a[i] / b[i]
-	}
+	rs := roundRatios(a, b)
 	slices.Sort(rs)
 	if len(rs)%2 == 1 {
 		return rs[len(rs)/2]
@@ -320,14 +317,17 @@ func span(xs []float64, scale float64, format string) string {
 	return fmt.Sprintf(format+"–"+format, lo, hi)
 }
 
-// ratios is the range of a[i]/b[i]: each round's two measurements ran
-// back to back, so their ratio is the round's.
-func ratios(a, b []float64) string {
+// ratios is the range of the rounds' ratios a[i]/b[i].
+func ratios(a, b []float64) string { return span(roundRatios(a, b), 1, "%.2f") }
+
+// roundRatios are a[i]/b[i]: each round's two measurements ran back to
+// back, so their ratio is the round's.
+func roundRatios(a, b []float64) []float64 {
 	rs := make([]float64, len(a))
 	for i := range a {
 		rs[i] = a[i] / b[i]
 	}
-	return span(rs, 1, "%.2f")
+	return rs
 }
 
 type result struct {
