@@ -150,7 +150,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// could never be admitted.
 	if connectionReserve+requestMemory+charged+cost > memory {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"converting this review would take about %d MiB, more than the webhook's in-flight memory (%d MiB); page the request", (requestMemory+charged+cost)>>20, memory>>20)})
+			"converting this review would take about %d MiB, more than the webhook's in-flight memory allows a review (%d MiB); page the request", (requestMemory+charged+cost)>>20, (memory-connectionReserve)>>20)})
 		return
 	}
 	if !h.budget.admitReview(cost, memory, h.reviewLimit()) {

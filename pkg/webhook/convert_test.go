@@ -206,7 +206,7 @@ func TestInFlightBudget(t *testing.T) {
 
 	h.MaxInFlightMemory = connectionReserve + requestMemory + cost // the body buffer does not fit besides
 	rec = post(t, h, body)
-	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than the webhook's in-flight memory") {
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than the webhook's in-flight memory allows a review") {
 		t.Fatalf("a review costing more than the budget: %d %q, want 413 saying why", rec.Code, rec.Body)
 	}
 	if h.budget.memory != 0 || h.budget.reviews != 0 {
