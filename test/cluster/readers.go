@@ -32,7 +32,25 @@ type Readers struct {
 	lastFailure time.Time
 	// examples holds the first error of each cause.
 	examples map[string]string
+	// conversionFailures holds the first conversion failures, with when
+	// each happened; lastConversionFailure is when the latest did.
+	conversionFailures    []TimedFailure
+	lastConversionFailure time.Time
+	// unresolved counts the conversion failures in which the API server
+	// could not resolve the webhook's Service: its own informers were not
+	// synced yet (a just-started API server serves before they are), so
+	// the webhook was never called. lastUnresolved is when the latest was.
+	unresolved     int64
+	lastUnresolved time.Time
 }
+
+// TimedFailure is a failed read's error and when it failed.
+type TimedFailure struct {
+	At  time.Time
+	Err string
+}
+
+func (f TimedFailure) String() string { return f.At.UTC().Format("15:04:05.000") + " " + f.Err }
 
 // Causes of a failed read, as the API server reports the webhook call's
 // error (FailureCause).
@@ -63,12 +81,30 @@ func FailureCause(err error) string {
 	return CauseOther
 }
 
+// serviceUnresolved reports a conversion failure the API server's Service
+// resolver made (`service "orchestratord-webhook" not found`): the API
+// server did not call the webhook at all.
+func serviceUnresolved(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "conversion webhook") && strings.Contains(msg, `: service "`) && strings.Contains(msg, `" not found`)
+}
+
 // ReadResult counts the reads of a Readers run.
 type ReadResult struct {
 	OK, Failed int64
 	// ConversionFailed is how many of the failures were the conversion
 	// webhook's.
 	ConversionFailed int64
+	// ConversionFailures holds the first few of them, and
+	// LastConversionFailure is when the latest happened.
+	ConversionFailures    []TimedFailure
+	LastConversionFailure time.Time
+	// Unresolved is how many of the conversion failures were the API
+	// server's own: it could not resolve the webhook's Service (its
+	// informers not synced after a start). LastUnresolved is when the
+	// latest happened.
+	Unresolved     int64
+	LastUnresolved time.Time
 	// Failures holds the first few errors, for the report.
 	Failures []string
 }
@@ -89,10 +125,19 @@ func (c *Clients) StartReaders(n int) *Readers {
 					r.ok.Add(1)
 				case ctx.Err() == nil: // not an error of our own cancellation
 					r.failed.Add(1)
+					now := time.Now()
+					r.mu.Lock()
 					if strings.Contains(err.Error(), "conversion webhook") {
 						r.conversionFailed.Add(1)
+						if len(r.conversionFailures) < 5 {
+							r.conversionFailures = append(r.conversionFailures, TimedFailure{At: now, Err: err.Error()})
+						}
+						r.lastConversionFailure = now
+						if serviceUnresolved(err) {
+							r.unresolved++
+							r.lastUnresolved = now
+						}
 					}
-					r.mu.Lock()
 					if len(r.failures) < 5 {
 						r.failures = append(r.failures, err.Error())
 					}
@@ -101,7 +146,7 @@ func (c *Clients) StartReaders(n int) *Readers {
 						r.examples[cause] = err.Error()
 					}
 					r.byCause[cause]++
-					r.lastFailure = time.Now()
+					r.lastFailure = now
 					r.mu.Unlock()
 					// An API server that refuses connections fails a read
 					// at once: do not spin.
@@ -144,7 +189,12 @@ func (r *Readers) Stop() ReadResult {
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReadResult{OK: r.ok.Load(), Failed: r.failed.Load(), ConversionFailed: r.conversionFailed.Load(), Failures: append([]string(nil), r.failures...)}
+	return ReadResult{
+		OK: r.ok.Load(), Failed: r.failed.Load(), ConversionFailed: r.conversionFailed.Load(),
+		Failures:           append([]string(nil), r.failures...),
+		ConversionFailures: append([]TimedFailure(nil), r.conversionFailures...), LastConversionFailure: r.lastConversionFailure,
+		Unresolved: r.unresolved, LastUnresolved: r.lastUnresolved,
+	}
 }
 
 // WebhookRolloutUnderReads runs `rollout restart` of the webhook while

@@ -37,6 +37,12 @@ type underLoad struct {
 	webhookPods, ctrl string
 	// activeBefore is the sample's active generation before the rollout.
 	activeBefore uint64
+	// apiServerStarted is when a kube-apiserver the fault restarted was
+	// back and ready (zero if the fault did not restart it). Until then
+	// it serves reads before its Service informer has synced and fails
+	// their conversions itself, `service "..." not found`, calling no
+	// webhook: those failures are the fault's.
+	apiServerStarted time.Time
 }
 
 func startLoad(t *testing.T) *underLoad {
@@ -84,8 +90,13 @@ func (l *underLoad) finish(t *testing.T, faultEnded time.Time, restarted ...stri
 	res := l.readers.Stop()
 	t.Logf("%d reads at v1, %d failed (%d by the conversion webhook); the rollout completed %v after the fault ended",
 		res.Total(), res.Failed, res.ConversionFailed, converged.Round(time.Millisecond))
-	if res.ConversionFailed > 0 && !strings.Contains(strings.Join(restarted, ","), webhook) {
-		t.Errorf("%d reads failed in the conversion webhook, which the fault did not touch", res.ConversionFailed)
+	webhookFailed := res.ConversionFailed
+	if res.Unresolved > 0 && !l.apiServerStarted.IsZero() && !res.LastUnresolved.After(l.apiServerStarted) {
+		t.Logf("%d conversions failed in the restarted API server before it was ready, which could not resolve the webhook's Service yet", res.Unresolved)
+		webhookFailed -= res.Unresolved
+	}
+	if webhookFailed > 0 && !strings.Contains(strings.Join(restarted, ","), webhook) {
+		t.Errorf("%d reads failed in the conversion webhook, which the fault did not touch; the first: %v", webhookFailed, res.ConversionFailures)
 	}
 	if res.Failed > failedBefore {
 		t.Errorf("reads still failing after the rollout completed: %v", res.Failures)
@@ -178,6 +189,9 @@ func restartedMidRollout(t *testing.T, component string, stop func(context.Conte
 		t.Fatal(err)
 	}
 	t.Logf("%s stopped, started, node Ready in %v", component, time.Since(began).Round(time.Millisecond))
+	if component == "kube-apiserver" {
+		l.apiServerStarted = time.Now()
+	}
 	l.finish(t, time.Now())
 }
 
