@@ -10,7 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
 )
 
 // slow durations make a takeover at expiry impossible to mistake for one
@@ -54,10 +55,10 @@ func reportTerminated(t *testing.T, pod *corev1.Pod, message string) {
 	}
 }
 
-func incarnationOf(t *testing.T, pod *corev1.Pod) *Incarnation {
+func incarnationOf(t *testing.T, pod *corev1.Pod) *takeover.Incarnation {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "termination-log")
-	inc, err := NewIncarnation(pod.Namespace, pod.Name, string(pod.UID), path)
+	inc, err := takeover.NewIncarnation(pod.Namespace, pod.Name, string(pod.UID), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,21 +87,21 @@ func TestStandbyTakesOverWhenTheKubeletReportsTheHolderTerminated(t *testing.T) 
 	b.run(t, lease, lb.lead)
 
 	l := getLease(t, ns, lease)
-	if inc, ok := parseHolder(l.Annotations, "holder"); !ok || *inc != *a.cfg.Incarnation {
-		t.Fatalf("lease annotation %q, want the holder's incarnation %+v", l.Annotations[HolderAnnotation], a.cfg.Incarnation)
+	if inc, ok := takeover.ParseHolder(l.Annotations, "holder"); !ok || *inc != *a.cfg.Incarnation {
+		t.Fatalf("lease annotation %q, want the holder's incarnation %+v", l.Annotations[takeover.HolderAnnotation], a.cfg.Incarnation)
 	}
 	// The holder stops reaching the API server, as a dead process does.
 	a.fail.Store(true)
 	lastRenewal := getLease(t, ns, lease).Spec.RenewTime.Time
 
 	// Reports that do not prove this process dead.
-	reportTerminated(t, pod, terminationPrefix+"0123456789abcdef0123456789abcdef\n")
+	reportTerminated(t, pod, (&takeover.Incarnation{ID: "0123456789abcdef0123456789abcdef"}).TerminationMessage())
 	time.Sleep(3 * slow.retry)
 	if got := holder(t, ns, lease); got != "holder" {
 		t.Fatalf("lease taken by %q on the report of another incarnation", got)
 	}
 
-	reportTerminated(t, pod, terminationPrefix+a.cfg.Incarnation.ID+"\n")
+	reportTerminated(t, pod, a.cfg.Incarnation.TerminationMessage())
 	bLeads := recv(t, lb.started, "the standby to take over")
 	l = getLease(t, ns, lease)
 	if got := deref(l.Spec.HolderIdentity); got != "standby" {
@@ -110,45 +111,11 @@ func TestStandbyTakesOverWhenTheKubeletReportsTheHolderTerminated(t *testing.T) 
 		t.Errorf("standby led at %v, not before the lease expired at %v", bLeads, expiry)
 	}
 	t.Logf("standby leads %v after the holder's last renewal (lease %v)", bLeads.Sub(lastRenewal), slow.lease)
-	if _, ok := l.Annotations[HolderAnnotation]; ok {
-		t.Errorf("standby without an incarnation left annotation %q", l.Annotations[HolderAnnotation])
+	if _, ok := l.Annotations[takeover.HolderAnnotation]; ok {
+		t.Errorf("standby without an incarnation left annotation %q", l.Annotations[takeover.HolderAnnotation])
 	}
 	if n := b.logs.FilterMessage("lease of a terminated holder claimed").Len(); n != 1 {
 		t.Errorf("standby logged the claim %d times, want 1", n)
-	}
-}
-
-// A pod of the same name but another UID (a StatefulSet's next pod, say)
-// reporting the incarnation's message proves nothing about the holder.
-func TestTerminatedInNeedsTheHoldersPod(t *testing.T) {
-	inc := &Incarnation{Namespace: "ns", Pod: "p", UID: "uid-1", ID: "abc"}
-	status := func(uid, message string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: message}}}}
-		return p
-	}
-	for _, c := range []struct {
-		pod  *corev1.Pod
-		want bool
-	}{
-		{status("uid-1", terminationPrefix+"abc\n"), true},
-		{status("uid-2", terminationPrefix+"abc\n"), false},
-		{status("uid-1", terminationPrefix+"abd\n"), false},
-		{status("uid-1", ""), false},
-		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "uid-1"}}, false}, // running, or silent
-		{nil, false},
-	} {
-		if got := inc.terminatedIn(c.pod); got != c.want {
-			t.Errorf("terminatedIn(%+v) = %v, want %v", c.pod, got, c.want)
-		}
-	}
-	// An annotation counts only for the holder it names.
-	ann := map[string]string{HolderAnnotation: inc.annotation()}
-	if _, ok := parseHolder(ann, "p"); !ok {
-		t.Error("annotation of holder p not read")
-	}
-	if _, ok := parseHolder(ann, "q"); ok {
-		t.Error("annotation of p read for holder q")
 	}
 }
 
@@ -180,8 +147,8 @@ func TestHolderRestartedInItsPodReclaimsUnderANewTerm(t *testing.T) {
 		t.Errorf("restart kept the term: acquired %v -> %v, transitions %d -> %d", before.Spec.AcquireTime, after.Spec.AcquireTime,
 			deref32(before.Spec.LeaseTransitions), deref32(after.Spec.LeaseTransitions))
 	}
-	if inc, ok := parseHolder(after.Annotations, "holder"); !ok || *inc != *second.cfg.Incarnation {
-		t.Errorf("annotation %q, want the second life's incarnation", after.Annotations[HolderAnnotation])
+	if inc, ok := takeover.ParseHolder(after.Annotations, "holder"); !ok || *inc != *second.cfg.Incarnation {
+		t.Errorf("annotation %q, want the second life's incarnation", after.Annotations[takeover.HolderAnnotation])
 	}
 
 	// Now a standby hears of the first life's death: the Lease names the
@@ -190,7 +157,7 @@ func TestHolderRestartedInItsPodReclaimsUnderANewTerm(t *testing.T) {
 	b.cfg.WatchHolderPods = true
 	lb := newRecorder()
 	b.run(t, lease, lb.lead)
-	reportTerminated(t, pod, terminationPrefix+first.cfg.Incarnation.ID+"\n")
+	reportTerminated(t, pod, first.cfg.Incarnation.TerminationMessage())
 	time.Sleep(3 * slow.retry)
 	if got := holder(t, ns, lease); got != "holder" {
 		t.Errorf("holder = %q after the first life's death was reported, want the second life", got)

@@ -50,6 +50,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
 )
 
 // Lease names, one per reconciler (docs/leader-election.md).
@@ -123,11 +124,11 @@ type Config struct {
 	// spread); nil leaves it to whoever comes first.
 	Placement Placement
 	// Incarnation, when set, is written to the Leases this process holds
-	// (HolderAnnotation), so that standbys take them over as soon as the
+	// (takeover.HolderAnnotation), so that standbys take them over as soon as the
 	// kubelet reports this process terminated. Nil: only at expiry.
-	Incarnation *Incarnation
+	Incarnation *takeover.Incarnation
 	// WatchHolderPods makes a standby watch the pod of the holder named by
-	// HolderAnnotation and claim the Lease once the kubelet reports that
+	// takeover.HolderAnnotation and claim the Lease once the kubelet reports that
 	// holder's process terminated, instead of waiting for the Lease to
 	// expire. It needs list and watch on pods in the holder's namespace.
 	WatchHolderPods bool

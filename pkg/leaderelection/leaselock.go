@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
 )
 
 // leaseLock is client-go's resourcelock.LeaseLock plus two things it cannot
@@ -24,7 +26,7 @@ type leaseLock struct {
 	namespace, name string
 	identity        string
 	client          coordinationv1client.LeasesGetter
-	incarnation     *Incarnation // nil: no annotation
+	incarnation     *takeover.Incarnation // nil: no annotation
 
 	lease  *coordinationv1.Lease // last read or written
 	termed bool                  // this term has written the Lease
@@ -130,7 +132,7 @@ func (l *leaseLock) claimedByThisProcess(lease *coordinationv1.Lease) bool {
 	if l.incarnation == nil {
 		return false
 	}
-	inc, ok := parseHolder(lease.Annotations, l.identity)
+	inc, ok := takeover.ParseHolder(lease.Annotations, l.identity)
 	return ok && inc.ID == l.incarnation.ID
 }
 
@@ -143,9 +145,9 @@ func (l *leaseLock) annotate(lease *coordinationv1.Lease, holder string) {
 		if lease.Annotations == nil {
 			lease.Annotations = map[string]string{}
 		}
-		lease.Annotations[HolderAnnotation] = l.incarnation.annotation()
+		lease.Annotations[takeover.HolderAnnotation] = l.incarnation.Annotation()
 	case holder == "" || holder == l.identity:
-		delete(lease.Annotations, HolderAnnotation)
+		delete(lease.Annotations, takeover.HolderAnnotation)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -31,21 +33,28 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 	}
 	expiry := &expiryClaim{c: c, signal: signal}
 	defer expiry.stop()
-	holderPod := &holderWatch{c: c, signal: signal}
-	defer holderPod.stop()
+	holderPod := &takeover.Follower{
+		Client: c.cfg.Client, Self: c.cfg.Identity, Logger: c.clientGoLog,
+		Terminated: func(ctx context.Context, dead *takeover.Incarnation, namespace, name string) {
+			if c.claimFromTerminated(ctx, dead, namespace, name) {
+				signal("lease holder's process terminated")
+			}
+		},
+	}
+	defer holderPod.Stop()
 	onLease := func(obj any) {
 		lease, ok := obj.(*coordinationv1.Lease)
 		if !ok {
 			return
 		}
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-			holderPod.stop()
+			holderPod.Stop()
 			signal("lease released")
 			return
 		}
 		expiry.observe(ctx, lease)
 		if c.cfg.WatchHolderPods {
-			holderPod.follow(ctx, lease)
+			holderPod.Follow(ctx, lease)
 		}
 	}
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
@@ -55,7 +64,7 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    onLease,
 			UpdateFunc: func(_, obj any) { onLease(obj) },
-			DeleteFunc: func(any) { expiry.stop(); holderPod.stop(); signal("lease deleted") },
+			DeleteFunc: func(any) { expiry.stop(); holderPod.Stop(); signal("lease deleted") },
 		},
 	})
 	informer.RunWithContext(ctx)
@@ -152,4 +161,26 @@ func (c *candidate) take(ctx context.Context, current *coordinationv1.Lease, msg
 	}
 	c.log.Info(msg, zap.String("previousHolder", previous))
 	return true
+}
+
+// claimFromTerminated takes the Lease if it is still held by the dead
+// incarnation: read afresh, so that a holder restarted in the same pod that
+// has reclaimed it meanwhile (its new incarnation in the annotation) is
+// left alone, and written conditional on what was read.
+func (c *candidate) claimFromTerminated(ctx context.Context, dead *takeover.Incarnation, namespace, name string) bool {
+	current, err := c.cfg.Client.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || current.Spec.HolderIdentity == nil {
+		return false
+	}
+	inc, ok := takeover.ParseHolder(current.Annotations, *current.Spec.HolderIdentity)
+	if !ok || *inc != *dead {
+		return false
+	}
+	c.log.Info("lease holder's process terminated", zap.String("holder", dead.Pod), zap.String("incarnation", dead.ID))
+	// The claim, once sent, is seen through: the watch of the Lease sees it
+	// land and stops the follower, whose cancellation would otherwise
+	// abandon the response and leave a claim made but not known.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RenewDeadline)
+	defer cancel()
+	return c.take(claimCtx, current, "lease of a terminated holder claimed")
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/spread"
+	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/gke"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
@@ -479,7 +480,7 @@ func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus
 	}
 	if o.CrashFailover {
 		// The pod's identity is the holder identity only as $POD_NAME.
-		inc, err := leaderelection.NewIncarnation(cli.PodNamespace(), os.Getenv("POD_NAME"), os.Getenv("POD_UID"), o.TerminationMessagePath)
+		inc, err := takeover.NewIncarnation(cli.PodNamespace(), os.Getenv("POD_NAME"), os.Getenv("POD_UID"), o.TerminationMessagePath)
 		switch {
 		case err != nil:
 			log.Info("crash failover off for this process: standbys take its Leases over at expiry", zap.String("reason", err.Error()))

@@ -1,4 +1,8 @@
-package leaderelection
+// Package takeover lets a standby take a Lease over from a holder whose
+// process has terminated, before the Lease expires: the holder names its
+// process on the Lease (an Incarnation), and a standby follows that
+// process's pod until the kubelet reports it terminated (Follower).
+package takeover
 
 import (
 	"crypto/rand"
@@ -49,22 +53,27 @@ func NewIncarnation(namespace, pod, uid, path string) (*Incarnation, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
 	inc := &Incarnation{Namespace: namespace, Pod: pod, UID: uid, ID: hex.EncodeToString(b[:])}
-	if err := os.WriteFile(path, []byte(terminationPrefix+inc.ID+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(inc.TerminationMessage()), 0o644); err != nil {
 		return nil, fmt.Errorf("writing the termination message: %w", err)
 	}
 	return inc, nil
 }
 
-func (i *Incarnation) annotation() string {
+// TerminationMessage is what NewIncarnation writes to the termination
+// message file, and so what the kubelet reports once the process is dead.
+func (i *Incarnation) TerminationMessage() string { return terminationPrefix + i.ID + "\n" }
+
+// Annotation is the value of HolderAnnotation naming this process.
+func (i *Incarnation) Annotation() string {
 	b, _ := json.Marshal(i) // strings only: cannot fail
 	return string(b)
 }
 
-// parseHolder reads a Lease's HolderAnnotation. It counts only for the
+// ParseHolder reads a Lease's HolderAnnotation. It counts only for the
 // holder it names: a claim of a crashed holder's Lease carries the
 // claimant's annotation, but a Lease claimed some other way may still carry
 // its previous holder's.
-func parseHolder(annotations map[string]string, holderIdentity string) (*Incarnation, bool) {
+func ParseHolder(annotations map[string]string, holderIdentity string) (*Incarnation, bool) {
 	raw, ok := annotations[HolderAnnotation]
 	if !ok || len(raw) > 1024 {
 		return nil, false
@@ -76,10 +85,10 @@ func parseHolder(annotations map[string]string, holderIdentity string) (*Incarna
 	return &inc, true
 }
 
-// terminatedIn tells whether the kubelet reports, in pod, a container that
+// TerminatedIn tells whether the kubelet reports, in pod, a container that
 // terminated with this incarnation's message: the process is dead. The pod
 // must be the one the incarnation ran in (same UID).
-func (i *Incarnation) terminatedIn(pod *corev1.Pod) bool {
+func (i *Incarnation) TerminatedIn(pod *corev1.Pod) bool {
 	if pod == nil || string(pod.UID) != i.UID {
 		return false
 	}
