@@ -80,8 +80,8 @@ down: ## Stop the local cluster and leave the machine as found.
 	hack/cluster/cluster.sh down
 
 .PHONY: e2e
-e2e: ## As root: the end-to-end suite on the local cluster (started by make run if needed).
-	hack/cluster/run.sh
+e2e: ## As root: the end-to-end suite on the local cluster (started by make run if needed), cert-manager included.
+	RUN_CERT_MANAGER=1 hack/cluster/run.sh
 	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) HELM=$$(hack/kube-binaries.sh helm)/helm CHART=$(CURDIR)/charts/orchestratord \
 	  $(GO) test -tags e2e -count=1 -v -timeout 45m ./test/e2e
 

@@ -4,6 +4,7 @@
 # kube-proxy (iptables mode) over containerd + runc with a CNI bridge.
 #
 #   hack/cluster/cluster.sh up          start (or finish starting) the cluster
+#   hack/cluster/cluster.sh build       only build what `up` runs (no root needed)
 #   hack/cluster/cluster.sh down        stop it and leave the machine as found
 #   hack/cluster/cluster.sh status      processes, health and `kubectl get nodes`
 #   hack/cluster/cluster.sh kubeconfig  print the admin kubeconfig's path
@@ -586,6 +587,18 @@ node_ready() {
   [ "${out%% *}" = True ] && [[ ! "${out#* }" < "$2" ]]
 }
 
+build_kube() {
+  "$root/hack/kube-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
+}
+
+# cmd_build builds what cmd_up runs, so that run.sh can build it while it
+# builds the images.
+cmd_build() {
+  build_kube >/dev/null
+  build_containerd >/dev/null
+  build_pause_image >/dev/null
+}
+
 cmd_up() {
   [ "$(id -u)" = 0 ] || die "must run as root"
   mkdir -p "$work" "$run" "$logs"
@@ -594,7 +607,7 @@ cmd_up() {
   ensure_packages
 
   local bins ctrd_bin pause_tar t0=$SECONDS
-  bins=$("$root/hack/kube-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+  bins=$(build_kube)
   ctrd_bin=$(build_containerd)
   pause_tar=$(build_pause_image)
   mkdir -p "$work/bin"
@@ -929,6 +942,7 @@ cmd_load() {
 
 case ${1:-} in
   up) cmd_up ;;
+  build) cmd_build ;;
   down) cmd_down ;;
   purge) cmd_purge ;;
   status) cmd_status ;;

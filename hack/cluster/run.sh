@@ -3,7 +3,10 @@
 #
 #   hack/cluster/run.sh
 #
-# 1. builds the images (hack/images/images.sh) and Helm (hack/kube-binaries.sh);
+# 1. builds the images (hack/images/images.sh) and, at the same time, Helm
+#    and what the cluster runs (hack/cluster/cluster.sh build): two builds
+#    at once keep both cores busy where one alone waits on a download or a
+#    single-threaded link;
 # 2. starts the cluster (hack/cluster/cluster.sh up) and loads the images;
 # 3. deploys the NetworkPolicy agent (hack/cluster/network-policies:
 #    kube-network-policies, nftables + nfqueue), so that NetworkPolicies are
@@ -31,9 +34,19 @@
 #    operator's leader API, probes and client logins;
 # 6. waits until the sample is UpToDate and prints how to look around.
 #
+# cert-manager (its controller, CRDs and ClusterIssuer orchestratord-local-ca)
+# is built and installed only with RUN_CERT_MANAGER=1, as `make e2e` sets:
+# the sample does not need it, and its first build is the longest here.
+#
+# Each step prints the time so far and an estimate of the time left: the
+# steps' durations in the last complete run on this machine (kept in the
+# cache), or, before any, those of a first run on 2 cores. A long step
+# prints a progress line every RUN_PROGRESS seconds (default 60; on a
+# terminal one line is redrawn every 5 seconds).
+#
 # `hack/cluster/cluster.sh down` stops the cluster. Runs as root (as
-# cluster.sh). Settings: those of cluster.sh, and RUN_TIMEOUT (seconds for
-# each wait, default 300).
+# cluster.sh). Settings: those of cluster.sh, RUN_TIMEOUT (seconds for
+# each wait, default 300), RUN_CERT_MANAGER and RUN_PROGRESS.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,54 +57,154 @@ ns=orchestratord
 sample_ns=materialize-sample
 service_cidr=${ORCHESTRATORD_CLUSTER_SERVICE_CIDR:-10.96.0.0/16}
 dns_ip=${service_cidr%.*/*}.10   # as cluster.sh: the kubelet's clusterDNS
+cert_manager=${RUN_CERT_MANAGER:-0}
+cache_root=${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}
 t0=$SECONDS
 
-log() { echo "run: [$((SECONDS - t0))s] $*" >&2; }
+# On a terminal a log line first clears the progress line being redrawn.
+log() {
+  if [ -t 2 ]; then printf '\r\033[K' >&2; fi
+  echo "run: [$(clock $((SECONDS - t0)))] $*" >&2
+}
 
-log "building images and helm"
+# clock SECONDS: 75 -> 1m15s.
+clock() { if [ "$1" -ge 60 ]; then echo "$(($1 / 60))m$(printf %02d $(($1 % 60)))s"; else echo "${1}s"; fi; }
+
+# The steps, in order, with what a first run on 2 cores took in each (the
+# estimate before this machine has a record of its own).
+steps=(build cluster load network-policies dns metrics-server cert-manager chart sample)
+declare -A first_run=([build]=900 [cluster]=60 [load]=30 [network-policies]=20 [dns]=10
+  [metrics-server]=5 [cert-manager]=60 [chart]=60 [sample]=40)
+[ "$cert_manager" = 1 ] || first_run[cert-manager]=0
+record=$cache_root/run-steps
+declare -A expected
+for name in "${steps[@]}"; do expected[$name]=${first_run[$name]}; done
+estimate_from="a first run on 2 cores"
+if [ -r "$record" ]; then
+  while read -r name took; do
+    [ -n "${expected[$name]+set}" ] && expected[$name]=$took
+  done <"$record"
+  estimate_from="the last run here"
+  if [ "$cert_manager" = 1 ]; then
+    [ "${expected[cert-manager]}" -gt 0 ] || expected[cert-manager]=60
+  else
+    expected[cert-manager]=0
+  fi
+fi
+declare -A took
+current= current_since=0 progress_pid= cluster_build=
+progress_file=$(mktemp)
+trap 'kill $progress_pid $cluster_build 2>/dev/null || true; rm -f "$progress_file"' EXIT
+
+# left SECONDS-INTO-THE-CURRENT-STEP: the estimate of the time left.
+left() {
+  local name after=false sum=0 cur=${expected[$current]:-0}
+  for name in "${steps[@]}"; do
+    $after && sum=$((sum + expected[$name]))
+    [ "$name" = "$current" ] && after=true
+  done
+  [ "$1" -lt "$cur" ] && sum=$((sum + cur - $1))
+  echo "about $(( (sum + 59) / 60 )) min left"
+}
+
+# step NAME MESSAGE: ends the current step and starts the next, with the
+# progress line of a long one.
+step() {
+  local now=$SECONDS i
+  [ -z "$current" ] || took[$current]=$((now - current_since))
+  current=$1 current_since=$now
+  for i in "${!steps[@]}"; do [ "${steps[$i]}" = "$1" ] && break; done
+  log "step $((i + 1))/${#steps[@]}: $2 ($(left 0), from $estimate_from)"
+  echo "$current $current_since $((i + 1))" >"$progress_file"
+  if [ -z "$progress_pid" ]; then
+    progress &
+    progress_pid=$!
+  fi
+}
+
+# progress: the ticking line of the current step, until run.sh ends.
+progress() {
+  local every=${RUN_PROGRESS:-60} tty=false name since n line nap=
+  [ -t 2 ] && tty=true every=5
+  # Killed, it takes its sleep along: a sleep left behind would hold a
+  # pipe on run.sh's stderr open after run.sh ended.
+  trap 'kill $nap 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep "$every" &
+    nap=$!
+    wait "$nap"
+    read -r name since n <"$progress_file" || continue
+    current=$name
+    line="run: [$(clock $((SECONDS - t0)))] step $n/${#steps[@]}: $name for $(clock $((SECONDS - since))), $(left $((SECONDS - since)))"
+    if $tty; then printf '\r%s\033[K' "$line" >&2; else echo "$line" >&2; fi
+  done
+}
+
+# finish: records the steps' durations, the next run's estimate.
+finish() {
+  local name
+  took[$current]=$((SECONDS - current_since))
+  kill "$progress_pid" 2>/dev/null || true
+  mkdir -p "$cache_root"
+  for name in "${steps[@]}"; do
+    if [ -n "${took[$name]+set}" ]; then echo "$name ${took[$name]}"; else echo "$name ${expected[$name]}"; fi
+  done >"$record.tmp"
+  mv "$record.tmp" "$record"
+  log "done in $(clock $((SECONDS - t0)))"
+}
+
+step build "building the images and, at the same time, Helm and the cluster's binaries"
+# What the cluster runs builds beside the images: each go build keeps the
+# cores busy only while it compiles, not while it downloads or links.
+"$cluster" build &
+cluster_build=$!
 # Not a process substitution: a failed build must stop the run here.
 images=$("$root/hack/images/images.sh")
+wait "$cluster_build" || { log "building the cluster's binaries failed"; exit 1; }
+cluster_build=
 mapfile -t tars <<<"$images"
 helm="$("$root/hack/kube-binaries.sh" helm kubectl)/helm"
 
-log "starting the cluster"
+step cluster "starting the cluster"
 "$cluster" up >&2
 export KUBECONFIG
 KUBECONFIG=$("$cluster" kubeconfig)
 kubectl="$("$root/hack/kube-binaries.sh" kubectl)/kubectl"
 k() { "$kubectl" "$@"; }
 
-log "loading ${#tars[@]} images"
+step load "loading ${#tars[@]} images"
 "$cluster" load "${tars[@]}" >&2
 # The chart's clusterd sizes select nodes labelled for swap
 # (clusterd.swapNodeSelector), as on a real cluster whose nodes are labelled.
 k label nodes --all --overwrite materialize.cloud/swap=true >&2
 
-log "deploying the NetworkPolicy agent (kube-network-policies)"
+step network-policies "deploying the NetworkPolicy agent (kube-network-policies)"
 k apply -f "$root/hack/cluster/network-policies/kube-network-policies.yaml" >&2
 k -n kube-system rollout status ds/kube-network-policies --timeout "${timeout}s" >&2
 
-log "deploying cluster DNS at $dns_ip"
+step dns "deploying cluster DNS at $dns_ip"
 sed "s/__DNS_IP__/$dns_ip/" "$root/hack/cluster/dns/coredns.yaml" | k apply -f - >&2
 k -n kube-system rollout status deploy/coredns --timeout "${timeout}s" >&2
 
-log "deploying metrics-server (the resource metrics API)"
+step metrics-server "deploying metrics-server (the resource metrics API)"
 k apply --server-side --force-conflicts -f "$root/hack/cluster/metrics-server/metrics-server.yaml" >&2
 
-log "installing cert-manager (its controller and CRDs; issuer orchestratord-local-ca)"
-cm_dir=$(cd "$root/hack/tools/cert-manager" && go mod download -json github.com/cert-manager/cert-manager | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-# The module's CRDs are Helm templates only in their labels: drop those.
-for crd in "$cm_dir"/deploy/crds/crd-*.yaml; do
-  grep -v '{{' "$crd"
-  echo ---
-done | k apply --server-side --force-conflicts -f - >&2
-for crd in certificates issuers clusterissuers certificaterequests; do
-  k wait --for condition=established --timeout "${timeout}s" crd/$crd.cert-manager.io >&2
-done
-k apply --server-side --force-conflicts -f "$root/hack/cluster/cert-manager/cert-manager.yaml" >&2
-k -n cert-manager rollout status deploy/cert-manager --timeout "${timeout}s" >&2
+if [ "$cert_manager" = 1 ]; then
+  step cert-manager "installing cert-manager (its controller and CRDs; issuer orchestratord-local-ca)"
+  cm_dir=$(cd "$root/hack/tools/cert-manager" && go mod download -json github.com/cert-manager/cert-manager | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  # The module's CRDs are Helm templates only in their labels: drop those.
+  for crd in "$cm_dir"/deploy/crds/crd-*.yaml; do
+    grep -v '{{' "$crd"
+    echo ---
+  done | k apply --server-side --force-conflicts -f - >&2
+  for crd in certificates issuers clusterissuers certificaterequests; do
+    k wait --for condition=established --timeout "${timeout}s" crd/$crd.cert-manager.io >&2
+  done
+  k apply --server-side --force-conflicts -f "$root/hack/cluster/cert-manager/cert-manager.yaml" >&2
+  k -n cert-manager rollout status deploy/cert-manager --timeout "${timeout}s" >&2
+fi
 
-log "installing the chart"
+step chart "installing the chart"
 upgrade=false
 # Upstream's NetworkPolicies for the environments, enforced by the agent:
 # egress on too (cidrs at their default, 0.0.0.0/0), as upstream's users need
@@ -127,7 +240,7 @@ fi
 k -n kube-system rollout status deploy/metrics-server --timeout "${timeout}s" >&2
 k wait --for condition=Available --timeout "${timeout}s" apiservice/v1beta1.metrics.k8s.io >&2
 
-log "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
+step sample "applying the sample Materialize (environmentd, balancerd and console are TEST STAND-INs)"
 k create namespace "$sample_ns" --dry-run=client -o yaml | k apply -f - >&2
 # The stand-in checks the license key (a JWT signed with its test key:
 # test/fixture/license.jwt) and mz_system's password; it connects to
@@ -214,7 +327,7 @@ until hydrated; do
 done
 k get vpce -A >&2
 k -n "$sample_ns" get mzs,statefulsets,pods >&2
-log "done"
+finish
 cat <<EOM
 
 The sample Materialize is UpToDate ($((SECONDS - t0))s). Its environmentd,

@@ -14,7 +14,8 @@
 #       hack/tools/metrics-server, the resource metrics API of the local
 #       cluster (hack/cluster/metrics-server)
 #   localhost/orchestratord/cert-manager-controller:dev  cert-manager's
-#       controller pinned in hack/tools/cert-manager (hack/cluster/cert-manager)
+#       controller pinned in hack/tools/cert-manager (hack/cluster/cert-manager);
+#       only with RUN_CERT_MANAGER=1 (`make e2e`; hack/cluster/run.sh)
 #   localhost/orchestratord/kube-network-policies:dev  SIG Network's
 #       NetworkPolicy agent pinned in hack/tools/kube-network-policies
 #       (hack/cluster/network-policies); runs as root
@@ -129,7 +130,8 @@ log "building webhook, controllers, standin-environmentd"
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
 coredns=$(build_pinned coredns coredns github.com/coredns/coredns)
 metrics_server=$(build_pinned metrics-server metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server)
-cert_manager=$(build_cert_manager)
+cert_manager=
+[ "${RUN_CERT_MANAGER:-0}" != 1 ] || cert_manager=$(build_cert_manager)
 kube_network_policies=$(build_kube_network_policies)
 
 # pack REF TARBALL BINARY [IMAGE-OPTION...]: the image runs as 65532:65532
@@ -147,7 +149,7 @@ pack "$prefix/webhook:$tag" webhook "$build/webhook"
 pack "$prefix/controllers:$tag" controllers "$build/controllers"
 pack "$prefix/coredns:$tag" coredns "$coredns"
 pack "$prefix/metrics-server:$tag" metrics-server "$metrics_server"
-pack "$prefix/cert-manager-controller:$tag" cert-manager-controller "$cert_manager"
+[ -z "$cert_manager" ] || pack "$prefix/cert-manager-controller:$tag" cert-manager-controller "$cert_manager"
 # It programs the node's nftables: root (and privileged in its pod).
 pack "$prefix/kube-network-policies:$tag" kube-network-policies "$kube_network_policies" -user 0:0
 for v in "${standin_versions[@]}"; do

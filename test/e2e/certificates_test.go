@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -33,6 +34,10 @@ func TestCertManagerCertificatesAreMountedAndServed(t *testing.T) {
 	ns := contractNamespace(t, nil)
 	dyn := dynamicClient(t)
 	issuer := &v1alpha1.CertificateIssuerRef{Name: "orchestratord-local-ca", Kind: "ClusterIssuer"}
+	clusterIssuers := schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "clusterissuers"}
+	if _, err := dyn.Resource(clusterIssuers).Get(ctx, issuer.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("cert-manager's ClusterIssuer %s: %v; hack/cluster/run.sh installs it with RUN_CERT_MANAGER=1 (make e2e sets it)", issuer.Name, err)
+	}
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
 		Spec: v1alpha1.MaterializeSpec{
