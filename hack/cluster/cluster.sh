@@ -223,6 +223,8 @@ build_pause_image() {
   hash=$(cat "$root/hack/cluster/pause/main.go" "$root/hack/cluster/image/main.go" "$root/go.sum" | sha256sum | cut -c1-16)
   dir=$cache_root/cluster-images
   mkdir -p "$dir"
+  exec 8>"$dir/.lock"
+  flock 8
   if [ ! -f "$dir/pause-$hash.tar" ]; then
     log "building the pause image (first time only)"
     (cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$dir/pause-$hash" ./hack/cluster/pause &&
@@ -230,6 +232,7 @@ build_pause_image() {
         -user 65535:65535 -out "$dir/pause-$hash.tar")
     rm -f "$dir/pause-$hash"
   fi
+  exec 8>&-
   echo "$dir/pause-$hash.tar"
 }
 
@@ -591,8 +594,8 @@ build_kube() {
   "$root/hack/kube-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 }
 
-# cmd_build builds what cmd_up runs, so that run.sh can build it while it
-# builds the images.
+# cmd_build builds what cmd_up runs and starts nothing: run.sh's build step,
+# timed apart from the start.
 cmd_build() {
   build_kube >/dev/null
   build_containerd >/dev/null

@@ -3,10 +3,8 @@
 #
 #   hack/cluster/run.sh
 #
-# 1. builds the images (hack/images/images.sh) and, at the same time, Helm
-#    and what the cluster runs (hack/cluster/cluster.sh build): two builds
-#    at once keep both cores busy where one alone waits on a download or a
-#    single-threaded link;
+# 1. builds the images (hack/images/images.sh), what the cluster runs
+#    (hack/cluster/cluster.sh build) and Helm, one after another;
 # 2. starts the cluster (hack/cluster/cluster.sh up) and loads the images;
 # 3. deploys the NetworkPolicy agent (hack/cluster/network-policies:
 #    kube-network-policies, nftables + nfqueue), so that NetworkPolicies are
@@ -72,29 +70,34 @@ clock() { if [ "$1" -ge 60 ]; then echo "$(($1 / 60))m$(printf %02d $(($1 % 60))
 
 # The steps, in order, with what a first run on 2 cores took in each (the
 # estimate before this machine has a record of its own).
-steps=(build cluster load network-policies dns metrics-server cert-manager chart sample)
-declare -A first_run=([build]=900 [cluster]=60 [load]=30 [network-policies]=20 [dns]=10
+all_steps=(build cluster load network-policies dns metrics-server cert-manager chart sample)
+declare -A first_run=([build]=1500 [cluster]=60 [load]=30 [network-policies]=20 [dns]=10
   [metrics-server]=5 [cert-manager]=60 [chart]=60 [sample]=40)
-[ "$cert_manager" = 1 ] || first_run[cert-manager]=0
+steps=()
+for name in "${all_steps[@]}"; do
+  [ "$name" != cert-manager ] || [ "$cert_manager" = 1 ] || continue
+  steps+=("$name")
+done
 record=$cache_root/run-steps
 declare -A expected
-for name in "${steps[@]}"; do expected[$name]=${first_run[$name]}; done
+for name in "${all_steps[@]}"; do expected[$name]=${first_run[$name]}; done
 estimate_from="a first run on 2 cores"
 if [ -r "$record" ]; then
-  while read -r name took; do
-    [ -n "${expected[$name]+set}" ] && expected[$name]=$took
+  while read -r name seconds; do
+    if [ -n "${expected[$name]+set}" ] && [[ $seconds =~ ^[0-9]{1,6}$ ]]; then expected[$name]=$seconds; fi
   done <"$record"
   estimate_from="the last run here"
-  if [ "$cert_manager" = 1 ]; then
-    [ "${expected[cert-manager]}" -gt 0 ] || expected[cert-manager]=60
-  else
-    expected[cert-manager]=0
-  fi
 fi
 declare -A took
-current= current_since=0 progress_pid= cluster_build=
+current= current_since=0 progress_pid=
 progress_file=$(mktemp)
-trap 'kill $progress_pid $cluster_build 2>/dev/null || true; rm -f "$progress_file"' EXIT
+cleanup() {
+  [ -z "$progress_pid" ] || kill "$progress_pid" 2>/dev/null || true
+  rm -f "$progress_file"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # left SECONDS-INTO-THE-CURRENT-STEP: the estimate of the time left.
 left() {
@@ -133,6 +136,8 @@ progress() {
     sleep "$every" &
     nap=$!
     wait "$nap"
+    # run.sh killed outright (no EXIT trap): stop too.
+    kill -0 $$ 2>/dev/null || exit 0
     read -r name since n <"$progress_file" || continue
     current=$name
     line="run: [$(clock $((SECONDS - t0)))] step $n/${#steps[@]}: $name for $(clock $((SECONDS - since))), $(left $((SECONDS - since)))"
@@ -140,29 +145,28 @@ progress() {
   done
 }
 
-# finish: records the steps' durations, the next run's estimate.
+# finish: records the steps' durations, the next run's estimate (a step
+# this run skipped keeps its last figure).
 finish() {
   local name
   took[$current]=$((SECONDS - current_since))
   kill "$progress_pid" 2>/dev/null || true
+  progress_pid=
   mkdir -p "$cache_root"
-  for name in "${steps[@]}"; do
+  for name in "${all_steps[@]}"; do
     if [ -n "${took[$name]+set}" ]; then echo "$name ${took[$name]}"; else echo "$name ${expected[$name]}"; fi
   done >"$record.tmp"
   mv "$record.tmp" "$record"
   log "done in $(clock $((SECONDS - t0)))"
 }
 
-step build "building the images and, at the same time, Helm and the cluster's binaries"
-# What the cluster runs builds beside the images: each go build keeps the
-# cores busy only while it compiles, not while it downloads or links.
-"$cluster" build &
-cluster_build=$!
+step build "building the images, the cluster's binaries and Helm"
+# One build at a time: two at once on 2 cores took twice as long
+# (docs/benchmarks.md, "The end-to-end suite").
 # Not a process substitution: a failed build must stop the run here.
 images=$("$root/hack/images/images.sh")
-wait "$cluster_build" || { log "building the cluster's binaries failed"; exit 1; }
-cluster_build=
 mapfile -t tars <<<"$images"
+"$cluster" build
 helm="$("$root/hack/kube-binaries.sh" helm kubectl)/helm"
 
 step cluster "starting the cluster"

@@ -112,6 +112,9 @@ func run(ctx context.Context) error {
 	// in process by the stand-in's state machine.
 	leader := standin.New()
 	leader.AutoAdvance = true
+	// A new environment's first generation leads at once, as
+	// environmentd on a fresh catalog: no promotion.
+	leader.Catalog = standin.ServiceCatalog
 	standinURL, err := leader.Start(freeAddr())
 	if err != nil {
 		return err

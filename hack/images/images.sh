@@ -9,7 +9,8 @@
 #   localhost/orchestratord/webhook:dev           cmd/webhook
 #   localhost/orchestratord/controllers:dev       cmd/controllers
 #   localhost/orchestratord/coredns:dev           CoreDNS pinned in
-#       hack/tools/coredns, cluster DNS of the local cluster (hack/cluster/dns)
+#       hack/tools/coredns (with the plugins its Corefile uses), cluster DNS
+#       of the local cluster (hack/cluster/dns)
 #   localhost/orchestratord/metrics-server:dev    metrics-server pinned in
 #       hack/tools/metrics-server, the resource metrics API of the local
 #       cluster (hack/cluster/metrics-server)
@@ -49,12 +50,16 @@ log() { echo "images: $*" >&2; }
 version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 module=$(cd "$root" && go list -m)
 
-# build_pinned NAME MODULE-DIR PACKAGE: a program pinned as a tool of a
-# hack/tools module (CoreDNS, metrics-server), built once into a cache keyed
-# by its version. Prints the binary.
+# build_pinned NAME MODULE-DIR PACKAGE [MODULE]: a program of a hack/tools
+# module (metrics-server, pinned as a tool; CoreDNS, the module's own main
+# package "."), built once into a cache keyed by the version of MODULE
+# (default: PACKAGE's) and, for ".", the main package's source. Prints the
+# binary.
 build_pinned() {
-  local name=$1 mod=$root/hack/tools/$2 pkg=$3 v dir
-  v=$(awk -v p="${pkg%%/cmd/*}" '$1 == p {print $2; exit}' "$mod/go.mod")
+  local name=$1 mod=$root/hack/tools/$2 pkg=$3 versioned=${4:-$3} v dir
+  v=$(awk -v p="${versioned%%/cmd/*}" '$1 == p || ($1 == "require" && $2 == p) {print ($1 == "require" ? $3 : $2); exit}' "$mod/go.mod")
+  [ -n "$v" ] || { log "no version of $versioned in $mod/go.mod"; exit 1; }
+  [ "$pkg" != . ] || v=$v-$(cat "$mod"/*.go | sha256sum | cut -c1-12)
   dir=$cache_root/$name-$v
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
@@ -128,7 +133,7 @@ standin_versions=(26.35.0 26.5.0)
 log "building webhook, controllers, standin-environmentd"
 (cd "$root" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" \
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
-coredns=$(build_pinned coredns coredns github.com/coredns/coredns)
+coredns=$(build_pinned coredns coredns . github.com/coredns/coredns)
 metrics_server=$(build_pinned metrics-server metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server)
 cert_manager=
 [ "${RUN_CERT_MANAGER:-0}" != 1 ] || cert_manager=$(build_cert_manager)

@@ -380,6 +380,58 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	return c.leading(ctx, lock, leaderCtx, stopped, stopElector), nil
 }
 
+// drain is a term's graceful end, on shutdown or to hand the Lease over:
+// lead is asked to stop (stopping closes) and its context stays valid while
+// it drains, for at most timeout; then end cancels it.
+type drain struct {
+	timeout  time.Duration
+	end      func(cause error, reason string)
+	log      *zap.Logger
+	stopping chan struct{}
+
+	mu    sync.Mutex
+	timer *time.Timer
+	cause error
+	over  bool // the timer must not start once the term is over
+}
+
+// begin asks lead to stop, once, unless the term is over.
+func (d *drain) begin(cause error, msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cause != nil || d.over {
+		return
+	}
+	d.cause = cause
+	close(d.stopping)
+	if d.timeout <= 0 {
+		d.end(cause, "")
+		return
+	}
+	d.log.Info(msg, zap.Duration("drainTimeout", d.timeout))
+	d.timer = time.AfterFunc(d.timeout, func() {
+		d.log.Warn("drain timeout reached; cancelling in-flight work")
+		d.end(cause, "")
+	})
+}
+
+// asked is the cause lead was asked to stop for, nil if it was not.
+func (d *drain) asked() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cause
+}
+
+// termOver stops the timer and any later begin.
+func (d *drain) termOver() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.over = true
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}
+
 // leading is one leadership term, from the acquisition until lead has
 // returned and the Lease is released (or known lost).
 func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx context.Context, stopped <-chan struct{}, stopElector func()) outcome {
@@ -416,51 +468,20 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 			}
 		})
 	}
-	// A term ends gracefully on shutdown or to hand the Lease over: lead
-	// is asked to stop (Stopping), its context stays valid while it drains,
-	// for at most DrainTimeout.
-	stopping := make(chan struct{})
-	var (
-		drainMu    sync.Mutex
-		drainTimer *time.Timer
-		stopCause  error
-		termOver   bool // the timer must not start once the term is over
-	)
-	beginStop := func(cause error, msg string) {
-		drainMu.Lock()
-		defer drainMu.Unlock()
-		if stopCause != nil || termOver {
-			return
-		}
-		stopCause = cause
-		close(stopping)
-		if c.cfg.DrainTimeout <= 0 {
-			end(cause, "")
-			return
-		}
-		c.log.Info(msg, zap.Duration("drainTimeout", c.cfg.DrainTimeout))
-		drainTimer = time.AfterFunc(c.cfg.DrainTimeout, func() {
-			c.log.Warn("drain timeout reached; cancelling in-flight work")
-			end(cause, "")
-		})
-	}
+	// A term ends gracefully on shutdown or to hand the Lease over.
+	d := &drain{timeout: c.cfg.DrainTimeout, end: end, log: c.log, stopping: make(chan struct{})}
 	stopOnShutdown := context.AfterFunc(ctx, func() {
-		beginStop(errShutdown, "shutting down; finishing in-flight work before releasing the lease")
+		d.begin(errShutdown, "shutting down; finishing in-flight work before releasing the lease")
 	})
 	defer func() {
 		stopOnShutdown()
-		drainMu.Lock()
-		termOver = true
-		if drainTimer != nil {
-			drainTimer.Stop()
-		}
-		drainMu.Unlock()
+		d.termOver()
 	}()
 	leadDone := make(chan struct{})
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
 	if c.cfg.Placement != nil {
-		watchers.Go(func() { c.watchHandOver(leadDone, beginStop) })
+		watchers.Go(func() { c.watchHandOver(leadDone, d.begin) })
 	}
 	watchers.Go(func() {
 		select {
@@ -474,12 +495,10 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 
 	if leaderCtx.Err() == nil {
 		c.lead(context.WithValue(fence.WithWriteDeadline(leadCtx, func() time.Time { return lock.renewedAt().Add(c.cfg.RenewDeadline) }),
-			stoppingKey{}, stopping))
+			stoppingKey{}, d.stopping))
 	}
 	close(leadDone)
-	drainMu.Lock()
-	asked := stopCause
-	drainMu.Unlock()
+	asked := d.asked()
 	switch {
 	case leadCtx.Err() == nil && asked != nil:
 		end(asked, "") // lead drained and returned, as asked

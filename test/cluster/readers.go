@@ -32,8 +32,9 @@ type Readers struct {
 	lastFailure time.Time
 	// examples holds the first error of each cause.
 	examples map[string]string
-	// conversionFailures holds the first conversion failures, with when
-	// each happened; lastConversionFailure is when the latest did.
+	// conversionFailures holds the first conversion failures other than
+	// unresolved ones, with when each happened; lastConversionFailure is
+	// when the latest of all did.
 	conversionFailures    []TimedFailure
 	lastConversionFailure time.Time
 	// unresolved counts the conversion failures in which the API server
@@ -95,8 +96,9 @@ type ReadResult struct {
 	// ConversionFailed is how many of the failures were the conversion
 	// webhook's.
 	ConversionFailed int64
-	// ConversionFailures holds the first few of them, and
-	// LastConversionFailure is when the latest happened.
+	// ConversionFailures holds the first few of them that are not
+	// Unresolved, and LastConversionFailure is when the latest of all
+	// happened.
 	ConversionFailures    []TimedFailure
 	LastConversionFailure time.Time
 	// Unresolved is how many of the conversion failures were the API
@@ -129,13 +131,13 @@ func (c *Clients) StartReaders(n int) *Readers {
 					r.mu.Lock()
 					if strings.Contains(err.Error(), "conversion webhook") {
 						r.conversionFailed.Add(1)
-						if len(r.conversionFailures) < 5 {
-							r.conversionFailures = append(r.conversionFailures, TimedFailure{At: now, Err: err.Error()})
-						}
 						r.lastConversionFailure = now
-						if serviceUnresolved(err) {
+						switch {
+						case serviceUnresolved(err):
 							r.unresolved++
 							r.lastUnresolved = now
+						case len(r.conversionFailures) < 5:
+							r.conversionFailures = append(r.conversionFailures, TimedFailure{At: now, Err: err.Error()})
 						}
 					}
 					if len(r.failures) < 5 {

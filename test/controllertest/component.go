@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -115,6 +117,48 @@ func (k Kind[T]) ReadyFollowsDeployment(t *testing.T, ctrl *Running, namespace, 
 	wantEvents := []string{"ResourceIDAssigned", "NotReady", "Ready", "NotReady"}
 	if got := ctrl.Events.Reasons(namespace, name); !slices.Equal(got, wantEvents) {
 		t.Errorf("events %v, want %v (one per transition)", got, wantEvents)
+	}
+}
+
+// FirstReadyIsQuiet checks a controller started with QuietFor quiet: a new
+// object gets no Ready condition while its Deployment is not available, so
+// one whose Deployment becomes available within quiet costs one status
+// write for Ready (True), not two; one whose Deployment does not gets
+// Ready=False once it is quiet old. create makes a new object of the kind
+// (with no spec.resourceId) named as given; deployment names its
+// Deployment from its resource id.
+func (k Kind[T]) FirstReadyIsQuiet(t *testing.T, ctrl *Running, quiet time.Duration, namespace string, create func(name string) T, deployment func(id string) string) {
+	t.Helper()
+	since := len(AuditEvents(t))
+	created := create("soon-ready")
+	dep := deployment(k.WaitResourceID(t, namespace, "soon-ready"))
+	WaitDeployment(t, namespace, dep)
+	time.Sleep(time.Second) // a Ready=False write would land meanwhile
+	if c := meta.FindStatusCondition(k.Status(k.Get(t, namespace, "soon-ready")).Conditions, component.ReadyCondition); c != nil {
+		t.Errorf("a new object got Ready %s/%s %v after its creation, within the quiet %v", c.Status, c.Reason, time.Since(created.GetCreationTimestamp().Time), quiet)
+	}
+	SetAvailable(t, namespace, dep, corev1.ConditionTrue, "MinimumReplicasAvailable")
+	k.WaitReady(t, namespace, "soon-ready", metav1.ConditionTrue, component.ReasonDeploymentStatus)
+	WaitQuiet(t, ctrl.UserAgent)
+	var statusWrites []string
+	for _, w := range WritesBy(t, ctrl.UserAgent, since) {
+		if strings.Contains(w, "/status "+namespace+"/soon-ready") {
+			statusWrites = append(statusWrites, w)
+		}
+	}
+	// The resource id, then Ready=True.
+	if len(statusWrites) != 2 {
+		t.Errorf("status writes %v, want 2: the resource id, then Ready=True", statusWrites)
+	}
+	if got, want := ctrl.Events.Reasons(namespace, "soon-ready"), []string{"ResourceIDAssigned", "Ready"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+
+	late := create("never-ready")
+	notReady := k.WaitReady(t, namespace, "never-ready", metav1.ConditionFalse, component.ReasonReconciling)
+	// lastTransitionTime has whole seconds.
+	if at := late.GetCreationTimestamp().Add(quiet - time.Second); notReady.LastTransitionTime.Time.Before(at) {
+		t.Errorf("Ready=False written at %v, before the object (created %v) was %v old", notReady.LastTransitionTime, late.GetCreationTimestamp(), quiet)
 	}
 }
 

@@ -116,6 +116,9 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 	defer cp.Stop()
 	env := standin.New()
 	env.AutoAdvance = true
+	// A new environment's first generation leads at once, as
+	// environmentd on a fresh catalog: no promotion.
+	env.Catalog = standin.ServiceCatalog
 	if _, err := env.Start("127.0.0.1:0"); err != nil {
 		return err
 	}

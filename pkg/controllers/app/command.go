@@ -242,6 +242,40 @@ func (o *Options) environmentdURL() (func(*v1alpha1.Materialize, string, uint64)
 	}, nil
 }
 
+// spreadLeadership places the Leases among the replicas (package spread):
+// it sets leCfg.Placement and runs the placement until ctx ends; the
+// channel closes once it has.
+func spreadLeadership(ctx context.Context, leCfg *leaderelection.Config, kube kubernetes.Interface, pod *metav1.OwnerReference,
+	ctrls []*controller.Controller, synced func() bool, log *zap.Logger,
+) <-chan struct{} {
+	var names []string
+	for _, c := range ctrls {
+		names = append(names, leaderelection.LeaseName(c.Name()))
+	}
+	placement := spread.New(spread.Config{
+		Client: kube, Namespace: leCfg.Namespace, Identity: leCfg.Identity, Pod: pod,
+		LeaseDuration: leCfg.LeaseDuration, RenewDeadline: leCfg.RenewDeadline, RetryPeriod: leCfg.RetryPeriod,
+		Logger: log,
+	}, names)
+	leCfg.Placement = placement
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Counted as a replica (and so handed Leases, which the others
+		// leave to it) only once it can lead at once: caches synced, its
+		// elections and their watches running.
+		for !synced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		placement.Run(ctx)
+	}()
+	return done
+}
+
 // Run starts the controllers and blocks until ctx ends and every lease is
 // released. A lost lease is rejoined in process; a controller that fails
 // stops them all with an error (the process exits non-zero).
@@ -333,32 +367,8 @@ func Run(ctx context.Context, o *Options) error {
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	if o.SpreadLeadership {
-		var names []string
-		for _, c := range ctrls {
-			names = append(names, leaderelection.LeaseName(c.Name()))
-		}
-		placement := spread.New(spread.Config{
-			Client: kube, Namespace: leCfg.Namespace, Identity: leCfg.Identity, Pod: pod,
-			LeaseDuration: leCfg.LeaseDuration, RenewDeadline: leCfg.RenewDeadline, RetryPeriod: leCfg.RetryPeriod,
-			Logger: log,
-		}, names)
-		leCfg.Placement = placement
-		spreadDone := make(chan struct{})
-		go func() {
-			defer close(spreadDone)
-			// Counted as a replica (and so handed Leases, which the others
-			// leave to it) only once it can lead at once: caches synced,
-			// its elections and their watches running.
-			for !synced() {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-			placement.Run(runCtx)
-		}()
 		// Its presence Lease goes after the leases are released.
+		spreadDone := spreadLeadership(runCtx, &leCfg, kube, pod, ctrls, synced, log)
 		defer func() { stopAll(); <-spreadDone }()
 	}
 	errs := make(chan error, len(ctrls))

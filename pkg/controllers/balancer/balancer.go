@@ -6,6 +6,7 @@ package balancer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,6 +46,10 @@ type Config struct {
 	// (--environmentd-sql-port, --environmentd-http-port).
 	SQLPort, HTTPPort, InternalHTTPPort       int32
 	EnvironmentdSQLPort, EnvironmentdHTTPPort int32
+	// QuietFor is how long a new Balancer gets no Ready condition while its
+	// Deployment is not available (component.Owner.QuietFor); zero is
+	// component.DefaultQuietFor, negative none.
+	QuietFor time.Duration
 }
 
 // DefaultConfig has upstream's default ports.
@@ -99,7 +104,7 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		deployments: controller.DeploymentLister(d.KubeInformers),
 		services:    controller.ServiceLister(d.KubeInformers),
 		recent:      recent,
-		owner:       component.NewOwner(kind(d.MZ), recent, d.Recorder),
+		owner:       component.NewOwner(kind(d.MZ), recent, d.Recorder, cfg.QuietFor),
 	}
 	c := controller.New(Name, r, d.Workers, log, d.Metrics, component.ListKeys(r.balancers.List),
 		crInformer.Informer().HasSynced, r.deployments.Informer().HasSynced, r.services.Informer().HasSynced)
@@ -134,7 +139,8 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if dep == nil || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
 	}
-	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
+	recheck, err := r.owner.WriteReady(ctx, key, cr, id, dep)
+	return controller.Result{RequeueAfter: recheck}, err
 }
 
 // Args are balancerd's command line, upstream's: listeners, static routing

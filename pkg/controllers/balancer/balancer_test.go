@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -97,6 +98,18 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	balancers.ReadyFollowsDeployment(t, ctrl, ns, "b", name, corev1.ConditionFalse, "MinimumReplicasUnavailable")
+}
+
+// A new Balancer's first Ready waits for its Deployment, up to QuietFor:
+// one status write for Ready in a first rollout, as the Deployment becomes
+// available.
+func TestFirstReadyIsQuiet(t *testing.T) {
+	const quiet = 10 * time.Second
+	ctrl := startConfigured(t, func(cfg *Config) { cfg.QuietFor = quiet })
+	ns := controllertest.NewNamespace(t)
+	balancers.FirstReadyIsQuiet(t, ctrl, quiet, ns,
+		func(name string) *v1alpha1.Balancer { return newBalancer(t, ns, name, nil) },
+		func(id string) string { return "mz" + id + "-balancerd" })
 }
 
 // A Balancer's Deployment and Service made by upstream orchestratord are
@@ -467,7 +480,7 @@ func TestFirstStatusIsReadableByUpstream(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	admin := controllertest.Admin(t)
 	b := newBalancer(t, ns, "first", nil)
-	owner := component.NewOwner(kind(admin.MZ), recent.NewWrites(), nil)
+	owner := component.NewOwner(kind(admin.MZ), recent.NewWrites(), nil, 0)
 	if _, _, err := owner.ResourceID(context.Background(), ns+"/first", b); err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,23 @@ import (
 func TestMain(m *testing.M) { controllertest.Main(m) }
 
 // startController starts this package's controller with upstream's default
-// ports and no operator-wide pod settings, until the test ends.
+// ports and no operator-wide pod settings, until the test ends. Ready
+// conditions are written at once (QuietFor negative): no controller here
+// makes a Deployment available, and the tests wait for Ready=False.
 func startController(t *testing.T) *controllertest.Running {
 	t.Helper()
+	return startConfigured(t, func(*Config) {})
+}
+
+// startConfigured starts the controller with startController's Config as
+// edit changes it.
+func startConfigured(t *testing.T, edit func(*Config)) *controllertest.Running {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.QuietFor = -1
+	edit(&cfg)
 	return controllertest.StartController(t, Name, func(d controller.Deps) *controller.Controller {
-		return New(d, DefaultConfig())
+		return New(d, cfg)
 	})
 }
 
@@ -25,9 +37,5 @@ func startController(t *testing.T) *controllertest.Running {
 // Helm chart passes by default (upstream.ChartDefaults).
 func startUpstreamConfigured(t *testing.T) *controllertest.Running {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Pods = upstream.ChartDefaults(corev1.PullAlways).Pods()
-	return controllertest.StartController(t, Name, func(d controller.Deps) *controller.Controller {
-		return New(d, cfg)
-	})
+	return startConfigured(t, func(cfg *Config) { cfg.Pods = upstream.ChartDefaults(corev1.PullAlways).Pods() })
 }

@@ -3,6 +3,8 @@ package component
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,15 +72,59 @@ type Owner[T Object, AC StatusApplyConfiguration[AC]] struct {
 	Kind     Kind[T, AC]
 	Recent   *recent.Writes
 	Recorder record.EventRecorder
+	// QuietFor is how long an object without a Ready condition gets none
+	// while its Deployment is not available, from when this reconciler
+	// first saw it so (see WriteReady); zero or negative: at once.
+	QuietFor time.Duration
+	// Now is the clock QuietFor is measured with.
+	Now   func() time.Time
+	quiet *quietSince
 }
+
+// DefaultQuietFor is the components' QuietFor: as long as the materialize
+// reconciler's first rollout keeps its status quiet (the same figure,
+// WaitingAfter's default).
+const DefaultQuietFor = 20 * time.Second
 
 // NewOwner returns an Owner without the caller spelling out the type
 // arguments. A nil recorder (tests that do not look at Events) drops them.
-func NewOwner[T Object, AC StatusApplyConfiguration[AC]](kind Kind[T, AC], writes *recent.Writes, recorder record.EventRecorder) Owner[T, AC] {
+// quietFor zero is DefaultQuietFor, negative none.
+func NewOwner[T Object, AC StatusApplyConfiguration[AC]](kind Kind[T, AC], writes *recent.Writes, recorder record.EventRecorder, quietFor time.Duration) Owner[T, AC] {
 	if recorder == nil {
 		recorder = &record.FakeRecorder{}
 	}
-	return Owner[T, AC]{Kind: kind, Recent: writes, Recorder: recorder}
+	if quietFor == 0 {
+		quietFor = DefaultQuietFor
+	}
+	return Owner[T, AC]{Kind: kind, Recent: writes, Recorder: recorder, QuietFor: quietFor, Now: time.Now,
+		quiet: &quietSince{since: map[string]time.Time{}}}
+}
+
+// quietSince records when each object without a Ready condition was first
+// seen so. (The informers' copies carry no creation time: the cache trims
+// it.) An entry lives until the object's first Ready is written or the
+// object is gone, so it holds at most one entry per object.
+type quietSince struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+// start returns when key was first seen without a Ready condition,
+// recording now if it was not.
+func (q *quietSince) start(key string, now time.Time) time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t, ok := q.since[key]; ok {
+		return t
+	}
+	q.since[key] = now
+	return now
+}
+
+func (q *quietSince) forget(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.since, key)
 }
 
 // Load returns the newest known state of the object with key (see
@@ -94,6 +140,7 @@ func (o Owner[T, AC]) Load(ctx context.Context, key string, cached func(namespac
 	cr, err = cached(ns, name)
 	if apierrors.IsNotFound(err) {
 		o.Recent.Forget(key)
+		o.quiet.forget(key)
 		return cr, false, nil
 	}
 	if err != nil {
@@ -148,29 +195,43 @@ func (o Owner[T, AC]) ResourceID(ctx context.Context, key string, cr T) (T, stri
 }
 
 // WriteReady writes the Ready condition mirrored from dep, when it changed,
-// and emits an Event when its status changed.
-func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id string, dep *appsv1.Deployment) error {
+// and emits an Event when its status changed. An object's first Ready
+// condition waits, while it would be False, until the Deployment is
+// available or this reconciler has seen the object without one for
+// QuietFor: a new object whose Deployment becomes available in that time
+// costs one status write, not two. (Upstream writes nothing only until the
+// Deployment reports a condition, then False, then True.) recheck is when
+// to come back for the write held back.
+func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id string, dep *appsv1.Deployment) (recheck time.Duration, err error) {
 	status := o.Kind.Status(cr)
 	prev := meta.FindStatusCondition(status.Conditions, ReadyCondition)
+	now := ReadyFromDeployment(dep, cr.GetGeneration(), o.Kind.App)
+	if prev == nil && now.Status != metav1.ConditionTrue && o.QuietFor > 0 {
+		at := o.Now()
+		if left := o.QuietFor - at.Sub(o.quiet.start(key, at)); left > 0 {
+			return left, nil
+		}
+	}
+	o.quiet.forget(key)
 	conds := append([]metav1.Condition(nil), status.Conditions...)
-	meta.SetStatusCondition(&conds, ReadyFromDeployment(dep, cr.GetGeneration(), o.Kind.App)) // keeps lastTransitionTime unless the status changes
+	meta.SetStatusCondition(&conds, now) // keeps lastTransitionTime unless the status changes
 	ready := *meta.FindStatusCondition(conds, ReadyCondition)
 
 	desired := o.Kind.ApplyConfiguration(cr.GetName(), cr.GetNamespace()).
 		WithStatus(mzac.ComponentStatus().WithResourceID(id).WithConditions(apply.ConditionApplyConfiguration(ready)))
 	out, wrote, err := o.apply(ctx, o.Kind.Client(cr.GetNamespace()), cr, desired)
 	if err != nil {
-		return fmt.Errorf("writing status: %w", err)
+		return 0, fmt.Errorf("writing status: %w", err)
 	}
 	if !wrote {
-		return nil
+		return 0, nil
 	}
 	o.Recent.Put(key, "", out)
 	if prev == nil || prev.Status != ready.Status {
 		eventType, reason := TransitionEvent(prev, ready)
 		o.Recorder.Eventf(out, eventType, reason, "Ready is %s: %s: %s", ready.Status, ready.Reason, ready.Message)
 	}
-	return nil
+	return 0, nil
 }
 
 // apply applies desired to the status subresource unless live already

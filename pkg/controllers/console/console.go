@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
@@ -55,6 +56,10 @@ type Config struct {
 	// --network-policies-ingress-cidrs).
 	IngressNetworkPolicy bool
 	IngressCIDRs         []string
+	// QuietFor is how long a new Console gets no Ready condition while its
+	// Deployment is not available (component.Owner.QuietFor); zero is
+	// component.DefaultQuietFor, negative none.
+	QuietFor time.Duration
 }
 
 // DefaultConfig has upstream's default ports.
@@ -169,7 +174,7 @@ func New(d controller.Deps, cfg Config) *controller.Controller {
 		services:        controller.ServiceLister(d.KubeInformers),
 		networkPolicies: controller.NetworkPolicyLister(d.KubeInformers),
 		recent:          recent,
-		owner:           component.NewOwner(kind(d.MZ), recent, d.Recorder),
+		owner:           component.NewOwner(kind(d.MZ), recent, d.Recorder, cfg.QuietFor),
 	}
 	c := controller.New(Name, r, d.Workers, log, d.Metrics, component.ListKeys(r.consoles.List),
 		crInformer.Informer().HasSynced, r.configMaps.Informer().HasSynced, r.deployments.Informer().HasSynced,
@@ -214,7 +219,8 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls); err != nil {
 		return controller.Result{}, err
 	}
-	return controller.Result{}, r.owner.WriteReady(ctx, key, cr, id, dep)
+	recheck, err := r.owner.WriteReady(ctx, key, cr, id, dep)
+	return controller.Result{RequeueAfter: recheck}, err
 }
 
 func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls podspec.Labels) component.Child[*corev1.ConfigMap, *corev1ac.ConfigMapApplyConfiguration] {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -121,6 +122,18 @@ func TestChildrenAndReady(t *testing.T) {
 	}
 
 	consoles.ReadyFollowsDeployment(t, ctrl, ns, "c", name, corev1.ConditionUnknown, "Probing")
+}
+
+// A new Console's first Ready waits for its Deployment, up to QuietFor:
+// one status write for Ready in a first rollout, as the Deployment becomes
+// available.
+func TestFirstReadyIsQuiet(t *testing.T) {
+	const quiet = 10 * time.Second
+	ctrl := startConfigured(t, func(cfg *Config) { cfg.QuietFor = quiet })
+	ns := controllertest.NewNamespace(t)
+	consoles.FirstReadyIsQuiet(t, ctrl, quiet, ns,
+		func(name string) *v1alpha1.Console { return newConsole(t, ns, name, nil) },
+		func(id string) string { return "mz" + id + "-console" })
 }
 
 // A Console's ConfigMap, Deployment and Service made by upstream

@@ -19,6 +19,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
 func TestFirstRolloutCreatesTheEnvironment(t *testing.T) {
@@ -475,6 +476,16 @@ func TestFirstRolloutWritesItsStatusAtItsTransitionsOnly(t *testing.T) {
 	}
 	waitRolledOut(t, ns, "mz", 1)
 	time.Sleep(time.Second) // a late write would land meanwhile
+	writes := statusWrites(t, ns, since)
+	if writes != 4 {
+		t.Errorf("the first rollout wrote the Materialize's status %d times, want 4 (resourceId, Applying, Promoting, Applied)", writes)
+	}
+}
+
+// statusWrites counts the controller's writes of the status of the
+// Materializes in ns since then, from the audit log.
+func statusWrites(t *testing.T, ns string, since time.Time) int {
+	t.Helper()
 	events, err := cp.AuditEvents()
 	if err != nil {
 		t.Fatal(err)
@@ -486,7 +497,29 @@ func TestFirstRolloutWritesItsStatusAtItsTransitionsOnly(t *testing.T) {
 			writes++
 		}
 	}
-	if writes != 4 {
-		t.Errorf("the first rollout wrote the Materialize's status %d times, want 4 (resourceId, Applying, Promoting, Applied)", writes)
+	return writes
+}
+
+// environmentd on a fresh catalog leads at once (upstream's 0dt preflight:
+// "catalog not initialized; booting with writes allowed"): the first
+// rollout then writes the status three times, and sends no promotion.
+func TestFirstRolloutOfAFreshCatalogIsNotPromoted(t *testing.T) {
+	ns := environmentNamespace(t)
+	env.SetAutoAdvance(true)
+	env.SetCatalog(standin.ServiceCatalog)
+	t.Cleanup(func() { env.SetCatalog(nil) })
+	startController(t, func(o *materialize.Options) { o.WaitingAfter = time.Hour })
+	since := time.Now()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mz := waitRolledOut(t, ns, "mz", 1)
+	time.Sleep(time.Second) // a late write would land meanwhile
+	if n := env.Promotions(prefix(mz.Status.ResourceID, 1)); n != 0 {
+		t.Errorf("%d promotions of a fresh catalog's first generation, want 0", n)
+	}
+	writes := statusWrites(t, ns, since)
+	if writes != 3 {
+		t.Errorf("the first rollout wrote the Materialize's status %d times, want 3 (resourceId, Applying, Applied)", writes)
 	}
 }

@@ -6,7 +6,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -82,7 +85,18 @@ func (f *Follower) Stop() {
 func (f *Follower) run(ctx context.Context, inc *Incarnation, leaseNamespace, leaseName string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	lw := cache.NewListWatchFromClient(f.Client.CoreV1().RESTClient(), "pods", inc.Namespace, fields.OneTermEqualSelector("metadata.name", inc.Pod))
+	pods := f.Client.CoreV1().Pods(inc.Namespace)
+	selector := fields.OneTermEqualSelector("metadata.name", inc.Pod).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return pods.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			return pods.Watch(ctx, opts)
+		},
+	}
 	var once sync.Once
 	onPod := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)

@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -68,8 +69,19 @@ type Server struct {
 	// for mz_system).
 	Password string
 
+	// Catalog, when set, names the environment (whose catalog it is) and
+	// the deploy generation a prefix stands for, so that AutoAdvance
+	// follows upstream's 0dt preflight: a generation that finds its
+	// environment's catalog fresh (no generation has led it) or its own
+	// boots with writes allowed: after its first Initializing it is the
+	// leader, without a promotion. Nil: every prefix catches up and waits
+	// for one. ServiceCatalog reads the operator's service names.
+	Catalog func(prefix string) (environment string, generation uint64, ok bool)
+
 	mu       sync.Mutex
 	prefixes map[string]*prefixState
+	// catalogs holds, per environment, the generation that last led it.
+	catalogs map[string]uint64
 	srv      *http.Server
 	url      string
 	done     chan struct{}
@@ -160,6 +172,13 @@ func (s *Server) SetAutoAdvance(on bool) {
 	s.AutoAdvance = on
 }
 
+// SetCatalog sets Catalog while the Server may be serving.
+func (s *Server) SetCatalog(catalog func(prefix string) (environment string, generation uint64, ok bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Catalog = catalog
+}
+
 // SetStatus sets the leader status of prefix: CatchingUp is the catch-up
 // phase (answered as Initializing), an unknown status Initializing.
 func (s *Server) SetStatus(prefix string, status mzenv.LeaderStatus) {
@@ -243,9 +262,14 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 		case phasePromoting:
 			st.d.set(phaseIsLeader)
 		case phaseCatchingUp:
-			if st.reported {
+			if st.reported && s.opensCatalogLocked(prefix) {
+				st.d.set(phaseIsLeader)
+			} else if st.reported {
 				st.d.set(phaseReadyToPromote)
 			}
+		}
+		if st.d.phase == phaseIsLeader {
+			s.ledLocked(prefix)
 		}
 	}
 	st.reported = true
@@ -329,6 +353,53 @@ func (s *Server) stateLocked(prefix string) *prefixState {
 		s.prefixes[prefix] = st
 	}
 	return st
+}
+
+// opensCatalogLocked tells whether prefix's generation finds its
+// environment's catalog fresh or its own: it boots as the leader.
+func (s *Server) opensCatalogLocked(prefix string) bool {
+	if s.Catalog == nil {
+		return false
+	}
+	env, gen, ok := s.Catalog(prefix)
+	if !ok {
+		return false
+	}
+	led, initialized := s.catalogs[env]
+	return !initialized || led == gen
+}
+
+// ledLocked records that prefix's generation leads its environment's
+// catalog.
+func (s *Server) ledLocked(prefix string) {
+	if s.Catalog == nil {
+		return
+	}
+	env, gen, ok := s.Catalog(prefix)
+	if !ok {
+		return
+	}
+	if s.catalogs == nil {
+		s.catalogs = map[string]uint64{}
+	}
+	s.catalogs[env] = max(s.catalogs[env], gen)
+}
+
+// ServiceCatalog reads a prefix that ends in environmentd's service name
+// for a generation, "mz<resource id>-environmentd-<generation>" (the
+// reconciler's URL template "{server}/mz{{.ResourceID}}-environmentd-{{.Generation}}"):
+// the environment is "mz<resource id>".
+func ServiceCatalog(prefix string) (environment string, generation uint64, ok bool) {
+	name := prefix[strings.LastIndex(prefix, "/")+1:]
+	env, gen, found := strings.Cut(name, "-environmentd-")
+	if !found || env == "" {
+		return "", 0, false
+	}
+	generation, err := strconv.ParseUint(gen, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return env, generation, true
 }
 
 func (s *Server) initialLocked() phase {

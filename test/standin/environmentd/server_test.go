@@ -69,6 +69,63 @@ func TestAutoAdvanceRollout(t *testing.T) {
 	}
 }
 
+// With Catalog, AutoAdvance follows upstream's 0dt preflight: the first
+// generation of an environment finds its catalog fresh and leads without a
+// promotion; the next catches up and waits for one; another environment's
+// catalog is its own.
+func TestAutoAdvanceOpensAFreshCatalog(t *testing.T) {
+	s, hs := start(t, true)
+	s.Catalog = ServiceCatalog
+	c := &mzenv.Client{}
+	first := hs.URL + "/mzabc-environmentd-1"
+	mustStatus(t, c, first, mzenv.Initializing)
+	mustStatus(t, c, first, mzenv.IsLeader)
+	mustStatus(t, c, first, mzenv.IsLeader)
+	if got := s.Promotions("mzabc-environmentd-1"); got != 0 {
+		t.Errorf("Promotions = %d, want 0: a fresh catalog's leader is not promoted", got)
+	}
+
+	second := hs.URL + "/mzabc-environmentd-2"
+	mustStatus(t, c, second, mzenv.Initializing)
+	mustStatus(t, c, second, mzenv.ReadyToPromote)
+	if err := c.Promote(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	mustStatus(t, c, second, mzenv.IsLeader)
+
+	// Generation 1 again (a recreated StatefulSet): the catalog is
+	// generation 2's now, so it does not lead on its own.
+	s.SetStatus("mzabc-environmentd-1", mzenv.CatchingUp)
+	mustStatus(t, c, first, mzenv.Initializing)
+	mustStatus(t, c, first, mzenv.ReadyToPromote)
+
+	other := hs.URL + "/mzdef-environmentd-1"
+	mustStatus(t, c, other, mzenv.Initializing)
+	mustStatus(t, c, other, mzenv.IsLeader)
+}
+
+func TestServiceCatalog(t *testing.T) {
+	for _, c := range []struct {
+		prefix string
+		env    string
+		gen    uint64
+		ok     bool
+	}{
+		{"mzabc-environmentd-1", "mzabc", 1, true},
+		{"a/b/mzabc-environmentd-12", "mzabc", 12, true},
+		{"mzabc-environmentd-", "", 0, false},
+		{"mzabc-environmentd-x", "", 0, false},
+		{"-environmentd-1", "", 0, false},
+		{"mzabc-balancerd", "", 0, false},
+		{"", "", 0, false},
+	} {
+		env, gen, ok := ServiceCatalog(c.prefix)
+		if env != c.env || gen != c.gen || ok != c.ok {
+			t.Errorf("ServiceCatalog(%q) = %q, %d, %v; want %q, %d, %v", c.prefix, env, gen, ok, c.env, c.gen, c.ok)
+		}
+	}
+}
+
 func TestPrefixesAreIndependent(t *testing.T) {
 	s, hs := start(t, true)
 	c := &mzenv.Client{}
