@@ -42,34 +42,6 @@ ldflags="-s -w -X $version_pkg.gitVersion=$kube_version -X $version_pkg.gitMajor
 ldflags+=" -X $version_pkg.gitMinor=$(echo "$kube_version" | cut -d. -f2)"
 ldflags+=" -X $version_pkg.gitTreeState=clean"
 
-# The Kubernetes programs and etcd share one module, one set of link flags
-# and most of their packages: the missing ones are built by one `go build`,
-# whose single action graph keeps both cores busy (one program's packages
-# compile while another links) where builds one after another would not.
-batch=() batch_pkgs=()
-for bin in "$@"; do
-  case "$bin" in
-    etcd) pkg=go.etcd.io/etcd/server/v3 ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kube-proxy | kubelet | kubectl) pkg=k8s.io/kubernetes/cmd/$bin ;;
-    *) continue ;;
-  esac
-  [ -x "$cache/$bin" ] || { batch+=("$bin"); batch_pkgs+=("$pkg"); }
-done
-if [ ${#batch[@]} -gt 1 ]; then
-  echo "kube-binaries: building ${batch[*]} into $cache (first time only, about 10 minutes on 2 cores)" >&2
-  rm -rf "$cache/.batch"
-  mkdir -p "$cache/.batch"
-  (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cache/.batch/" "${batch_pkgs[@]}")
-  for bin in "${batch[@]}"; do
-    # go build names a program after its package's last path element
-    # that is not a major version: etcd's is "server".
-    out=$bin
-    [ "$bin" = etcd ] && out=server
-    mv "$cache/.batch/$out" "$cache/$bin"
-  done
-  rmdir "$cache/.batch"
-fi
-
 for bin in "$@"; do
   if [ "$bin" = promcheck ]; then
     # The project's own checker of alert rules and dashboards, not a pinned

@@ -38,7 +38,7 @@
 #
 # Each step prints the time so far and an estimate of the time left: the
 # steps' durations in the last complete run on this machine (kept in the
-# cache), or, before any, those of a first run on 2 cores. A long step
+# cache), or, before any, estimates of a first run on 2 cores. A long step
 # prints a progress line every RUN_PROGRESS seconds (default 60; on a
 # terminal one line is redrawn every 5 seconds).
 #
@@ -68,8 +68,9 @@ log() {
 # clock SECONDS: 75 -> 1m15s.
 clock() { if [ "$1" -ge 60 ]; then echo "$(($1 / 60))m$(printf %02d $(($1 % 60)))s"; else echo "${1}s"; fi; }
 
-# The steps, in order, with what a first run on 2 cores took in each (the
-# estimate before this machine has a record of its own).
+# The steps, in order, with what a first run on 2 cores is estimated to
+# take in each, from the first runs in docs/benchmarks.md (the estimate
+# before this machine has a record of its own).
 all_steps=(build cluster load network-policies dns metrics-server cert-manager chart sample)
 declare -A first_run=([build]=1500 [cluster]=60 [load]=30 [network-policies]=20 [dns]=10
   [metrics-server]=5 [cert-manager]=60 [chart]=60 [sample]=40)
@@ -81,7 +82,7 @@ done
 record=$cache_root/run-steps
 declare -A expected
 for name in "${all_steps[@]}"; do expected[$name]=${first_run[$name]}; done
-estimate_from="a first run on 2 cores"
+estimate_from="earlier first runs on 2 cores"
 if [ -r "$record" ]; then
   while read -r name seconds; do
     if [ -n "${expected[$name]+set}" ] && [[ $seconds =~ ^[0-9]{1,6}$ ]]; then expected[$name]=$seconds; fi

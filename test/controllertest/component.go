@@ -124,7 +124,8 @@ func (k Kind[T]) ReadyFollowsDeployment(t *testing.T, ctrl *Running, namespace, 
 // object gets no Ready condition while its Deployment is not available, so
 // one whose Deployment becomes available within quiet costs one status
 // write for Ready (True), not two; one whose Deployment does not gets
-// Ready=False once it is quiet old. create makes a new object of the kind
+// Ready=False once the controller has seen it for quiet (it sees a new
+// object at once, so no earlier than quiet after its creation). create makes a new object of the kind
 // (with no spec.resourceId) named as given; deployment names its
 // Deployment from its resource id.
 func (k Kind[T]) FirstReadyIsQuiet(t *testing.T, ctrl *Running, quiet time.Duration, namespace string, create func(name string) T, deployment func(id string) string) {

@@ -76,9 +76,7 @@ type Owner[T Object, AC StatusApplyConfiguration[AC]] struct {
 	// while its Deployment is not available, from when this reconciler
 	// first saw it so (see WriteReady); zero or negative: at once.
 	QuietFor time.Duration
-	// Now is the clock QuietFor is measured with.
-	Now   func() time.Time
-	quiet *quietSince
+	quiet    *quietSince
 }
 
 // DefaultQuietFor is the components' QuietFor: as long as the materialize
@@ -96,7 +94,7 @@ func NewOwner[T Object, AC StatusApplyConfiguration[AC]](kind Kind[T, AC], write
 	if quietFor == 0 {
 		quietFor = DefaultQuietFor
 	}
-	return Owner[T, AC]{Kind: kind, Recent: writes, Recorder: recorder, QuietFor: quietFor, Now: time.Now,
+	return Owner[T, AC]{Kind: kind, Recent: writes, Recorder: recorder, QuietFor: quietFor,
 		quiet: &quietSince{since: map[string]time.Time{}}}
 }
 
@@ -207,7 +205,7 @@ func (o Owner[T, AC]) WriteReady(ctx context.Context, key string, cr T, id strin
 	prev := meta.FindStatusCondition(status.Conditions, ReadyCondition)
 	now := ReadyFromDeployment(dep, cr.GetGeneration(), o.Kind.App)
 	if prev == nil && now.Status != metav1.ConditionTrue && o.QuietFor > 0 {
-		at := o.Now()
+		at := time.Now()
 		if left := o.QuietFor - at.Sub(o.quiet.start(key, at)); left > 0 {
 			return left, nil
 		}

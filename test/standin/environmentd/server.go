@@ -70,12 +70,15 @@ type Server struct {
 	Password string
 
 	// Catalog, when set, names the environment (whose catalog it is) and
-	// the deploy generation a prefix stands for, so that AutoAdvance
-	// follows upstream's 0dt preflight: a generation that finds its
-	// environment's catalog fresh (no generation has led it) or its own
-	// boots with writes allowed: after its first Initializing it is the
-	// leader, without a promotion. Nil: every prefix catches up and waits
-	// for one. ServiceCatalog reads the operator's service names.
+	// the deploy generation a prefix stands for, so that the Server
+	// follows upstream's 0dt preflight: with AutoAdvance, a generation
+	// that finds its environment's catalog fresh (no generation has led
+	// it) or its own boots with writes allowed: after its first
+	// Initializing it is the leader, without a promotion; and a generation
+	// older than the one that led the catalog last is fenced out (the
+	// process exits): its leader API answers 503. Nil: every prefix
+	// catches up and waits for a promotion. ServiceCatalog reads the
+	// operator's service names.
 	Catalog func(prefix string) (environment string, generation uint64, ok bool)
 
 	mu       sync.Mutex
@@ -257,6 +260,11 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, prefix stri
 	if !ok {
 		return
 	}
+	if s.fencedOutLocked(prefix) {
+		s.mu.Unlock()
+		answerFencedOut(w)
+		return
+	}
 	if s.AutoAdvance {
 		switch st.d.phase {
 		case phasePromoting:
@@ -319,6 +327,11 @@ func (s *Server) servePromote(w http.ResponseWriter, r *http.Request, prefix str
 	if !ok {
 		return
 	}
+	if s.fencedOutLocked(prefix) {
+		s.mu.Unlock()
+		answerFencedOut(w)
+		return
+	}
 	ready := st.d.phase == phaseReadyToPromote
 	promoted := st.d.tryPromote()
 	if ready {
@@ -367,6 +380,27 @@ func (s *Server) opensCatalogLocked(prefix string) bool {
 	}
 	led, initialized := s.catalogs[env]
 	return !initialized || led == gen
+}
+
+// fencedOutLocked tells whether a newer generation than prefix's has led
+// its environment's catalog: upstream's preflight exits ("this deployment
+// has been fenced out"), so nothing answers for it.
+func (s *Server) fencedOutLocked(prefix string) bool {
+	if s.Catalog == nil {
+		return false
+	}
+	env, gen, ok := s.Catalog(prefix)
+	if !ok {
+		return false
+	}
+	led, initialized := s.catalogs[env]
+	return initialized && led > gen
+}
+
+// answerFencedOut is what a client sees of a generation whose process has
+// exited: no leader API (503, as a Service without a ready endpoint).
+func answerFencedOut(w http.ResponseWriter) {
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "standin environmentd: this deployment has been fenced out"})
 }
 
 // ledLocked records that prefix's generation leads its environment's

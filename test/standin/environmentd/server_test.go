@@ -93,11 +93,16 @@ func TestAutoAdvanceOpensAFreshCatalog(t *testing.T) {
 	}
 	mustStatus(t, c, second, mzenv.IsLeader)
 
-	// Generation 1 again (a recreated StatefulSet): the catalog is
-	// generation 2's now, so it does not lead on its own.
+	// Generation 1 again: the catalog is generation 2's now, so it is
+	// fenced out and exits, as upstream's preflight: nothing answers for
+	// it, and it cannot be promoted.
 	s.SetStatus("mzabc-environmentd-1", mzenv.CatchingUp)
-	mustStatus(t, c, first, mzenv.Initializing)
-	mustStatus(t, c, first, mzenv.ReadyToPromote)
+	if got, err := c.Status(context.Background(), first); err == nil {
+		t.Errorf("Status of a fenced-out generation = %s, want an error", got)
+	}
+	if err := c.Promote(context.Background(), first); err == nil {
+		t.Error("a fenced-out generation was promoted")
+	}
 
 	other := hs.URL + "/mzdef-environmentd-1"
 	mustStatus(t, c, other, mzenv.Initializing)
