@@ -20,8 +20,11 @@ etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$tools/
 helm_version=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/hack/tools/helm/go.mod")
 helm4_version=$(awk '$1 == "helm.sh/helm/v4" {print $2; exit}' "$root/hack/tools/helm4/go.mod")
 actionlint_version=$(awk '$1 == "github.com/rhysd/actionlint" {print $2; exit}' "$root/hack/tools/actionlint/go.mod")
-# Outside the work tree so that every clone (CI runs a fresh one) shares it.
-cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}-${helm4_version}"
+# Outside the work tree so that every clone (CI runs a fresh one) shares it;
+# keyed by the programs' versions and by their modules' go.sum, so that a
+# change of a dependency (hack/align-modules) rebuilds them too.
+sums=$(cat "$tools/go.sum" "$root/hack/tools/helm/go.sum" "$root/hack/tools/helm4/go.sum" | sha256sum | cut -c1-8)
+cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}-${helm4_version}-$sums"
 mkdir -p "$cache"
 
 [ $# -gt 0 ] || set -- etcd kube-apiserver

@@ -201,7 +201,8 @@ ensure_packages() {
 build_containerd() {
   local mod=$root/hack/tools/containerd version dir pkg=github.com/containerd/containerd/v2
   version=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
-  dir=$cache_root/containerd-$version
+  # go.sum too: a change of a dependency (hack/align-modules) rebuilds it.
+  dir=$cache_root/containerd-$version-$(sha256sum <"$mod/go.sum" | cut -c1-8)
   mkdir -p "$dir"
   exec 8>"$dir/.lock"
   flock 8

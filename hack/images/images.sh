@@ -60,7 +60,8 @@ build_pinned() {
   v=$(awk -v p="${versioned%%/cmd/*}" '$1 == p || ($1 == "require" && $2 == p) {print ($1 == "require" ? $3 : $2); exit}' "$mod/go.mod")
   [ -n "$v" ] || { log "no version of $versioned in $mod/go.mod"; exit 1; }
   [ "$pkg" != . ] || v=$v-$(cat "$mod"/*.go | sha256sum | cut -c1-12)
-  dir=$cache_root/$name-$v
+  # go.sum too: a change of a dependency (hack/align-modules) rebuilds it.
+  dir=$cache_root/$name-$v-$(sha256sum <"$mod/go.sum" | cut -c1-8)
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
   flock 7
@@ -102,7 +103,7 @@ build_kube_network_policies() {
   local mod=$root/hack/tools/kube-network-policies pkg=sigs.k8s.io/kube-network-policies
   local patch=$mod/xt-nfqueue.patch v dir src work
   v=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
-  dir=$cache_root/kube-network-policies-$v-$(sha256sum <"$patch" | cut -c1-12)
+  dir=$cache_root/kube-network-policies-$v-$(cat "$patch" "$mod/go.sum" | sha256sum | cut -c1-12)
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
   flock 7
