@@ -42,8 +42,9 @@ verify: ## Fail on stale generated files, unformatted code, vet findings or an u
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
-	@# The modules make run builds share one version of each module, so that
-	@# a cold build compiles each shared package once (hack/align-modules).
+	@# The modules make run and make test build share one version of each
+	@# module they have in common, so that a cold build compiles each shared
+	@# package once (hack/align-modules).
 	$(GO) run ./hack/align-modules -check
 	@# The alert rules, their unit tests and the dashboard's queries, with
 	@# Prometheus' own packages (hack/tools/promtool, its own module).

@@ -78,7 +78,7 @@ func run(check bool, out io.Writer) error {
 			for _, r := range raises {
 				fmt.Fprintf(out, "%s: %s %s, others need %s\n", r.Dir, r.Path, r.From, r.To)
 			}
-			return fmt.Errorf("%d module versions differ between the modules make run builds: run 'go run ./hack/align-modules'", len(raises))
+			return fmt.Errorf("%d module versions differ between the modules make run and make test build: run 'go run ./hack/align-modules'", len(raises))
 		}
 		if round > maxRounds {
 			return fmt.Errorf("still %d module versions to raise after %d rounds", len(raises), maxRounds)
