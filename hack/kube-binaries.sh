@@ -20,11 +20,8 @@ etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$tools/
 helm_version=$(awk '$1 == "helm.sh/helm/v3" {print $2; exit}' "$root/hack/tools/helm/go.mod")
 helm4_version=$(awk '$1 == "helm.sh/helm/v4" {print $2; exit}' "$root/hack/tools/helm4/go.mod")
 actionlint_version=$(awk '$1 == "github.com/rhysd/actionlint" {print $2; exit}' "$root/hack/tools/actionlint/go.mod")
-# Outside the work tree so that every clone (CI runs a fresh one) shares it;
-# keyed by the programs' versions and by their modules' go.sum, so that a
-# change of a dependency (hack/align-modules) rebuilds them too.
-sums=$(cat "$tools/go.sum" "$root/hack/tools/helm/go.sum" "$root/hack/tools/helm4/go.sum" | sha256sum | cut -c1-8)
-cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}-${helm4_version}-$sums"
+# Outside the work tree so that every clone (CI runs a fresh one) shares it.
+cache="${ORCHESTRATORD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchestratord}/kube-${kube_version}-etcd-${etcd_version}-helm-${helm_version}-${helm4_version}"
 mkdir -p "$cache"
 
 [ $# -gt 0 ] || set -- etcd kube-apiserver
@@ -33,12 +30,17 @@ if [ "$*" = oldest ]; then
   oldest=true
   set -- etcd kube-apiserver-oldest
 fi
-oldest_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$root/hack/tools/kube-oldest/go.mod")
+# Its go.mod requires it on a one-line require directive.
+oldest_version=$(awk '($1 == "require" && $2 == "k8s.io/kubernetes") || $1 == "k8s.io/kubernetes" {print ($1 == "require" ? $3 : $2); exit}' "$root/hack/tools/kube-oldest/go.mod")
+[ -n "$oldest_version" ] || { echo "kube-binaries: no k8s.io/kubernetes version in hack/tools/kube-oldest/go.mod" >&2; exit 1; }
 
 # Serialise concurrent callers (parallel test packages) on one lock so that
 # each binary is built exactly once.
 exec 9>"$cache/.lock"
 flock 9
+
+# module_sum DIR: the hash of a tools module's go.mod and go.sum.
+module_sum() { cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -c1-16; }
 
 version_pkg=k8s.io/component-base/version
 ldflags="-s -w -X $version_pkg.gitVersion=$kube_version -X $version_pkg.gitMajor=1"
@@ -60,12 +62,17 @@ for bin in "$@"; do
     fi
     continue
   fi
-  # A tool outside the cache directory's key records its version beside it,
-  # so bumping it rebuilds only it.
-  stamp=
-  [ "$bin" = actionlint ] && stamp=$actionlint_version
-  [ "$bin" = kube-apiserver-oldest ] && stamp=$oldest_version
-  if [ -x "$cache/$bin" ] && { [ -z "$stamp" ] || [ "$(cat "$cache/$bin.version" 2>/dev/null)" = "$stamp" ]; }; then
+  # Each binary records what it was built from beside it (a version the
+  # directory's name leaves out, or its module's go.mod and go.sum, which
+  # hack/align-modules moves), so a change rebuilds only what it touches.
+  case "$bin" in
+    actionlint) stamp=$actionlint_version ;;
+    kube-apiserver-oldest) stamp=$oldest_version ;;
+    helm) stamp=$(module_sum "$root/hack/tools/helm") ;;
+    helm4) stamp=$(module_sum "$root/hack/tools/helm4") ;;
+    *) stamp=$(module_sum "$tools") ;;
+  esac
+  if [ -x "$cache/$bin" ] && [ "$(cat "$cache/$bin.version" 2>/dev/null)" = "$stamp" ]; then
     continue
   fi
   module="$tools" flags="$ldflags"
@@ -94,7 +101,7 @@ for bin in "$@"; do
   echo "kube-binaries: building $bin ($pkg) into $cache (first time only)" >&2
   (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$flags" -o "$cache/$bin.tmp" "$pkg")
   mv "$cache/$bin.tmp" "$cache/$bin"
-  [ -z "$stamp" ] || echo "$stamp" > "$cache/$bin.version"
+  echo "$stamp" > "$cache/$bin.version"
 done
 if $oldest; then
   mkdir -p "$cache/oldest"

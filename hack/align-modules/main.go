@@ -11,11 +11,15 @@
 // share client-go, the Kubernetes API types, gRPC, OpenTelemetry and more:
 // on one version each, a package is compiled once for all of them instead
 // of once per program. Only raising is ever done, to a version another of
-// these modules already builds with. Left out: cert-manager and the oldest
-// kube-apiserver, pinned to old releases on purpose, and metrics-server
-// v0.8.0, whose generated OpenAPI names no longer match the Kubernetes
-// libraries' from v0.36 on (built against v0.37 it panics at start:
-// "cannot find model definition for io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetrics").
+// these modules already builds with; a version a module pins by a replace
+// directive (the Kubernetes libraries of hack/tools/kube, which must match
+// its Kubernetes release) is never raised: -check names it, to be bumped by
+// hand. Left out: cert-manager and the oldest kube-apiserver, pinned to old
+// releases on purpose; actionlint and promtool, which share little; and
+// metrics-server v0.8.0, whose generated OpenAPI names no longer match the
+// Kubernetes libraries' from v0.36 on (built against v0.37 it panics at
+// start: "cannot find model definition for
+// io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetrics").
 package main
 
 import (
@@ -47,6 +51,10 @@ var Modules = []string{
 	"hack/tools/kube-network-policies",
 }
 
+// Dependents are modules that replace the main module by its directory:
+// they are tidied after the main module's versions move.
+var Dependents = []string{"hack/bench/webhook"}
+
 // maxRounds bounds the raise-and-tidy loop: a raise can pull in newer
 // versions of other modules, which the next round aligns.
 const maxRounds = 5
@@ -61,6 +69,13 @@ func main() {
 }
 
 func run(check bool, out io.Writer) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
 	for round := 1; ; round++ {
 		lists := map[string]BuildList{}
 		for _, dir := range Modules {
@@ -72,16 +87,28 @@ func run(check bool, out io.Writer) error {
 		}
 		raises := Plan(lists)
 		if len(raises) == 0 {
-			return nil
+			if round == 1 {
+				return nil
+			}
+			return tidy(Dependents, out)
 		}
 		if check {
 			for _, r := range raises {
-				fmt.Fprintf(out, "%s: %s %s, others need %s\n", r.Dir, r.Path, r.From, r.To)
+				pinned := ""
+				if r.Replace {
+					pinned = " (pinned by a replace: bump it by hand)"
+				}
+				fmt.Fprintf(out, "%s: %s %s, others need %s%s\n", r.Dir, r.Path, r.From, r.To, pinned)
 			}
 			return fmt.Errorf("%d module versions differ between the modules make run and make test build: run 'go run ./hack/align-modules'", len(raises))
 		}
 		if round > maxRounds {
 			return fmt.Errorf("still %d module versions to raise after %d rounds", len(raises), maxRounds)
+		}
+		for _, r := range raises {
+			if r.Replace {
+				return fmt.Errorf("%s pins %s at %s by a replace directive and others need %s: bump it by hand, with the release it belongs to", r.Dir, r.Path, r.From, r.To)
+			}
 		}
 		for _, dir := range Modules {
 			if err := apply(dir, raises, out); err != nil {
@@ -92,8 +119,7 @@ func run(check bool, out io.Writer) error {
 }
 
 // A BuildList is a module's selected versions by module path; Replaced
-// says which paths a replace directive pins (edited as a replace, not a
-// require).
+// says which paths a replace directive pins (never raised).
 type BuildList struct {
 	Versions map[string]string
 	Replaced map[string]bool
@@ -146,7 +172,8 @@ type listedModule struct {
 // listModules reads the selected versions of the modules that dir's
 // go.mod requires: tidied, those are the modules that provide a package to
 // its build. (The rest of the module graph is never compiled, and tidy
-// would drop a raise of it.) Modules replaced by a directory are left out.
+// would drop a raise of it.) Modules replaced by a directory or by another
+// module are left out.
 func listModules(dir string) (BuildList, error) {
 	raw, err := goOutput(dir, "mod", "edit", "-json")
 	if err != nil {
@@ -188,9 +215,30 @@ func listModules(dir string) (BuildList, error) {
 	return list, nil
 }
 
-func goOutput(dir string, args ...string) ([]byte, error) {
+// repoRoot is the main module's directory, where Modules are.
+func repoRoot() (string, error) {
+	out, err := goOutput("", "env", "GOMOD")
+	if err != nil {
+		return "", err
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not in a Go module: run it from the repository")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// goCommand runs go in dir, outside any go.work, which would change what
+// each module selects.
+func goCommand(dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	return cmd
+}
+
+func goOutput(dir string, args ...string) ([]byte, error) {
+	cmd := goCommand(dir, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -208,22 +256,31 @@ func apply(dir string, raises []Raise, out io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(out, "%s: %s %s => %s\n", filepath.ToSlash(dir), r.Path, r.From, r.To)
-		if r.Replace {
-			args = append(args, "-replace="+r.Path+"="+r.Path+"@"+r.To)
-		} else {
-			args = append(args, "-require="+r.Path+"@"+r.To)
-		}
+		args = append(args, "-require="+r.Path+"@"+r.To)
 	}
 	if len(args) == 2 {
 		return nil
 	}
-	for _, cmdArgs := range [][]string{args, {"mod", "tidy"}} {
-		cmd := exec.Command("go", cmdArgs...)
-		cmd.Dir = dir
-		cmd.Stdout, cmd.Stderr = out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go %s in %s: %w", strings.Join(cmdArgs[:2], " "), dir, err)
+	if err := runGo(dir, out, args...); err != nil {
+		return err
+	}
+	return tidy([]string{dir}, out)
+}
+
+func tidy(dirs []string, out io.Writer) error {
+	for _, dir := range dirs {
+		if err := runGo(dir, out, "mod", "tidy"); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+func runGo(dir string, out io.Writer, args ...string) error {
+	cmd := goCommand(dir, args...)
+	cmd.Stdout, cmd.Stderr = out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s in %s: %w", strings.Join(args[:2], " "), dir, err)
 	}
 	return nil
 }

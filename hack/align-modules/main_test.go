@@ -29,10 +29,10 @@ func TestPlanRaisesEachSharedModuleToTheHighestVersion(t *testing.T) {
 	got := Plan(lists)
 	want := []Raise{
 		{Dir: ".", Path: "golang.org/x/net", From: "v0.61.0", To: "v0.62.0"},
-		// A pre-release of v1.36.12 is lower than v1.36.12 (semver, not text order).
 		{Dir: "hack/tools/kube", Path: "google.golang.org/grpc", From: "v1.83.2", To: "v1.85.0"},
+		// A pre-release of v1.36.12 is lower than v1.36.12 (semver, not text order).
 		{Dir: "hack/tools/kube", Path: "google.golang.org/protobuf", From: "v1.36.12-0.20260120151049-f2248ac996af", To: "v1.36.12"},
-		// A replaced module is raised by its replace directive; v0.37.10 > v0.37.2.
+		// v0.37.10 > v0.37.2; pinned by a replace, so run refuses to raise it.
 		{Dir: "hack/tools/kube", Path: "k8s.io/api", From: "v0.37.2", To: "v0.37.10", Replace: true},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -197,12 +197,13 @@ ensure_packages() {
 }
 
 # Builds containerd, ctr and the runc shim pinned in hack/tools/containerd
-# into a cache keyed by version, once.
+# into a cache keyed by version and the tools module's go.mod and go.sum, once.
 build_containerd() {
   local mod=$root/hack/tools/containerd version dir pkg=github.com/containerd/containerd/v2
   version=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
-  # go.sum too: a change of a dependency (hack/align-modules) rebuilds it.
-  dir=$cache_root/containerd-$version-$(sha256sum <"$mod/go.sum" | cut -c1-8)
+  # And by the module's go.mod and go.sum: a change of a dependency
+  # (hack/align-modules) rebuilds it.
+  dir=$cache_root/containerd-$version-$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-8)
   mkdir -p "$dir"
   exec 8>"$dir/.lock"
   flock 8

@@ -34,7 +34,8 @@
 #
 # Settings (environment): ORCHESTRATORD_CACHE (as hack/kube-binaries.sh) holds
 # the CoreDNS, metrics-server, cert-manager and kube-network-policies binaries, built once
-# per version (and, for kube-network-policies, its patch).
+# per version and tools module (go.mod and go.sum; cert-manager's per version;
+# kube-network-policies' also per patch).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,15 +54,16 @@ module=$(cd "$root" && go list -m)
 # build_pinned NAME MODULE-DIR PACKAGE [MODULE]: a program of a hack/tools
 # module (metrics-server, pinned as a tool; CoreDNS, the module's own main
 # package "."), built once into a cache keyed by the version of MODULE
-# (default: PACKAGE's) and, for ".", the main package's source. Prints the
-# binary.
+# (default: PACKAGE's), the tools module's go.mod and go.sum and, for ".",
+# the main package's source. Prints the binary.
 build_pinned() {
   local name=$1 mod=$root/hack/tools/$2 pkg=$3 versioned=${4:-$3} v dir
   v=$(awk -v p="${versioned%%/cmd/*}" '$1 == p || ($1 == "require" && $2 == p) {print ($1 == "require" ? $3 : $2); exit}' "$mod/go.mod")
   [ -n "$v" ] || { log "no version of $versioned in $mod/go.mod"; exit 1; }
   [ "$pkg" != . ] || v=$v-$(cat "$mod"/*.go | sha256sum | cut -c1-12)
-  # go.sum too: a change of a dependency (hack/align-modules) rebuilds it.
-  dir=$cache_root/$name-$v-$(sha256sum <"$mod/go.sum" | cut -c1-8)
+  # And by the module's go.mod and go.sum: a change of a dependency
+  # (hack/align-modules) rebuilds it.
+  dir=$cache_root/$name-$v-$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-8)
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
   flock 7
@@ -97,13 +99,13 @@ build_cert_manager() {
 # through the xtables NFQUEUE target: this machine kind's kernel lacks
 # nftables' queue expression): the module's source is copied and patched
 # outside the module cache, and the pinned tools module is built with a
-# replace pointing at the copy. Built once into a cache keyed by its version
-# and the patch.
+# replace pointing at the copy. Built once into a cache keyed by its version,
+# the patch and the tools module's go.mod and go.sum.
 build_kube_network_policies() {
   local mod=$root/hack/tools/kube-network-policies pkg=sigs.k8s.io/kube-network-policies
   local patch=$mod/xt-nfqueue.patch v dir src work
   v=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
-  dir=$cache_root/kube-network-policies-$v-$(cat "$patch" "$mod/go.sum" | sha256sum | cut -c1-12)
+  dir=$cache_root/kube-network-policies-$v-$(cat "$patch" "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
   flock 7
