@@ -368,33 +368,34 @@ func (s *Server) stateLocked(prefix string) *prefixState {
 	return st
 }
 
-// opensCatalogLocked tells whether prefix's generation finds its
-// environment's catalog fresh or its own: it boots as the leader.
-func (s *Server) opensCatalogLocked(prefix string) bool {
+// catalogLocked reads prefix's generation and the one that last led its
+// environment's catalog (initialized false: none has, the catalog is
+// fresh); ok is false without a Catalog or for a prefix it does not place.
+func (s *Server) catalogLocked(prefix string) (gen, led uint64, initialized, ok bool) {
 	if s.Catalog == nil {
-		return false
+		return 0, 0, false, false
 	}
 	env, gen, ok := s.Catalog(prefix)
 	if !ok {
-		return false
+		return 0, 0, false, false
 	}
-	led, initialized := s.catalogs[env]
-	return !initialized || led == gen
+	led, initialized = s.catalogs[env]
+	return gen, led, initialized, true
+}
+
+// opensCatalogLocked tells whether prefix's generation finds its
+// environment's catalog fresh or its own: it boots as the leader.
+func (s *Server) opensCatalogLocked(prefix string) bool {
+	gen, led, initialized, ok := s.catalogLocked(prefix)
+	return ok && (!initialized || led == gen)
 }
 
 // fencedOutLocked tells whether a newer generation than prefix's has led
 // its environment's catalog: upstream's preflight exits ("this deployment
 // has been fenced out"), so nothing answers for it.
 func (s *Server) fencedOutLocked(prefix string) bool {
-	if s.Catalog == nil {
-		return false
-	}
-	env, gen, ok := s.Catalog(prefix)
-	if !ok {
-		return false
-	}
-	led, initialized := s.catalogs[env]
-	return initialized && led > gen
+	gen, led, initialized, ok := s.catalogLocked(prefix)
+	return ok && initialized && led > gen
 }
 
 // answerFencedOut is what a client sees of a generation whose process has
