@@ -7,7 +7,7 @@
 // Go compiles a package once per version of it and of everything it
 // imports, and keeps the result in its build cache. The local cluster builds
 // the operator and the programs pinned in hack/tools (Kubernetes, etcd,
-// containerd, CoreDNS, Helm, kube-network-policies), which
+// containerd, CoreDNS, Helm, kube-network-policies, metrics-server), which
 // share client-go, the Kubernetes API types, gRPC, OpenTelemetry and more:
 // on one version each, a package is compiled once for all of them instead
 // of once per program. Only raising is ever done, to a version another of
@@ -15,11 +15,7 @@
 // directive (the Kubernetes libraries of hack/tools/kube, which must match
 // its Kubernetes release) is never raised: -check names it, to be bumped by
 // hand. Left out: cert-manager and the oldest kube-apiserver, pinned to old
-// releases on purpose; actionlint and promtool, which share little; and
-// metrics-server v0.8.0, whose generated OpenAPI names no longer match the
-// Kubernetes libraries' from v0.36 on (built against v0.37 it panics at
-// start: "cannot find model definition for
-// io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetrics").
+// releases on purpose; and actionlint and promtool, which share little.
 package main
 
 import (
@@ -49,6 +45,7 @@ var Modules = []string{
 	"hack/tools/helm4",
 	"hack/tools/coredns",
 	"hack/tools/kube-network-policies",
+	"hack/tools/metrics-server",
 }
 
 // Dependents are modules that replace the main module by its directory:

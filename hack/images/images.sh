@@ -35,7 +35,7 @@
 # Settings (environment): ORCHESTRATORD_CACHE (as hack/kube-binaries.sh) holds
 # the CoreDNS, metrics-server, cert-manager and kube-network-policies binaries, built once
 # per version and tools module (go.mod and go.sum; cert-manager's per version;
-# kube-network-policies' also per patch).
+# metrics-server's and kube-network-policies' also per patch).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -52,10 +52,10 @@ version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo
 module=$(cd "$root" && go list -m)
 
 # build_pinned NAME MODULE-DIR PACKAGE [MODULE]: a program of a hack/tools
-# module (metrics-server, pinned as a tool; CoreDNS, the module's own main
-# package "."), built once into a cache keyed by the version of MODULE
-# (default: PACKAGE's), the tools module's go.mod and go.sum and, for ".",
-# the main package's source. Prints the binary.
+# module (CoreDNS, the module's own main package "."), built once into a
+# cache keyed by the version of MODULE (default: PACKAGE's), the tools
+# module's go.mod and go.sum and, for ".", the main package's source. Prints
+# the binary.
 build_pinned() {
   local name=$1 mod=$root/hack/tools/$2 pkg=$3 versioned=${4:-$3} v dir
   v=$(awk -v p="${versioned%%/cmd/*}" '$1 == p || ($1 == "require" && $2 == p) {print ($1 == "require" ? $3 : $2); exit}' "$mod/go.mod")
@@ -94,24 +94,23 @@ build_cert_manager() {
   echo "$dir/controller"
 }
 
-# kube-network-policies (SIG Network's NetworkPolicy agent: nftables +
-# nfqueue) with hack/tools/kube-network-policies/xt-nfqueue.patch (it queues
-# through the xtables NFQUEUE target: this machine kind's kernel lacks
-# nftables' queue expression): the module's source is copied and patched
-# outside the module cache, and the pinned tools module is built with a
-# replace pointing at the copy. Built once into a cache keyed by its version,
-# the patch and the tools module's go.mod and go.sum.
-build_kube_network_policies() {
-  local mod=$root/hack/tools/kube-network-policies pkg=sigs.k8s.io/kube-network-policies
-  local patch=$mod/xt-nfqueue.patch v dir src work
-  v=$(awk -v p=$pkg '$1 == p {print $2; exit}' "$mod/go.mod")
-  dir=$cache_root/kube-network-policies-$v-$(cat "$patch" "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
+# build_patched NAME MODULE-DIR MODULE PACKAGE PATCH: a program of a
+# hack/tools module whose pinned release needs a patch (PATCH, in MODULE-DIR,
+# says why). MODULE's source is copied and patched outside the module cache,
+# and the tools module is built with a replace pointing at the copy. Built
+# once into a cache keyed by MODULE's version, the patch and the tools
+# module's go.mod and go.sum. Prints the binary.
+build_patched() {
+  local name=$1 mod=$root/hack/tools/$2 pkg=$3 cmd=$4 patch=$root/hack/tools/$2/$5 v dir src work
+  v=$(awk -v p="$pkg" '$1 == p {print $2; exit}' "$mod/go.mod")
+  [ -n "$v" ] || { log "no version of $pkg in $mod/go.mod"; exit 1; }
+  dir=$cache_root/$name-$v-$(cat "$patch" "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)
   mkdir -p "$dir"
   exec 7>"$dir/.lock"
   flock 7
-  if [ ! -x "$dir/kube-network-policies" ]; then
-    log "building kube-network-policies $v (patched) into $dir (first time only, about 4 minutes)"
-    src=$(cd "$mod" && go mod download -json $pkg@$v | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ ! -x "$dir/$name" ]; then
+    log "building $name $v (patched) into $dir (first time only, a few minutes)"
+    src=$(cd "$mod" && go mod download -json "$pkg@$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
     [ -d "$src" ] || { log "no module directory for $pkg $v"; exit 1; }
     work=$dir/.build
     rm -rf "$work"
@@ -123,12 +122,12 @@ build_kube_network_policies() {
     cp "$mod/go.sum" "$work/tools.sum"
     go mod edit -replace "$pkg=$work/src" "$work/tools.mod" || exit 1
     (cd "$mod" && CGO_ENABLED=0 GOOS=linux go build -modfile "$work/tools.mod" -trimpath -ldflags '-s -w' \
-      -o "$dir/kube-network-policies.tmp" $pkg/cmd) || exit 1
-    mv "$dir/kube-network-policies.tmp" "$dir/kube-network-policies"
+      -o "$dir/$name.tmp" "$cmd") || exit 1
+    mv "$dir/$name.tmp" "$dir/$name"
     rm -rf "$work"
   fi
   exec 7>&-
-  echo "$dir/kube-network-policies"
+  echo "$dir/$name"
 }
 
 standin_versions=(26.35.0 26.5.0)
@@ -137,10 +136,17 @@ log "building webhook, controllers, standin-environmentd"
 (cd "$root" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" \
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
 coredns=$(build_pinned coredns coredns . github.com/coredns/coredns)
-metrics_server=$(build_pinned metrics-server metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server)
+# metrics-server: hack/tools/metrics-server/openapi-model-names.patch says why.
+metrics_server=$(build_patched metrics-server metrics-server sigs.k8s.io/metrics-server \
+  sigs.k8s.io/metrics-server/cmd/metrics-server openapi-model-names.patch)
 cert_manager=
 [ "${RUN_CERT_MANAGER:-0}" != 1 ] || cert_manager=$(build_cert_manager)
-kube_network_policies=$(build_kube_network_policies)
+# kube-network-policies (SIG Network's NetworkPolicy agent: nftables +
+# nfqueue): hack/tools/kube-network-policies/xt-nfqueue.patch makes it queue
+# through the xtables NFQUEUE target (this machine kind's kernel lacks
+# nftables' queue expression).
+kube_network_policies=$(build_patched kube-network-policies kube-network-policies sigs.k8s.io/kube-network-policies \
+  sigs.k8s.io/kube-network-policies/cmd xt-nfqueue.patch)
 
 # pack REF TARBALL BINARY [IMAGE-OPTION...]: the image runs as 65532:65532
 # unless an option says otherwise (-user 0:0: a later -user wins).
