@@ -72,7 +72,7 @@ clock() { if [ "$1" -ge 60 ]; then echo "$(($1 / 60))m$(printf %02d $(($1 % 60))
 # take in each, from the first runs in docs/benchmarks.md (the estimate
 # before this machine has a record of its own).
 all_steps=(build cluster load network-policies dns metrics-server cert-manager chart sample)
-declare -A first_run=([build]=1300 [cluster]=60 [load]=30 [network-policies]=20 [dns]=10
+declare -A first_run=([build]=1050 [cluster]=60 [load]=30 [network-policies]=20 [dns]=10
   [metrics-server]=5 [cert-manager]=60 [chart]=60 [sample]=40)
 steps=()
 for name in "${all_steps[@]}"; do
