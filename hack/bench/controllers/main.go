@@ -55,7 +55,15 @@ func main() {
 	memoryLimit := flag.String("memory-limit", "0", "--memory-limit of the controllers, a quantity such as 112Mi (0: none); the chart passes limits.memory")
 	heapProfile := flag.String("heap-profile", "", "write the controllers' heap profile after convergence to this file (go tool pprof)")
 	wave := flag.Int("wave", 0, "create the Materializes in waves of this many, each once the one before has rolled out (0: all at once); at 10 000 one burst outgrows this machine's API server")
-	apiserverMemoryLimit := flag.String("apiserver-memory-limit", "", "GOMEMLIMIT of the bench's kube-apiserver (empty: none); at 10 000 Materializes it keeps the API server's garbage within the machine")
+	var api apiserverSettings
+	flag.StringVar(&api.memoryLimit, "apiserver-memory-limit", "", "GOMEMLIMIT of the bench's kube-apiserver (empty: none); at 10 000 Materializes it keeps the API server's garbage within the machine")
+	flag.Func("apiserver-flag", "a flag for the bench's kube-apiserver, such as --watch-cache-sizes=events#0 (repeatable)", func(f string) error {
+		if !strings.HasPrefix(f, "--") {
+			return fmt.Errorf("%q: a kube-apiserver flag starts with --", f)
+		}
+		api.flags = append(api.flags, f)
+		return nil
+	})
 	apiserverCPUProfile := flag.String("apiserver-cpu-profile", "", "write the kube-apiserver's CPU profile of 30 s of the first rollout (from 10 s after the creates, of the last wave with -wave) to this file (go tool pprof)")
 	apiserverHeapProfile := flag.String("apiserver-heap-profile", "", "write the kube-apiserver's heap profile after convergence to this file (go tool pprof)")
 	cpuProfile := flag.String("cpu-profile", "", "write the new leader's CPU profile of the hand-over and its resync (8 s from just before the leader stops) to this file (go tool pprof)")
@@ -68,7 +76,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile}, *gogc, *apiserverMemoryLimit, *wave)
+	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile}, *gogc, api, *wave)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
@@ -85,19 +93,25 @@ func main() {
 	}
 }
 
+// apiserverSettings tune the bench's kube-apiserver.
+type apiserverSettings struct {
+	memoryLimit string   // GOMEMLIMIT (empty: none)
+	flags       []string // appended to its command line
+}
+
 // profiles names the files the bench writes profiles to (empty: none).
 type profiles struct {
 	heap, cpu, apiserverHeap, apiserverCPU string
 }
 
-func run(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string, wave int) (map[string]float64, error) {
+func run(n, workers, qps int, memoryLimit int64, prof profiles, gogc string, api apiserverSettings, wave int) (map[string]float64, error) {
 	figures := map[string]float64{}
-	return figures, measure(n, workers, qps, memoryLimit, prof, gogc, apiserverMemoryLimit, wave, figures)
+	return figures, measure(n, workers, qps, memoryLimit, prof, gogc, api, wave, figures)
 }
 
 // measure runs the bench, filling figures with the summary's headline
 // figures (all lower-is-better).
-func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiserverMemoryLimit string, wave int, figures map[string]float64) error {
+func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc string, api apiserverSettings, wave int, figures map[string]float64) error {
 	heapProfile, cpuProfile := prof.heap, prof.cpu
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "controllers-bench-")
@@ -109,7 +123,7 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 	if err := program.Build(dir, "cmd/controllers"); err != nil {
 		return err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{Audit: true, APIServerMemoryLimit: apiserverMemoryLimit})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Audit: true, APIServerMemoryLimit: api.memoryLimit, ExtraAPIServerFlags: api.flags})
 	if err != nil {
 		return err
 	}
@@ -144,7 +158,12 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc, apiser
 		return cmd, cmd.Start()
 	}
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q -apiserver-memory-limit %q -wave %d\n\n", n, workers, qps, memoryLimit, gogc, apiserverMemoryLimit, wave)
+	apiFlags := ""
+	for _, f := range api.flags {
+		apiFlags += " -apiserver-flag " + f
+	}
+	fmt.Printf("go run ./hack/bench/controllers -n %d -workers %d -qps %d -memory-limit %d -gogc %q -apiserver-memory-limit %q%s -wave %d\n\n",
+		n, workers, qps, memoryLimit, gogc, api.memoryLimit, apiFlags, wave)
 
 	metrics, err := program.FreeAddr()
 	if err != nil {

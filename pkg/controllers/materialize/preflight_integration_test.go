@@ -2,6 +2,7 @@ package materialize_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,11 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 			if stsExists(t, ns, got.Status.ResourceID, 1) {
 				t.Error("a generation was created despite the problem")
 			}
+			// This is the first status written (the resourceId with the
+			// rollout's first decision): upstream's typed reader needs
+			// every one of these fields to read the object at all.
+			requireStatusFields(t, ns, "mz", "resourceId", "observedGeneration", "activeGeneration",
+				"lastCompletedRolloutRequest", "resourcesHash", "conditions")
 			c.fix(t, ns, got)
 			waitRolledOut(t, ns, "mz", 1)
 		})
@@ -335,4 +341,27 @@ func TestSizesWithoutMemoryLimitNeedALicenseThatAllowsThem(t *testing.T) {
 	patchSecret(t, ns, `{"stringData":{"license_key":"`+mintLicense(t, "00000000-0000-0000-0000-000000000000", time.Now().Add(time.Hour),
 		func(c map[string]any) { c["allow_credit_consumption_override"] = true })+`"}}`)
 	waitRolledOut(t, ns, "mz", 1)
+}
+
+// requireStatusFields fails t unless the stored Materialize's status has
+// every one of fields, read as JSON (a zero value written counts; an
+// absent field does not).
+func requireStatusFields(t *testing.T, ns, name string, fields ...string) {
+	t.Helper()
+	raw, err := mzClient().MaterializeV1alpha1().RESTClient().Get().Namespace(ns).Resource("materializes").Name(name).
+		DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		if _, ok := stored.Status[f]; !ok {
+			t.Errorf("status.%s is absent from the stored status: %s", f, raw)
+		}
+	}
 }

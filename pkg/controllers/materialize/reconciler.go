@@ -237,12 +237,12 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		return controller.Result{}, r.releaseUpstreamFinalizer(ctx, mz)
 	}
 
+	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
+		return controller.Result{}, err
+	}
 	if mz.Status.ResourceID == "" {
 		// The status update queues the next step.
 		return controller.Result{}, r.assignResourceID(ctx, mz)
-	}
-	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
-		return controller.Result{}, err
 	}
 	e := env{mz: mz, id: mz.Status.ResourceID, cfg: &r.o.Config}
 	// The environment's own objects (its ServiceAccount, RoleBinding,
@@ -272,33 +272,48 @@ func (r *reconciler) fresh(ctx context.Context, cached *v1alpha1.Materialize) (*
 }
 
 // assignResourceID gives a Materialize its resourceId, the name of all its
-// children. The write carries the resourceVersion it was decided on, so two
-// writers cannot both assign one: the second conflicts, and its retry finds
-// the first's.
+// children, in one status write with the rollout's first decision (the
+// rollout begins, Applying, or what blocks it): the two need no outside
+// event between them, so they are one write, made before any child is named
+// by the id. The children follow on the next pass. The write carries the
+// resourceVersion it was decided on, so two writers cannot both assign one:
+// the second conflicts, and its retry finds the first's.
 func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Materialize) error {
-	mz, err := r.fresh(ctx, cached)
+	stored, err := r.fresh(ctx, cached)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if mz.Status.ResourceID != "" {
+	if stored.Status.ResourceID != "" {
 		return nil // assigned already; its update event brings it to the cache
 	}
-	id := children.NewResourceID()
-	// As upstream's initial status (upstream's typed reader needs every
-	// field of it, conditions included, to read the object at all): the
-	// upgrade window counts from the image the environment was created
-	// with, and an environment recreated over an existing catalog resumes
-	// after its last active generation (environmentd refuses a generation
-	// older than the catalog's).
-	status := map[string]any{
-		"resourceId": id, "observedGeneration": mz.Generation, "activeGeneration": uint64(0),
-		"lastCompletedRolloutRequest": mzuuid.Nil, "resourcesHash": "", "conditions": []any{},
+	mz := stored.DeepCopy()
+	mz.Status = r.initialStatus(mz)
+	e := env{mz: mz, id: mz.Status.ResourceID, cfg: &r.o.Config}
+	d, err := r.decide(ctx, e, nil)
+	if err != nil {
+		return err
 	}
-	if mz.Spec.EnvironmentdImageRef != "" {
-		status["lastCompletedRolloutEnvironmentdImageRef"] = mz.Spec.EnvironmentdImageRef
+	// Compared with, and conditional on, the stored (empty) status.
+	if _, err := r.writeStatusWithEvent(ctx, stored, d.out.Status); err != nil {
+		return fmt.Errorf("writing status.resourceId: %w", err)
+	}
+	r.d.Recorder.Eventf(stored, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", e.id)
+	return nil
+}
+
+// initialStatus is upstream's initial status with a new resourceId: the
+// upgrade window counts from the image the environment was created with,
+// and an environment recreated over an existing catalog resumes after its
+// last active generation (environmentd refuses a generation older than the
+// catalog's). Every field upstream's typed reader needs is written with it
+// (statusApplyConfiguration).
+func (r *reconciler) initialStatus(mz *v1alpha1.Materialize) v1alpha1.MaterializeStatus {
+	status := v1alpha1.MaterializeStatus{
+		ResourceID: children.NewResourceID(), ObservedGeneration: mz.Generation,
+		LastCompletedRolloutRequest: mzuuid.Nil, LastCompletedRolloutEnvironmentdImageRef: mz.Spec.EnvironmentdImageRef,
 	}
 	if last, ok := mz.Annotations[LastKnownActiveGenerationAnnotation]; ok {
 		gen, err := strconv.ParseUint(last, 10, 64)
@@ -306,15 +321,10 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, "InvalidAnnotation", "%s: %q is not a generation number; ignored",
 				LastKnownActiveGenerationAnnotation, boundedtext.Cut(last, 256))
 		} else {
-			status["activeGeneration"] = gen
+			status.ActiveGeneration = gen
 		}
 	}
-	typeMeta := metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Materialize"}
-	if _, err := apply.InitialStatus(ctx, r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace), typeMeta, mz.ObjectMeta, status); err != nil {
-		return fmt.Errorf("writing status.resourceId: %w", err)
-	}
-	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", id)
-	return nil
+	return status
 }
 
 // fillSpec gives a Materialize its requestRollout and environmentId when
@@ -497,12 +507,19 @@ func (r *reconciler) rolloutInput(e env) rollout.Input {
 	}
 }
 
-// rollout runs one step of the rollout state machine (package rollout):
-// observe, decide, act. settled is true when nothing waits on environmentd,
-// so the Balancer and Console may be applied. envErr is why the
-// environment's own objects could not be applied: the rollout records it
-// and goes no further (a promotion already sent goes on).
-func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result controller.Result, settled bool, err error) {
+// decision is one step of the rollout decided: what Step was given, what
+// it decided, and what acting on it needs.
+type decision struct {
+	in      rollout.Input
+	out     rollout.Output
+	leader  *environmentd.Client
+	license licenseState
+}
+
+// decide observes the rollout (the generation's StatefulSet, environmentd,
+// the pre-flight check, the license key) and runs Step on it. It writes
+// nothing. envErr is as for rollout.
+func (r *reconciler) decide(ctx context.Context, e env, envErr error) (decision, error) {
 	mz := e.mz
 	in := r.rolloutInput(e)
 	status := in.Status
@@ -512,16 +529,17 @@ func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result c
 	backend := r.readBackendSecret(ctx, mz)
 	desired, pending := rollout.Pending(in)
 	if envErr != nil && !pending {
-		return controller.Result{}, false, envErr // nothing to record it on: retried with backoff
+		return decision{}, envErr // nothing to record it on: retried with backoff
 	}
 	if pending {
+		var err error
 		if in.Forced, err = r.forcePromote(ctx, mz); err != nil {
-			return controller.Result{}, false, err
+			return decision{}, err
 		}
 		sts, getErr := r.statefulSets.In(e.ns()).Get(e.generationName(desired))
 		pre, err := r.preflight(ctx, e, getErr == nil, backend)
 		if err != nil {
-			return controller.Result{}, false, err
+			return decision{}, err
 		}
 		in.Blocked = pre.problem
 		if pre.password != "" {
@@ -555,6 +573,21 @@ func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result c
 	if out.Status.Rollout == nil { // nothing in progress once this step is done
 		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, "")
 	}
+	return decision{in: in, out: out, leader: leader, license: license}, nil
+}
+
+// rollout runs one step of the rollout state machine (package rollout):
+// observe, decide, act. settled is true when nothing waits on environmentd,
+// so the Balancer and Console may be applied. envErr is why the
+// environment's own objects could not be applied: the rollout records it
+// and goes no further (a promotion already sent goes on).
+func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result controller.Result, settled bool, err error) {
+	mz := e.mz
+	d, err := r.decide(ctx, e, envErr)
+	if err != nil {
+		return controller.Result{}, false, err
+	}
+	in, out, leader, license := d.in, d.out, d.leader, d.license
 	err = r.act(ctx, e, out, leader)
 	var failed *applyFailedError
 	switch {

@@ -477,8 +477,8 @@ func TestFirstRolloutWritesItsStatusAtItsTransitionsOnly(t *testing.T) {
 	waitRolledOut(t, ns, "mz", 1)
 	time.Sleep(time.Second) // a late write would land meanwhile
 	writes := statusWrites(t, ns, since)
-	if writes != 4 {
-		t.Errorf("the first rollout wrote the Materialize's status %d times, want 4 (resourceId, Applying, Promoting, Applied)", writes)
+	if writes != 3 {
+		t.Errorf("the first rollout wrote the Materialize's status %d times, want 3 (resourceId with Applying, Promoting, Applied)", writes)
 	}
 }
 
@@ -502,7 +502,8 @@ func statusWrites(t *testing.T, ns string, since time.Time) int {
 
 // environmentd on a fresh catalog leads at once (upstream's 0dt preflight:
 // "catalog not initialized; booting with writes allowed"): the first
-// rollout then writes the status three times, and sends no promotion.
+// rollout then writes the status twice (the resourceId with Applying, then
+// Applied), and sends no promotion.
 func TestFirstRolloutOfAFreshCatalogIsNotPromoted(t *testing.T) {
 	ns := environmentNamespace(t)
 	env.SetAutoAdvance(true)
@@ -519,7 +520,7 @@ func TestFirstRolloutOfAFreshCatalogIsNotPromoted(t *testing.T) {
 		t.Errorf("%d promotions of a fresh catalog's first generation, want 0", n)
 	}
 	writes := statusWrites(t, ns, since)
-	if writes != 3 {
-		t.Errorf("the first rollout wrote the Materialize's status %d times, want 3 (resourceId, Applying, Applied)", writes)
+	if writes != 2 {
+		t.Errorf("the first rollout wrote the Materialize's status %d times, want 2 (resourceId with Applying, then Applied)", writes)
 	}
 }

@@ -48,13 +48,17 @@ func TestStaleCacheAssignsNoSecondID(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	client := mzClient().MaterializeV1alpha1().Materializes(ns)
-	created, err := client.Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{})
+
+	// The previous leader assigned the resource id (of a Materialize whose
+	// spec is complete, so the resource id is what a pass decides)...
+	complete := newMaterialize(ns, "mz")
+	complete.Spec.EnvironmentID = "0b0b0b0b-1111-4222-8333-444444444444"
+	complete.Spec.RequestRollout = "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"
+	created, err := client.Create(ctx, complete, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stale := created.DeepCopy()
-
-	// The previous leader assigned the resource id...
 	withID := created.DeepCopy()
 	withID.Status.ResourceID = "firstid123"
 	if _, err := client.UpdateStatus(ctx, withID, metav1.UpdateOptions{}); err != nil {
@@ -65,17 +69,20 @@ func TestStaleCacheAssignsNoSecondID(t *testing.T) {
 		t.Fatalf("status.resourceId %q: a stale cache assigned a second id over firstid123", got)
 	}
 
-	// ... and the environment id and first request.
-	live := get(t, ns, "mz")
-	live.Spec.EnvironmentID = "0b0b0b0b-1111-4222-8333-444444444444"
-	live.Spec.RequestRollout = "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"
+	// ... and the environment id and first request of another.
+	created, err = client.Create(ctx, newMaterialize(ns, "mz2"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale = created.DeepCopy()
+	live := created.DeepCopy()
+	live.Spec.EnvironmentID = "0c0c0c0c-1111-4222-8333-444444444444"
+	live.Spec.RequestRollout = "7f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"
 	if _, err := client.Update(ctx, live, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stale = live.DeepCopy()
-	stale.Spec.EnvironmentID, stale.Spec.RequestRollout = "", ""
 	staleReconcile(t, stale)
-	after := get(t, ns, "mz")
+	after := get(t, ns, "mz2")
 	if after.Spec.EnvironmentID != live.Spec.EnvironmentID || after.Spec.RequestRollout != live.Spec.RequestRollout {
 		t.Fatalf("environmentId %q requestRollout %q: a stale cache replaced %q and %q",
 			after.Spec.EnvironmentID, after.Spec.RequestRollout, live.Spec.EnvironmentID, live.Spec.RequestRollout)
