@@ -290,7 +290,8 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 		return nil // assigned already; its update event brings it to the cache
 	}
 	mz := stored.DeepCopy()
-	mz.Status = r.initialStatus(mz)
+	var badAnnotation bool
+	mz.Status, badAnnotation = initialStatus(mz)
 	e := env{mz: mz, id: mz.Status.ResourceID, cfg: &r.o.Config}
 	d, err := r.decide(ctx, e, nil)
 	if err != nil {
@@ -299,6 +300,11 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 	// Compared with, and conditional on, the stored (empty) status.
 	if _, err := r.writeStatusWithEvent(ctx, stored, d.out.Status); err != nil {
 		return fmt.Errorf("writing status.resourceId: %w", err)
+	}
+	if badAnnotation {
+		last := stored.Annotations[LastKnownActiveGenerationAnnotation]
+		r.d.Recorder.Eventf(stored, corev1.EventTypeWarning, "InvalidAnnotation", "%s: %q is not a generation number; ignored",
+			LastKnownActiveGenerationAnnotation, boundedtext.Cut(last, 256))
 	}
 	r.d.Recorder.Eventf(stored, corev1.EventTypeNormal, "ResourceIDAssigned", "children are named mz%s-…", e.id)
 	return nil
@@ -309,22 +315,21 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 // and an environment recreated over an existing catalog resumes after its
 // last active generation (environmentd refuses a generation older than the
 // catalog's). Every field upstream's typed reader needs is written with it
-// (statusApplyConfiguration).
-func (r *reconciler) initialStatus(mz *v1alpha1.Materialize) v1alpha1.MaterializeStatus {
-	status := v1alpha1.MaterializeStatus{
+// (statusApplyConfiguration). badAnnotation: the annotation is there but
+// is no generation number, and is ignored.
+func initialStatus(mz *v1alpha1.Materialize) (status v1alpha1.MaterializeStatus, badAnnotation bool) {
+	status = v1alpha1.MaterializeStatus{
 		ResourceID: children.NewResourceID(), ObservedGeneration: mz.Generation,
 		LastCompletedRolloutRequest: mzuuid.Nil, LastCompletedRolloutEnvironmentdImageRef: mz.Spec.EnvironmentdImageRef,
 	}
 	if last, ok := mz.Annotations[LastKnownActiveGenerationAnnotation]; ok {
 		gen, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, "InvalidAnnotation", "%s: %q is not a generation number; ignored",
-				LastKnownActiveGenerationAnnotation, boundedtext.Cut(last, 256))
-		} else {
-			status.ActiveGeneration = gen
+			return status, true
 		}
+		status.ActiveGeneration = gen
 	}
-	return status
+	return status, false
 }
 
 // fillSpec gives a Materialize its requestRollout and environmentId when

@@ -463,8 +463,8 @@ func TestWithdrawnRequestTearsDownTheNewGeneration(t *testing.T) {
 }
 
 // A first rollout quicker than the quiet window writes the Materialize's
-// status four times against the real API server: upstream's initial status
-// (resourceId), then Applying, Promoting and Applied. environmentd's
+// status three times against the real API server: upstream's initial status
+// (resourceId) with Applying, then Promoting and Applied. environmentd's
 // progress (the stand-in answers Initializing once before it is ready)
 // changes only the message, which waits.
 func TestFirstRolloutWritesItsStatusAtItsTransitionsOnly(t *testing.T) {
@@ -523,4 +523,24 @@ func TestFirstRolloutOfAFreshCatalogIsNotPromoted(t *testing.T) {
 	if writes != 2 {
 		t.Errorf("the first rollout wrote the Materialize's status %d times, want 2 (resourceId with Applying, then Applied)", writes)
 	}
+}
+
+// A new Materialize's first status write holds its resourceId with the
+// rollout's start (Applying), and every field upstream's typed reader needs;
+// the children follow it.
+func TestFirstStatusWriteStartsTheRollout(t *testing.T) {
+	ns := newNamespaceWithoutPods(t)
+	startController(t, func(o *materialize.Options) { o.WaitingAfter = time.Hour })
+	since := time.Now()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReason(t, ns, "mz", materialize.ReasonApplying)
+	waitFor(t, "generation 1's StatefulSet", func() (bool, error) { return stsExists(t, ns, got.Status.ResourceID, 1), nil })
+	time.Sleep(time.Second) // a late write would land meanwhile
+	if n := statusWrites(t, ns, since); n != 1 {
+		t.Errorf("%d status writes while generation 1 waits for its pod, want 1 (the resourceId with Applying)", n)
+	}
+	requireStatusFields(t, ns, "mz", "resourceId", "observedGeneration", "activeGeneration",
+		"lastCompletedRolloutRequest", "resourcesHash", "conditions")
 }

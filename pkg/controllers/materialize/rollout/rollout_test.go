@@ -539,3 +539,25 @@ func hasAction(out Output, kind ActionKind) bool {
 	}
 	return false
 }
+
+// A new Materialize's first status (Step on the initial status) always
+// holds a condition: an empty list is left out of the write, and upstream's
+// typed reader needs status.conditions.
+func TestFirstStatusAlwaysHasACondition(t *testing.T) {
+	for name, tweak := range map[string]func(*Input){
+		"starting":                            func(*Input) {},
+		"blocked by the pre-flight check":     func(in *Input) { in.Blocked = "no backend Secret" },
+		"refused by the API server":           func(in *Input) { in.ApplyFailed = "refused" },
+		"no rollout requested":                func(in *Input) { in.Request = "" },
+		"a generation left ready":             func(in *Input) { in.Desired = Observation{Ready: true, Leader: Initializing} },
+		"a generation leading at once":        func(in *Input) { in.Desired = Observation{Ready: true, Leader: IsLeader} },
+		"resumed after an earlier generation": func(in *Input) { in.Status.ActiveGeneration = 4 },
+	} {
+		in := Input{Now: t0, MetaGeneration: 1, Request: "11111111-2222-4333-8444-555555555555", Hash: HashScheme + "h",
+			Timeout: time.Hour, Retry: time.Second, Status: v1alpha1.MaterializeStatus{ResourceID: "id", ObservedGeneration: 1}}
+		tweak(&in)
+		if out := Step(in); len(out.Status.Conditions) == 0 {
+			t.Errorf("%s: the first status has no condition: %+v", name, out.Status)
+		}
+	}
+}
