@@ -51,16 +51,15 @@ log() { echo "images: $*" >&2; }
 version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
 module=$(cd "$root" && go list -m)
 
-# build_pinned NAME MODULE-DIR PACKAGE [MODULE]: a program of a hack/tools
-# module (CoreDNS, the module's own main package "."), built once into a
-# cache keyed by the version of MODULE (default: PACKAGE's), the tools
-# module's go.mod and go.sum and, for ".", the main package's source. Prints
-# the binary.
-build_pinned() {
-  local name=$1 mod=$root/hack/tools/$2 pkg=$3 versioned=${4:-$3} v dir
-  v=$(awk -v p="${versioned%%/cmd/*}" '$1 == p || ($1 == "require" && $2 == p) {print ($1 == "require" ? $3 : $2); exit}' "$mod/go.mod")
+# build_own_main NAME MODULE-DIR MODULE: the main package of a hack/tools
+# module itself (CoreDNS with the Corefile's plugins), built once into a
+# cache keyed by MODULE's version, the main package's source and the tools
+# module's go.mod and go.sum. Prints the binary.
+build_own_main() {
+  local name=$1 mod=$root/hack/tools/$2 versioned=$3 v dir
+  v=$(awk -v p="$versioned" '$1 == p || ($1 == "require" && $2 == p) {print ($1 == "require" ? $3 : $2); exit}' "$mod/go.mod")
   [ -n "$v" ] || { log "no version of $versioned in $mod/go.mod"; exit 1; }
-  [ "$pkg" != . ] || v=$v-$(cat "$mod"/*.go | sha256sum | cut -c1-12)
+  v=$v-$(cat "$mod"/*.go | sha256sum | cut -c1-12)
   # And by the module's go.mod and go.sum: a change of a dependency
   # (hack/align-modules) rebuilds it.
   dir=$cache_root/$name-$v-$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-8)
@@ -69,7 +68,7 @@ build_pinned() {
   flock 7
   if [ ! -x "$dir/$name" ]; then
     log "building $name $v into $dir (first time only, a few minutes)"
-    (cd "$mod" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '-s -w' -o "$dir/$name.tmp" "$pkg")
+    (cd "$mod" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '-s -w' -o "$dir/$name.tmp" .)
     mv "$dir/$name.tmp" "$dir/$name"
   fi
   exec 7>&-
@@ -135,7 +134,7 @@ standin_versions=(26.35.0 26.5.0)
 log "building webhook, controllers, standin-environmentd"
 (cd "$root" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" \
   -o "$build/" ./cmd/webhook ./cmd/controllers ./cmd/standin-environmentd)
-coredns=$(build_pinned coredns coredns . github.com/coredns/coredns)
+coredns=$(build_own_main coredns coredns github.com/coredns/coredns)
 # metrics-server: hack/tools/metrics-server/openapi-model-names.patch says why.
 metrics_server=$(build_patched metrics-server metrics-server sigs.k8s.io/metrics-server \
   sigs.k8s.io/metrics-server/cmd/metrics-server openapi-model-names.patch)
