@@ -119,8 +119,6 @@ var writtenByPlain = func() [][]string {
 }()
 
 var (
-	// plainWrites is writtenByPlain as a trie.
-	plainWrites = newFieldPaths(writtenByPlain...)
 	// changedByConversion is what a conversion may change: the plain
 	// writes and the carry annotations.
 	changedByConversion = newFieldPaths(append(slices.Clone(writtenByPlain),
@@ -157,6 +155,50 @@ func copyPaths(obj map[string]any, paths *fieldPaths) map[string]any {
 		}
 	}
 	return out
+}
+
+// wayBackFields are where a plain conversion may write: writtenByPlain,
+// and spec.serviceAccountAnnotations, which plainToV1 creates for the role
+// when there is none. Listed parents first: they are put back last.
+var wayBackFields = append([][]string{{"spec", "serviceAccountAnnotations"}}, writtenByPlain...)
+
+// savedField is a field's value before the way back, in its parent.
+type savedField struct {
+	parent  map[string]any
+	key     string
+	value   any
+	present bool
+}
+
+// diffWayBack is the diff of want and what plainBack makes of out: the
+// way back runs on out itself, which is then put back as it was. out's
+// maps on the way to every field a plain conversion writes are its own
+// (copyPaths), so nothing it shares with want changes, and the way back
+// costs no copy of them (four maps).
+func diffWayBack(out map[string]any, changed *fieldPaths, want map[string]any, plainBack func(map[string]any)) []carried {
+	var buf [16]savedField
+	saved := buf[:0]
+	for _, path := range wayBackFields {
+		parent, ok := out, true
+		if len(path) > 1 {
+			parent, ok = lookupMap(out, path[:len(path)-1]...)
+		}
+		if ok {
+			key := path[len(path)-1]
+			v, present := parent[key]
+			saved = append(saved, savedField{parent, key, v, present})
+		}
+	}
+	plainBack(out)
+	diff := diffAt(changed, want, out)
+	for i := len(saved) - 1; i >= 0; i-- {
+		if f := saved[i]; f.present {
+			f.parent[f.key] = f.value
+		} else {
+			delete(f.parent, f.key)
+		}
+	}
+	return diff
 }
 
 // diffAt is the diff of want and got, which differ at most at fields in

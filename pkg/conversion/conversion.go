@@ -146,19 +146,19 @@ func toV1(obj map[string]any, ignored func(annotation, reason string)) (map[stri
 	}
 	changed := touched(v1Carry)
 	original := withoutCarry(obj, changed, v1CarryAnnotation)
-	hash := &rolloutHash{}
-	out := plainToV1(copyPaths(original, changed), hash)
+	m := &memo{}
+	out := plainToV1(copyPaths(original, changed), m)
 	if len(v1Carry) > 0 {
 		if err := restore(out, v1Carry); err != nil {
 			return nil, fmt.Errorf("restoring %s: %w", v1CarryAnnotation, err)
 		}
-		hash = &rolloutHash{} // restored fields may feed the hash
+		m.forgetHash() // restored fields may feed the hash
 	}
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	back := plainToV1alpha1(copyPaths(out, plainWrites), hash)
-	putCarry(out, v1alpha1CarryAnnotation, diffAt(changed, original, back))
+	carry := diffWayBack(out, changed, original, func(o map[string]any) { plainToV1alpha1(o, m) })
+	putCarry(out, v1alpha1CarryAnnotation, carry)
 	return out, nil
 }
 
@@ -169,12 +169,14 @@ func toV1alpha1(obj map[string]any, ignored func(annotation, reason string)) (ma
 	}
 	changed := touched(alphaCarry)
 	original := withoutCarry(obj, changed, v1alpha1CarryAnnotation)
-	out := plainToV1alpha1(copyPaths(original, changed), &rolloutHash{})
+	m := &memo{}
+	out := plainToV1alpha1(copyPaths(original, changed), m)
 	if err := restore(out, alphaCarry); err != nil {
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
-	back := plainToV1(copyPaths(out, plainWrites), &rolloutHash{})
-	putCarry(out, v1CarryAnnotation, diffAt(changed, original, back))
+	m.forgetHash() // the way back hashes the v1 spec it derives
+	carry := diffWayBack(out, changed, original, func(o map[string]any) { plainToV1(o, m) })
+	putCarry(out, v1CarryAnnotation, carry)
 	return out, nil
 }
 
@@ -191,12 +193,12 @@ func withoutCarry(obj map[string]any, changed *fieldPaths, key string) map[strin
 }
 
 // plainToV1 applies the v1alpha1 -> v1 rules of docs/conversion.md in place.
-func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
+func plainToV1(obj map[string]any, m *memo) map[string]any {
 	// Derived fields only for an object upstream's types read whole: a
 	// partial one (server-side apply converts each manager's fields) gets
 	// nothing it did not have, and neither operator derives from a status
 	// it cannot read.
-	whole := readsV1alpha1(obj)
+	whole := readV1alpha1(obj, m) == nil
 	obj["apiVersion"] = V1
 	spec, _ := obj["spec"].(map[string]any)
 	status, _ := obj["status"].(map[string]any)
@@ -220,7 +222,7 @@ func plainToV1(obj map[string]any, hash *rolloutHash) map[string]any {
 		delete(status, "lastCompletedRolloutRequest")
 		delete(status, "resourcesHash")
 		delete(status, "observedGeneration")
-		if hash, ok := hash.of(obj); ok && whole {
+		if hash, ok := m.rolloutHash(obj); ok && whole {
 			// A field of the other version's name, unknown here, passes
 			// through as upstream's does and wins over the derived value.
 			if _, passed := status["requestedRolloutHash"]; !passed {
@@ -264,11 +266,11 @@ func mergeIAMRole(spec map[string]any, role any) {
 }
 
 // plainToV1alpha1 applies the v1 -> v1alpha1 rules of docs/conversion.md in place.
-func plainToV1alpha1(obj map[string]any, hash *rolloutHash) map[string]any {
+func plainToV1alpha1(obj map[string]any, m *memo) map[string]any {
 	var hashed string
-	whole := readsV1(obj)
+	whole := readV1(obj, m) == nil
 	if whole {
-		hashed, whole = hash.of(obj)
+		hashed, whole = m.rolloutHash(obj)
 	}
 	obj["apiVersion"] = V1Alpha1
 	spec, _ := obj["spec"].(map[string]any)
@@ -295,20 +297,28 @@ func plainToV1alpha1(obj map[string]any, hash *rolloutHash) map[string]any {
 	return obj
 }
 
-// rolloutHash computes an object's rollout hash once; a conversion and its
-// check of the way back hash the same v1 spec.
-type rolloutHash struct {
-	done, whole bool
-	value       string
+// memo is what a conversion and its check of the way back read of the
+// same object, once: whether upstream reads its metadata, which neither
+// way changes, and the rollout hash of its v1 spec while the spec is the
+// same.
+type memo struct {
+	metadataRead bool
+	metadataErr  error
+
+	hashed, whole bool
+	hash          string
 }
 
-func (h *rolloutHash) of(obj map[string]any) (string, bool) {
-	if !h.done {
-		h.value, h.whole = rolloutHashOf(obj)
-		h.done = true
+func (m *memo) rolloutHash(obj map[string]any) (string, bool) {
+	if !m.hashed {
+		m.hash, m.whole = rolloutHashOf(obj)
+		m.hashed = true
 	}
-	return h.value, h.whole
+	return m.hash, m.whole
 }
+
+// forgetHash is called when the v1 spec may have changed.
+func (m *memo) forgetHash() { m.hashed, m.whole, m.hash = false, false, "" }
 
 // rolloutHashOf computes the rollout hash of a v1 object, and whether the
 // object is whole enough to have one: a spec upstream's types can read

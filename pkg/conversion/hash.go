@@ -30,30 +30,37 @@ func RolloutHash(spec map[string]any, annotations map[string]string) (string, er
 	return hashSpec(spec, force, forced)
 }
 
-// serdeDocs holds the buffers hashed documents are written into: every
-// conversion hashes one, and drops it at once.
-var serdeDocs = sync.Pool{New: func() any { return new([]byte) }}
+// specWriters write the documents hashed: every conversion hashes one and
+// drops it at once, so the writer and its buffer are reused.
+var specWriters = sync.Pool{New: func() any { return newSpecWriter(nil) }}
+
+func newSpecWriter(buf []byte) *serdeWriter {
+	// The stacks are as deep as the spec.
+	return &serdeWriter{buf: buf, root: "spec.", path: make([]pathStep, 0, 8), comma: make([]bool, 0, 8)}
+}
 
 func hashSpec(spec map[string]any, force string, forced bool) (string, error) {
-	buf := serdeDocs.Get().(*[]byte)
-	doc, err := appendUpstreamSpecJSON((*buf)[:0], spec)
+	w := specWriters.Get().(*serdeWriter)
 	defer func() {
 		// A buffer grown by an outsized spec is not kept for the next.
-		if cap(doc) <= 64<<10 {
-			*buf = doc[:0]
-			serdeDocs.Put(buf)
+		if cap(w.buf) <= 64<<10 {
+			w.buf, w.err, w.path, w.comma = w.buf[:0], nil, w.path[:0], w.comma[:0]
+			specWriters.Put(w)
 		}
 	}()
-	if err != nil {
-		return "", err
+	w.upstreamSpec(spec)
+	if w.err != nil {
+		return "", w.err
 	}
 	h := sha256.New()
-	h.Write(doc)
+	h.Write(w.buf)
 	if forced {
 		_, _ = io.WriteString(h, force)
 	}
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])), nil
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], h.Sum(sum[:0]))
+	return string(text[:]), nil
 }
 
 // UpstreamSpecJSON is the document RolloutHash hashes. serde_json writes
@@ -72,8 +79,12 @@ func UpstreamSpecJSON(spec map[string]any) ([]byte, error) {
 }
 
 func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
-	// The stacks are as deep as the spec.
-	w := &serdeWriter{buf: buf, root: "spec.", path: make([]pathStep, 0, 8), comma: make([]bool, 0, 8)}
+	w := newSpecWriter(buf)
+	w.upstreamSpec(spec)
+	return w.buf, w.err
+}
+
+func (w *serdeWriter) upstreamSpec(spec map[string]any) {
 	w.beginObject()
 	w.requiredString(spec, "environmentdImageRef")
 	w.option(spec, "environmentdExtraArgs", strs)
@@ -105,7 +116,6 @@ func appendUpstreamSpecJSON(buf []byte, spec map[string]any) ([]byte, error) {
 	w.cleared(spec, "consoleExternalCertificateSpec", (*serdeWriter).certSpec)
 	w.option(spec, "internalCertificateSpec", (*serdeWriter).certSpec)
 	w.endObject()
-	return w.buf, w.err
 }
 
 // RolloutRequest is the v1alpha1 requestRollout that stands for a v1 rollout

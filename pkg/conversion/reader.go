@@ -14,18 +14,17 @@ import (
 // field. These checks follow its types (docs/migrating-from-orchestratord.md);
 // the differential test in test/upstream holds them to serde's behaviour.
 
-// readsV1alpha1 reports whether upstream reads obj as a whole v1alpha1
+// readV1alpha1 returns why upstream would not read obj as a whole v1alpha1
 // Materialize, but for the spec fields v1 shares, which the rollout hash
-// reads (a spec it cannot read has no hash).
-func readsV1alpha1(obj map[string]any) bool { return readV1alpha1(obj) == nil }
-
-func readV1alpha1(obj map[string]any) error {
+// reads (a spec it cannot read has no hash). m, when not nil, keeps what
+// is read of the metadata for the way back.
+func readV1alpha1(obj map[string]any, m *memo) error {
 	spec, ok := obj["spec"].(map[string]any)
 	if !ok {
 		return errors.New("spec: required, an object")
 	}
 	return readWith(func(r *serdeWriter) {
-		r.metadata(obj)
+		r.metadataOnce(obj, m)
 		r.field("spec")
 		r.beginObject()
 		r.defaulted(spec, "requestRollout", nilUUID, (*serdeWriter).uuid)
@@ -38,16 +37,15 @@ func readV1alpha1(obj map[string]any) error {
 	})
 }
 
-// readsV1 reports whether upstream reads obj as a whole v1 Materialize, but
-// for the spec, which the rollout hash reads.
-func readsV1(obj map[string]any) bool { return readV1(obj) == nil }
-
-func readV1(obj map[string]any) error {
+// readV1 returns why upstream would not read obj as a whole v1
+// Materialize, but for the spec, which the rollout hash reads; m as for
+// readV1alpha1.
+func readV1(obj map[string]any, m *memo) error {
 	if _, ok := obj["spec"].(map[string]any); !ok {
 		return errors.New("spec: required, an object")
 	}
 	return readWith(func(r *serdeWriter) {
-		r.metadata(obj)
+		r.metadataOnce(obj, m)
 		r.statusV1(obj["status"])
 	})
 }
@@ -60,9 +58,9 @@ func UpstreamReads(obj map[string]any) error {
 	var err error
 	switch v, _ := obj["apiVersion"].(string); v {
 	case V1Alpha1:
-		err = readV1alpha1(obj)
+		err = readV1alpha1(obj, nil)
 	case V1:
-		err = readV1(obj)
+		err = readV1(obj, nil)
 	default:
 		return fmt.Errorf("apiVersion %q is not a Materialize version", echo(v))
 	}
@@ -83,6 +81,22 @@ func (w *serdeWriter) metadata(obj map[string]any) {
 		objectMeta(w, meta)
 	}
 	w.endField()
+}
+
+// metadataOnce reads metadata unless m already has: it is the first
+// field read, so the error it leaves is metadata's alone.
+func (w *serdeWriter) metadataOnce(obj map[string]any, m *memo) {
+	switch {
+	case m == nil:
+		w.metadata(obj)
+	case m.metadataRead:
+		if m.metadataErr != nil {
+			w.err = m.metadataErr
+		}
+	default:
+		w.metadata(obj)
+		m.metadataRead, m.metadataErr = true, w.err
+	}
 }
 
 // readers are serdeWriters that check and write nothing: every conversion

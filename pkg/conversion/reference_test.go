@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,23 +36,23 @@ func referenceConvert(obj map[string]any, apiVersion string) (map[string]any, er
 	case apiVersion == V1:
 		v1Carry := takeCarry(out, v1CarryAnnotation)
 		original := runtime.DeepCopyJSON(out)
-		converted := plainToV1(out, &rolloutHash{})
+		converted := plainToV1(out, &memo{})
 		if len(v1Carry) > 0 {
 			if err := restore(converted, v1Carry); err != nil {
 				return nil, err
 			}
 		}
-		back := plainToV1alpha1(runtime.DeepCopyJSON(converted), &rolloutHash{})
+		back := plainToV1alpha1(runtime.DeepCopyJSON(converted), &memo{})
 		putCarry(converted, v1alpha1CarryAnnotation, referenceDiff(original, back))
 		return converted, nil
 	default:
 		alphaCarry := takeCarry(out, v1alpha1CarryAnnotation)
 		original := runtime.DeepCopyJSON(out)
-		converted := plainToV1alpha1(out, &rolloutHash{})
+		converted := plainToV1alpha1(out, &memo{})
 		if err := restore(converted, alphaCarry); err != nil {
 			return nil, err
 		}
-		back := plainToV1(runtime.DeepCopyJSON(converted), &rolloutHash{})
+		back := plainToV1(runtime.DeepCopyJSON(converted), &memo{})
 		putCarry(converted, v1CarryAnnotation, referenceDiff(original, back))
 		return converted, nil
 	}
@@ -154,9 +155,9 @@ var carriedPathPool = [][]string{
 // naming paths from the pool; for some the derived value is what the plain
 // conversion gives there, so that restore applies them.
 func addCarriedPaths(obj map[string]any, seed int) {
-	key, plain := v1CarryAnnotation, func(o map[string]any) map[string]any { return plainToV1(o, &rolloutHash{}) }
+	key, plain := v1CarryAnnotation, func(o map[string]any) map[string]any { return plainToV1(o, &memo{}) }
 	if obj["apiVersion"] == V1 {
-		key, plain = v1alpha1CarryAnnotation, func(o map[string]any) map[string]any { return plainToV1alpha1(o, &rolloutHash{}) }
+		key, plain = v1alpha1CarryAnnotation, func(o map[string]any) map[string]any { return plainToV1alpha1(o, &memo{}) }
 	}
 	bare := runtime.DeepCopyJSON(obj)
 	takeCarry(bare, key)
@@ -176,4 +177,40 @@ func addCarriedPaths(obj map[string]any, seed int) {
 	}
 	raw, _ := json.Marshal(fields)
 	set(obj, []string{"metadata", "annotations", key}, string(raw))
+}
+
+// The way back runs on the converted object itself (diffWayBack) and is
+// undone: what it creates, sets or deletes must leave no trace, even where
+// the generated objects rarely go. A v1 object whose carry restores the
+// IAM role has no serviceAccountAnnotations for it: the way back creates
+// them, or adds the role to those there are.
+func TestWayBackLeavesNoTrace(t *testing.T) {
+	carry := `[{"path":["spec","environmentdIamRoleArn"],"value":"arn:aws:iam::1:role/r"},` +
+		`{"path":["status","resourcesHash"],"value":"h","derived":""}]`
+	for name, sa := range map[string]string{
+		"none": ``, "null": `,"serviceAccountAnnotations":null`,
+		"others": `,"serviceAccountAnnotations":{"a":"b"}`,
+	} {
+		obj := mustDecode(t, `{"apiVersion":"materialize.cloud/v1","kind":"Materialize",
+			"metadata":{"name":"m","annotations":{"conversion.materialize.cloud/v1alpha1":`+strconv.Quote(carry)+`}},
+			"spec":{"environmentdImageRef":"materialize/environmentd:v26.1.0","backendSecretName":"b"`+sa+`},
+			"status":{"resourceId":"r","activeGeneration":1,"conditions":[],"lastCompletedRolloutHash":"x"}}`)
+		before, _ := json.Marshal(obj)
+		want, err := referenceConvert(runtime.DeepCopyJSON(obj), V1Alpha1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := convert(t, obj, V1Alpha1)
+		w, _ := json.Marshal(want)
+		g, _ := json.Marshal(got)
+		if string(w) != string(g) {
+			t.Errorf("%s:\n got %s\nwant %s", name, g, w)
+		}
+		if after, _ := json.Marshal(obj); string(after) != string(before) {
+			t.Errorf("%s: Convert modified its input:\nbefore %s\n after %s", name, before, after)
+		}
+		if _, ok := got["spec"].(map[string]any)["environmentdIamRoleArn"]; !ok {
+			t.Errorf("%s: the carry did not restore the role, so the way back made nothing to undo: %s", name, g)
+		}
+	}
 }

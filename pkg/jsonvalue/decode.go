@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth bounds nesting, as encoding/json does: deeper input is refused
@@ -38,6 +39,9 @@ type Decoder struct {
 	data  string
 	pos   int
 	depth int
+	// boxes holds the string headers strings and numbers are boxed in
+	// (box), a chunk at a time.
+	boxes []string
 }
 
 // Decode decodes data, which must hold exactly one JSON value.
@@ -221,10 +225,49 @@ func (d *Decoder) str() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if plain {
-		return raw, nil
+	if !plain {
+		raw = unquote(raw)
 	}
-	return unquote(raw), nil
+	if raw == "" {
+		return "", nil // boxed without allocating
+	}
+	return d.box(raw, stringType), nil
+}
+
+// Boxing a string or a number in an interface allocates its header, and a
+// realistic object holds dozens: box takes the headers from chunks
+// instead, one allocation for many values (which all live as long as the
+// decoded document, the way the webhook uses it). The chunks grow with
+// the document, so the last one wastes at most half its room.
+const (
+	firstBoxes = 8
+	maxBoxes   = 128
+)
+
+// eface is the layout of an interface value: its type, and a pointer to
+// the value (here a string header in a chunk).
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+var (
+	stringType = typeOf("")
+	numberType = typeOf(json.Number(""))
+)
+
+func typeOf(v any) unsafe.Pointer { return (*eface)(unsafe.Pointer(&v)).typ }
+
+// box is any(s) of the type typ (string or json.Number, whose values are
+// both a string header).
+func (d *Decoder) box(s string, typ unsafe.Pointer) any {
+	if len(d.boxes) == cap(d.boxes) {
+		d.boxes = make([]string, 0, min(max(2*cap(d.boxes), firstBoxes), maxBoxes))
+	}
+	d.boxes = append(d.boxes, s)
+	var v any
+	e := (*eface)(unsafe.Pointer(&v))
+	e.typ, e.data = typ, unsafe.Pointer(&d.boxes[len(d.boxes)-1])
+	return v
 }
 
 // scanString validates the string starting at d.pos and returns its body
@@ -367,9 +410,9 @@ func (d *Decoder) number() (any, error) {
 		d.pos = end
 		return nil, d.unexpected("in numeric literal")
 	}
-	n := json.Number(d.data[d.pos:end])
+	n := d.data[d.pos:end]
 	d.pos = end
-	return n, nil
+	return d.box(n, numberType), nil
 }
 
 // numberEnd returns where the number starting at s[i] ends, and whether it

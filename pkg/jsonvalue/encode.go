@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -43,29 +44,36 @@ func Append(dst []byte, v any) ([]byte, error) {
 	return append(dst, b...), err
 }
 
-// stackKeys is how many keys an object may have before sorting them costs
-// an allocation.
-const stackKeys = 32
+// stackMembers is how many members an object may have before sorting
+// them costs an allocation.
+const stackMembers = 16
+
+// member is a key and its value, sorted together: writing from the sorted
+// pairs looks no key up a second time.
+type member struct {
+	key   string
+	value any
+}
 
 func appendObject(dst []byte, m map[string]any) ([]byte, error) {
 	if m == nil {
 		return append(dst, "null"...), nil
 	}
-	var buf [stackKeys]string
-	keys := buf[:0]
-	for k := range m {
-		keys = append(keys, k)
+	var buf [stackMembers]member
+	members := buf[:0]
+	for k, v := range m {
+		members = append(members, member{k, v})
 	}
-	slices.Sort(keys)
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
 	dst = append(dst, '{')
-	for i, k := range keys {
+	for i, mb := range members {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(dst, k)
+		dst = AppendString(dst, mb.key)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = Append(dst, m[k]); err != nil {
+		if dst, err = Append(dst, mb.value); err != nil {
 			return dst, err
 		}
 	}

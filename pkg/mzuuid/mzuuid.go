@@ -19,12 +19,36 @@ const Nil = "00000000-0000-0000-0000-000000000000"
 // Canonical returns s as upstream writes it once parsed, or an error naming
 // s when upstream cannot parse it.
 func Canonical(s string) (string, error) {
+	if isCanonical(s) {
+		return s, nil // as u.String() would write it, without allocating
+	}
 	// google/uuid accepts the same four spellings as the uuid crate.
 	u, err := uuid.Parse(s)
 	if err != nil || !wellFormed(s) {
 		return "", fmt.Errorf("%q is not a UUID", s)
 	}
 	return u.String(), nil
+}
+
+// isCanonical reports whether s is a UUID in the hyphenated lower-case form
+// uuid.UUID.String writes.
+func isCanonical(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Valid reports whether upstream parses s as a UUID, without writing it.

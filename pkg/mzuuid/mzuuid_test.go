@@ -54,3 +54,21 @@ func TestValue(t *testing.T) {
 		}
 	}
 }
+
+// Every conversion reads UUIDs already in the canonical form: they come
+// back as they are, without a parse and a new string.
+func TestCanonicalFormComesBackAsItIs(t *testing.T) {
+	const in = "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"
+	if got, err := Canonical(in); err != nil || got != in {
+		t.Fatalf("Canonical(%q) = %q, %v", in, got, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = Canonical(in) }); n != 0 {
+		t.Errorf("Canonical of the canonical form allocates %v times", n)
+	}
+	// One upper-case digit or a misplaced hyphen is not the canonical form.
+	for _, in := range []string{"6F1F4A8E-3C2B-4E4F-9A7E-0C4B8D2E1F00", "6f1f4a8e3-c2b-4e4f-9a7e-0c4b8d2e1f00"} {
+		if isCanonical(in) {
+			t.Errorf("%q taken for the canonical form", in)
+		}
+	}
+}
