@@ -155,8 +155,10 @@ func readCharged(body io.Reader, declared int64, charge func(int64) bool, refund
 	for {
 		if len(b) == cap(b) {
 			// One byte past the declared length sees the end of the body
-			// without growing again.
-			next := max(2*int64(cap(b)), bodyChunk)
+			// without growing again. Four times what arrived: a 0.6 MiB
+			// LIST page is read in three buffers, not five, and a client
+			// that stops sending holds at most four times what it sent.
+			next := max(4*int64(cap(b)), bodyChunk)
 			if declared >= 0 {
 				next = min(next, declared+1)
 			}

@@ -199,13 +199,17 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.out = append(resp.out, `null,"result":{"metadata":{},"status":"Failure","message":`...)
 		resp.out = append(jsonvalue.AppendString(resp.out, failure), "}}}"...)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	resp.writeTo(w)
 	h.Metrics.latency.WithLabelValues(result).Observe(time.Since(start).Seconds())
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("result", result))
 	}
 }
+
+// jsonContentType is every answer's Content-Type, shared: Header.Set
+// would allocate it per review. net/http only reads it.
+var jsonContentType = []string{"application/json"}
 
 // spanName names the span of each review.
 const spanName = "ConversionReview"
