@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
@@ -170,12 +171,12 @@ type savedField struct {
 	present bool
 }
 
-// diffWayBack is the diff of want and what plainBack makes of out: the
-// way back runs on out itself, which is then put back as it was. out's
-// maps on the way to every field a plain conversion writes are its own
-// (copyPaths), so nothing it shares with want changes, and the way back
-// costs no copy of them (four maps).
-func diffWayBack(out map[string]any, changed *fieldPaths, want map[string]any, plainBack func(map[string]any)) []carried {
+// carryWayBack puts in out's annotation key what the plain way back
+// (plainBack) would not reproduce of want. The way back runs on out itself,
+// which is then put back as it was: out's maps on the way to every field a
+// plain conversion writes are its own (copyPaths), so nothing it shares
+// with want changes, and the way back costs no copy of them (four maps).
+func carryWayBack(out map[string]any, key string, changed *fieldPaths, want map[string]any, plainBack func(map[string]any)) {
 	var buf [16]savedField
 	saved := buf[:0]
 	for _, path := range wayBackFields {
@@ -190,7 +191,8 @@ func diffWayBack(out map[string]any, changed *fieldPaths, want map[string]any, p
 		}
 	}
 	plainBack(out)
-	diff := diffAt(changed, want, out)
+	d := differs.Get().(*differ)
+	d.at(changed, want, out)
 	for i := len(saved) - 1; i >= 0; i-- {
 		if f := saved[i]; f.present {
 			f.parent[f.key] = f.value
@@ -198,17 +200,9 @@ func diffWayBack(out map[string]any, changed *fieldPaths, want map[string]any, p
 			delete(f.parent, f.key)
 		}
 	}
-	return diff
-}
-
-// diffAt is the diff of want and got, which differ at most at fields in
-// paths (all else is shared): it compares only there. At a whole field it
-// compares everything below, as the full diff would.
-func diffAt(paths *fieldPaths, want, got map[string]any) []carried {
-	d := differ{}
-	d.at(paths, want, got)
 	sortCarried(d.out)
-	return d.out
+	putCarry(out, key, d.out)
+	d.recycle()
 }
 
 // differ collects carried fields. Their values are encoded into one
@@ -216,6 +210,21 @@ func diffAt(paths *fieldPaths, want, got map[string]any) []carried {
 type differ struct {
 	out []carried
 	raw []byte
+}
+
+// differs are reused: every conversion diffs, and what it collects is
+// garbage once the annotation is written (encodeCarry copies it).
+var differs = sync.Pool{New: func() any { return &differ{} }}
+
+func (d *differ) recycle() {
+	// An outsized diff (a carried map of a tenant's annotations) is not
+	// kept for the next.
+	if cap(d.raw) > 16<<10 || cap(d.out) > 64 {
+		return
+	}
+	clear(d.out)
+	d.out, d.raw = d.out[:0], d.raw[:0]
+	differs.Put(d)
 }
 
 func (d *differ) at(paths *fieldPaths, want, got map[string]any) {

@@ -157,8 +157,7 @@ func toV1(obj map[string]any, ignored func(annotation, reason string)) (map[stri
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	carry := diffWayBack(out, changed, original, func(o map[string]any) { plainToV1alpha1(o, m) })
-	putCarry(out, v1alpha1CarryAnnotation, carry)
+	carryWayBack(out, v1alpha1CarryAnnotation, changed, original, func(o map[string]any) { plainToV1alpha1(o, m) })
 	return out, nil
 }
 
@@ -175,8 +174,7 @@ func toV1alpha1(obj map[string]any, ignored func(annotation, reason string)) (ma
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
 	m.forgetHash() // the way back hashes the v1 spec it derives
-	carry := diffWayBack(out, changed, original, func(o map[string]any) { plainToV1(o, m) })
-	putCarry(out, v1CarryAnnotation, carry)
+	carryWayBack(out, v1CarryAnnotation, changed, original, func(o map[string]any) { plainToV1(o, m) })
 	return out, nil
 }
 

@@ -179,7 +179,7 @@ func addCarriedPaths(obj map[string]any, seed int) {
 	set(obj, []string{"metadata", "annotations", key}, string(raw))
 }
 
-// The way back runs on the converted object itself (diffWayBack) and is
+// The way back runs on the converted object itself (carryWayBack) and is
 // undone: what it creates, sets or deletes must leave no trace, even where
 // the generated objects rarely go. A v1 object whose carry restores the
 // IAM role has no serviceAccountAnnotations for it: the way back creates
