@@ -4,7 +4,6 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"sync"
 
 	"github.com/google/uuid"
@@ -52,14 +51,14 @@ func hashSpec(spec map[string]any, force string, forced bool) (string, error) {
 	if w.err != nil {
 		return "", w.err
 	}
-	h := sha256.New()
-	h.Write(w.buf)
+	// The annotation's value follows the document: one Sum256, no digest
+	// allocated.
 	if forced {
-		_, _ = io.WriteString(h, force)
+		w.buf = append(w.buf, force...)
 	}
-	var sum [sha256.Size]byte
+	sum := sha256.Sum256(w.buf)
 	var text [2 * sha256.Size]byte
-	hex.Encode(text[:], h.Sum(sum[:0]))
+	hex.Encode(text[:], sum[:])
 	return string(text[:]), nil
 }
 
