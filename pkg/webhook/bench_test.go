@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/materializeinc/orchestratord/pkg/conversion"
+	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 	"github.com/materializeinc/orchestratord/test/fixture"
 )
 
@@ -38,4 +40,56 @@ func BenchmarkReview(b *testing.B) {
 			b.ReportMetric(float64(len(body)), "body-bytes")
 		})
 	}
+}
+
+// go test -run '^$' -bench ReviewStages -benchmem ./pkg/webhook
+//
+// A 500-object review's stages apart, each over the whole review: the
+// admission estimate, the decode, the conversions and the encoding of
+// what they return (docs/benchmarks.md, "Where a review's time goes").
+func BenchmarkReviewStages(b *testing.B) {
+	body := string(fixture.ConversionReview("materialize.cloud/v1", 500))
+	b.Run("estimate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			reviewCost(body)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, msg := parseReview(body); msg != "" {
+				b.Fatal(msg)
+			}
+		}
+	})
+	rv, msg := parseReview(body)
+	if msg != "" {
+		b.Fatal(msg)
+	}
+	converted := make([]map[string]any, len(rv.objects))
+	b.Run("convert", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, obj := range rv.objects {
+				var err error
+				if converted[i], err = conversion.Convert(obj.(map[string]any), rv.desiredAPIVersion); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		var out []byte
+		for b.Loop() {
+			out = out[:0]
+			for _, obj := range converted {
+				var err error
+				if out, err = jsonvalue.Append(out, obj); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
