@@ -382,8 +382,11 @@ func readCarry(obj map[string]any, key string) (fields []carried, ignored string
 	if len(raw) > maxCarryBytes {
 		return nil, fmt.Sprintf("larger than %d bytes", maxCarryBytes)
 	}
-	if err := json.Unmarshal([]byte(raw), &fields); err != nil {
-		return nil, "not a list of carried fields"
+	fields, canonical := readCanonicalCarry(raw)
+	if !canonical {
+		if err := json.Unmarshal([]byte(raw), &fields); err != nil {
+			return nil, "not a list of carried fields"
+		}
 	}
 	if len(fields) > len(convertedFields) {
 		return nil, fmt.Sprintf("%d entries, more than the %d fields a conversion carries", len(fields), len(convertedFields))
@@ -405,11 +408,89 @@ func readCarry(obj map[string]any, key string) (fields []carried, ignored string
 	return fields, ""
 }
 
+// readCanonicalCarry reads raw when it is in the form encodeCarry writes
+// (compact, each entry's keys path, value, derived in that order, the last
+// two optional), as json.Unmarshal would read it: every object written at
+// v1 carries one, which every read at v1 reads. ok is false for any other
+// form, which json.Unmarshal reads then (reflection costs it half of a
+// conversion to v1alpha1).
+func readCanonicalCarry(raw string) (fields []carried, ok bool) {
+	rest, ok := strings.CutPrefix(raw, "[")
+	if !ok {
+		return nil, false
+	}
+	fields = []carried{}
+	if rest == "]" {
+		return fields, true
+	}
+	for {
+		var f carried
+		if rest, ok = strings.CutPrefix(rest, `{"path":[`); !ok {
+			return nil, false
+		}
+		f.Path = []string{}
+		for !strings.HasPrefix(rest, "]") {
+			if len(f.Path) > 0 {
+				if rest, ok = strings.CutPrefix(rest, ","); !ok {
+					return nil, false
+				}
+			}
+			key, end, isString := jsonvalue.StringFirst(rest)
+			if !isString {
+				return nil, false
+			}
+			f.Path, rest = append(f.Path, key), rest[end:]
+		}
+		rest = rest[1:]
+		if f.Value, rest, ok = rawMember(rest, `,"value":`); !ok {
+			return nil, false
+		}
+		if f.Derived, rest, ok = rawMember(rest, `,"derived":`); !ok {
+			return nil, false
+		}
+		if rest, ok = strings.CutPrefix(rest, "}"); !ok {
+			return nil, false
+		}
+		fields = append(fields, f)
+		switch {
+		case rest == "]":
+			return fields, true
+		case strings.HasPrefix(rest, ","):
+			rest = rest[1:]
+		default:
+			return nil, false
+		}
+	}
+}
+
+// rawMember reads the optional member that starts with prefix (its key)
+// at the start of s: its value's JSON, and what follows it. ok is false
+// when the value is not valid JSON.
+func rawMember(s, prefix string) (raw json.RawMessage, rest string, ok bool) {
+	after, found := strings.CutPrefix(s, prefix)
+	if !found {
+		return nil, s, true
+	}
+	// Nearly always a string, which is checked without being decoded.
+	_, end, valid := jsonvalue.StringFirst(after)
+	if !valid {
+		var err error
+		if _, end, err = jsonvalue.DecodeFirst(after); err != nil {
+			return nil, s, false
+		}
+	}
+	return json.RawMessage(after[:end]), after[end:], true
+}
+
 // rawHasType reports whether raw (absent allowed) is JSON null or a value
 // of the type.
 func rawHasType(raw json.RawMessage, want string) bool {
 	if raw == nil {
 		return true
+	}
+	if _, end, ok := jsonvalue.StringFirst(string(raw)); ok {
+		// Most carried values: a string, read without boxing it.
+		return end == len(raw) && want == "string"
 	}
 	v, err := decodeValue(raw)
 	if err != nil {

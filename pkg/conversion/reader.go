@@ -113,6 +113,7 @@ func readWith(read func(r *serdeWriter)) error {
 	read(r)
 	r.endObject()
 	err := r.err
+	clear(r.path[:cap(r.path)]) // its keys may share a request's body
 	r.err, r.path, r.comma = nil, r.path[:0], r.comma[:0]
 	readers.Put(r)
 	return err

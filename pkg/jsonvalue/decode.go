@@ -13,6 +13,7 @@ package jsonvalue
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -62,6 +63,33 @@ func DecodeString(data string) (any, error) {
 		return nil, d.errorf("data after the top-level value")
 	}
 	return v, nil
+}
+
+// DecodeFirst decodes the JSON value at the start of data and returns
+// where it ends; what follows is not looked at.
+func DecodeFirst(data string) (v any, end int, err error) {
+	d := Decoder{data: data}
+	if v, err = d.value(); err != nil {
+		return nil, 0, err
+	}
+	return v, d.pos, nil
+}
+
+// StringFirst reads the JSON string at the start of data, as Decode
+// would, and returns where it ends: a string costs no boxing this way.
+func StringFirst(data string) (s string, end int, ok bool) {
+	if !strings.HasPrefix(data, `"`) {
+		return "", 0, false
+	}
+	d := Decoder{data: data}
+	raw, plain, err := d.scanString()
+	if err != nil {
+		return "", 0, false
+	}
+	if !plain {
+		raw = unquote(raw)
+	}
+	return raw, d.pos, true
 }
 
 func (d *Decoder) errorf(format string, args ...any) error {
@@ -240,7 +268,7 @@ func (d *Decoder) str() (any, error) {
 // decoded document, the way the webhook uses it). The chunks grow with
 // the document, so the last one wastes at most half its room.
 const (
-	firstBoxes = 8
+	firstBoxes = 4
 	maxBoxes   = 128
 )
 

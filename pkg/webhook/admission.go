@@ -140,8 +140,9 @@ func (b *budget) releaseReview(cost int64) {
 // charging each growth to charge before it is allocated; charged is what
 // the returned buffer holds, which the caller refunds. The buffer grows to
 // the declared length at most (a body that says it is short cannot make
-// the server allocate for a long one).
-func readCharged(body io.Reader, declared int64, charge func(int64) bool, refund func(int64)) (b []byte, charged int64, err error) {
+// the server allocate for a long one), and to limit, what body may hold
+// (its reader fails past it), plus one byte.
+func readCharged(body io.Reader, declared, limit int64, charge func(int64) bool, refund func(int64)) (b []byte, charged int64, err error) {
 	grow := func(to int64) error {
 		if !charge(to) {
 			return errNoMemory
@@ -155,13 +156,15 @@ func readCharged(body io.Reader, declared int64, charge func(int64) bool, refund
 	for {
 		if len(b) == cap(b) {
 			// One byte past the declared length sees the end of the body
-			// without growing again. Four times what arrived: a 0.6 MiB
-			// LIST page is read in three buffers, not five, and a client
-			// that stops sending holds at most four times what it sent.
-			next := max(4*int64(cap(b)), bodyChunk)
+			// without growing again. With a declared length, four times
+			// what arrived (a 0.6 MiB LIST page is read in three buffers,
+			// not five); without one, twice: a client that stops sending
+			// holds at most that much more than it sent.
+			next := max(2*int64(cap(b)), bodyChunk)
 			if declared >= 0 {
-				next = min(next, declared+1)
+				next = min(max(4*int64(cap(b)), bodyChunk), declared+1)
 			}
+			next = min(next, limit+1)
 			if next <= int64(cap(b)) {
 				next = int64(cap(b)) + bodyChunk
 			}

@@ -250,7 +250,7 @@ func (h *ConvertHandler) refund(charged int64) {
 // set only once the timeout has passed: over HTTP/2 (the API server's)
 // setting one is a round trip through the connection's serving goroutine,
 // which would cost every review two of them.
-func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, timeout time.Duration,
+func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64, timeout time.Duration,
 	charge func(int64) bool, refund func(int64)) ([]byte, int64, error) {
 	rc := http.NewResponseController(w)
 	var mu sync.Mutex
@@ -264,7 +264,7 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, time
 			_ = rc.SetReadDeadline(time.Now())
 		}
 	})
-	out, charged, err := readCharged(body, r.ContentLength, charge, refund)
+	out, charged, err := readCharged(body, r.ContentLength, limit, charge, refund)
 	timer.Stop()
 	mu.Lock()
 	done = true
@@ -299,7 +299,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 		timeout = DefaultBodyReadTimeout
 	}
 	charge := func(n int64) bool { return h.chargeUpTo(n, memory) }
-	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), timeout, charge, h.refund)
+	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, timeout, charge, h.refund)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
