@@ -361,3 +361,29 @@ func TestVersionLabelsDoNotShareTheRequest(t *testing.T) {
 		}
 	}
 }
+
+// A body's buffer grows fourfold when its length was declared, and never
+// past the request limit and one byte, however the body arrives.
+func TestBodyBufferGrowth(t *testing.T) {
+	const limit = 1 << 20
+	for _, tc := range []struct {
+		name            string
+		size, declared  int64
+		maxGrowths      int
+		maxBufferLength int64
+	}{
+		{"a LIST page, its length declared", 640 << 10, 640 << 10, 3, 640<<10 + 1},
+		{"the limit, no length declared", limit, -1, 6, limit + 1},
+	} {
+		growths, most := 0, int64(0)
+		charge := func(n int64) bool { growths++; most = max(most, n); return true }
+		body := strings.NewReader(strings.Repeat("x", int(tc.size)))
+		b, _, err := readCharged(http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(body), limit), tc.declared, limit, charge, func(int64) {})
+		if err != nil || int64(len(b)) != tc.size {
+			t.Fatalf("%s: read %d bytes, %v", tc.name, len(b), err)
+		}
+		if growths > tc.maxGrowths || most > tc.maxBufferLength {
+			t.Errorf("%s: %d growths, largest buffer %d bytes; want at most %d and %d", tc.name, growths, most, tc.maxGrowths, tc.maxBufferLength)
+		}
+	}
+}
