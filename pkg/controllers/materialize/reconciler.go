@@ -250,6 +250,9 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// pending rollout does not go on without it: its condition says which
 	// and why (FailedDeploy), and the error brings the retry.
 	envErr := r.applyEnvironmentObjects(ctx, e)
+	if envErr == nil && r.generationToCreate(e) {
+		envErr = r.confirmNetworkPolicies(ctx, e)
+	}
 	result, settled, err := r.rollout(ctx, e, envErr)
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
@@ -464,6 +467,37 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
 		}
 		if err := kube.NetworkingV1().NetworkPolicies(e.ns()).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("network policy %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// generationToCreate reports whether a rollout is pending whose
+// generation has no StatefulSet yet: the next pass creates it.
+func (r *reconciler) generationToCreate(e env) bool {
+	desired, pending := rollout.Pending(r.rolloutInput(e))
+	if !pending {
+		return false
+	}
+	_, err := r.statefulSets.In(e.ns()).Get(e.generationName(desired))
+	return apierrors.IsNotFound(err)
+}
+
+// confirmNetworkPolicies reads the environment's NetworkPolicies from the
+// API server and creates those missing. applyNetworkPolicies decides from
+// the cache, which may not have seen a policy deleted yet: a new
+// generation is never created without them (its pods would start with no
+// policy), so before one is, they are confirmed where they live: once per
+// rollout, and only with the policies enabled.
+func (r *reconciler) confirmNetworkPolicies(ctx context.Context, e env) error {
+	policies := r.d.Kube.NetworkingV1().NetworkPolicies(e.ns())
+	for _, policy := range e.networkPolicies() {
+		_, err := policies.Get(ctx, *policy.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = policies.Apply(ctx, policy, apply.Options())
+		}
+		if err != nil {
+			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
 		}
 	}
 	return nil
