@@ -43,10 +43,7 @@ func hashSpec(spec map[string]any, force string, forced bool) (string, error) {
 	defer func() {
 		// A buffer grown by an outsized spec is not kept for the next.
 		if cap(w.buf) <= 64<<10 {
-			// The path's keys may be a request's (a map's keys share its
-			// body): none is kept past the request.
-			clear(w.path[:cap(w.path)])
-			w.buf, w.err, w.path, w.comma = w.buf[:0], nil, w.path[:0], w.comma[:0]
+			w.reset()
 			specWriters.Put(w)
 		}
 	}()

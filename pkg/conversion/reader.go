@@ -113,10 +113,16 @@ func readWith(read func(r *serdeWriter)) error {
 	read(r)
 	r.endObject()
 	err := r.err
-	clear(r.path[:cap(r.path)]) // its keys may share a request's body
-	r.err, r.path, r.comma = nil, r.path[:0], r.comma[:0]
+	r.reset()
 	readers.Put(r)
 	return err
+}
+
+// reset empties a pooled writer for its next use. The path's keys may be
+// a request's (a map's keys share its body): none is kept past it.
+func (w *serdeWriter) reset() {
+	clear(w.path[:cap(w.path)])
+	w.buf, w.err, w.path, w.comma = w.buf[:0], nil, w.path[:0], w.comma[:0]
 }
 
 // objectMeta is k8s-openapi's ObjectMeta: every field optional, null as

@@ -249,10 +249,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// certificate and NetworkPolicies) come first. When one is refused, a
 	// pending rollout does not go on without it: its condition says which
 	// and why (FailedDeploy), and the error brings the retry.
-	envErr := r.applyEnvironmentObjects(ctx, e)
-	if envErr == nil && r.generationToCreate(e) {
-		envErr = r.confirmNetworkPolicies(ctx, e)
-	}
+	envErr := r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e))
 	result, settled, err := r.rollout(ctx, e, envErr)
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
@@ -415,7 +412,7 @@ func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Mat
 	}
 }
 
-func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
+func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generationNext bool) error {
 	kube := r.d.Kube
 	if e.mz.Spec.ServiceAccountName == "" {
 		sa := e.serviceAccount()
@@ -441,18 +438,28 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env) error {
 			return err
 		}
 	}
-	return r.applyNetworkPolicies(ctx, e)
+	return r.applyNetworkPolicies(ctx, e, generationNext)
 }
 
 // applyNetworkPolicies applies the enabled policies and deletes this
 // Materialize's others (a switch turned off, or the single policy older
-// versions of this operator made).
-func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
+// versions of this operator made). The no-op check reads the cache, which
+// may not have seen a policy deleted or changed yet; when a generation is
+// created next (generationNext), the policies are read from the API server
+// instead: a generation is never created without them, or its pods would
+// start without them. Once per rollout.
+func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env, generationNext bool) error {
 	kube := r.d.Kube
+	get := r.policies.In(e.ns()).Get
+	if generationNext {
+		get = func(name string) (*networkingv1.NetworkPolicy, error) {
+			return kube.NetworkingV1().NetworkPolicies(e.ns()).Get(ctx, name, metav1.GetOptions{})
+		}
+	}
 	wanted := map[string]bool{}
 	for _, policy := range e.networkPolicies() {
 		wanted[*policy.Name] = true
-		live, err := r.policies.In(e.ns()).Get(*policy.Name)
+		live, err := get(*policy.Name)
 		if err := applyChild(ctx, live, err, policy, networkingacExtractNetworkPolicy, kube.NetworkingV1().NetworkPolicies(e.ns()).Apply); err != nil {
 			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
 		}
@@ -473,7 +480,8 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env) error {
 }
 
 // generationToCreate reports whether a rollout is pending whose
-// generation has no StatefulSet yet: the next pass creates it.
+// generation has no StatefulSet in the cache yet: this pass or the next
+// creates it.
 func (r *reconciler) generationToCreate(e env) bool {
 	desired, pending := rollout.Pending(r.rolloutInput(e))
 	if !pending {
@@ -481,26 +489,6 @@ func (r *reconciler) generationToCreate(e env) bool {
 	}
 	_, err := r.statefulSets.In(e.ns()).Get(e.generationName(desired))
 	return apierrors.IsNotFound(err)
-}
-
-// confirmNetworkPolicies reads the environment's NetworkPolicies from the
-// API server and creates those missing. applyNetworkPolicies decides from
-// the cache, which may not have seen a policy deleted yet: a new
-// generation is never created without them (its pods would start with no
-// policy), so before one is, they are confirmed where they live: once per
-// rollout, and only with the policies enabled.
-func (r *reconciler) confirmNetworkPolicies(ctx context.Context, e env) error {
-	policies := r.d.Kube.NetworkingV1().NetworkPolicies(e.ns())
-	for _, policy := range e.networkPolicies() {
-		_, err := policies.Get(ctx, *policy.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = policies.Apply(ctx, policy, apply.Options())
-		}
-		if err != nil {
-			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
-		}
-	}
-	return nil
 }
 
 // applyChild applies a child read from a lister (err is the lister's).
