@@ -45,10 +45,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/kubernetes"
 	k8sle "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
 )
@@ -88,7 +88,7 @@ var errHandOver = errors.New("leaderelection: handing the lease over")
 // Config configures Run. The same Config may be used for several leases.
 type Config struct {
 	// Client talks to the API server holding the Leases.
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// Namespace holds the Leases.
 	Namespace string
 	// Identity is this replica's holder identity; see DefaultIdentity.

@@ -20,10 +20,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
@@ -58,7 +58,7 @@ func (i Instance) String() string { return i.Namespace + "/" + i.Name }
 // Lease, and the clients must be the fenced ones: a write is then refused
 // once the term could have ended.
 type Trigger struct {
-	Kube kubernetes.Interface
+	Kube kubeclient.Interface
 	MZ   versioned.Interface
 	Log  *zap.Logger
 	// Cooldown is the minimum time between two triggers for one

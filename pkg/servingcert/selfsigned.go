@@ -14,7 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // Keys of the CA Secret. The CA signing leaves is tls.crt/tls.key; the one
@@ -46,7 +47,7 @@ const (
 // caBundle for PropagationDelay; until then it keeps signing with the
 // previous one. So no API server is ever shown a leaf it cannot verify.
 type SelfSigned struct {
-	Client     kubernetes.Interface
+	Client     kubeclient.Interface
 	Namespace  string
 	SecretName string
 	// CABundle, when set, receives the trust bundle.
@@ -241,7 +242,7 @@ func (s *SelfSigned) ensureSecret(ctx context.Context, now time.Time) (*corev1.S
 // replicas that decided at once, one gets a Conflict and adopts the other's
 // CA. Re-reading here instead would rotate twice, dropping from the bundle
 // the CA that replicas still sign with until the first rotation propagates.
-func RotateCA(ctx context.Context, client kubernetes.Interface, read *corev1.Secret, validity time.Duration, now time.Time) (*corev1.Secret, error) {
+func RotateCA(ctx context.Context, client kubeclient.Interface, read *corev1.Secret, validity time.Duration, now time.Time) (*corev1.Secret, error) {
 	current, _, err := parseCASecret(read)
 	if err != nil {
 		return nil, err

@@ -572,13 +572,14 @@ func saveHeapProfile(health, metrics, path string) (string, error) {
 // returned to the OS, and the rest (stacks, GC metadata, spans).
 type memorySnapshot struct {
 	rss, peak, file, anon    int64
+	image                    int64 // the binary's own mappings, resident or not
 	heapInUse, free, runtime int64
 	cpuSeconds               float64
 }
 
 func snapshot(pid int, metrics string) memorySnapshot {
 	status := procStatus(pid)
-	m := memorySnapshot{rss: status["VmRSS"], peak: status["VmHWM"], file: status["RssFile"], anon: status["RssAnon"]}
+	m := memorySnapshot{rss: status["VmRSS"], peak: status["VmHWM"], file: status["RssFile"], anon: status["RssAnon"], image: mappedImage(pid)}
 	e, err := program.Scrape(metrics)
 	if err != nil {
 		return m // the runtime's figures stay 0: a report, not a check
@@ -596,8 +597,8 @@ func snapshot(pid int, metrics string) memorySnapshot {
 
 func (m memorySnapshot) print(phase string) {
 	fmt.Printf("| controller RSS %s (peak); Go heap in use | %s (%s); %s |\n", phase, mib(m.rss), mib(m.peak), mib(m.heapInUse))
-	fmt.Printf("| controller RSS %s, by kind | file-backed %s, anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s |\n",
-		phase, mib(m.file), mib(m.anon), mib(m.heapInUse), mib(m.free), mib(m.runtime))
+	fmt.Printf("| controller RSS %s, by kind | file-backed %s (the binary maps %s), anonymous %s; Go heap in use %s, free not released %s, runtime besides the heap %s |\n",
+		phase, mib(m.file), mib(m.image), mib(m.anon), mib(m.heapInUse), mib(m.free), mib(m.runtime))
 	fmt.Printf("| controller CPU since it started, %s | %.1f s |\n", phase, m.cpuSeconds)
 }
 
@@ -617,6 +618,33 @@ func procStatus(pid int) map[string]int64 {
 		}
 	}
 	return sizes
+}
+
+// mappedImage is the size of pid's mappings of its own executable: what
+// its file-backed RSS would be were every page of the binary resident.
+func mappedImage(pid int) int64 {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0
+	}
+	var size int64
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[5] != exe {
+			continue
+		}
+		start, end, _ := strings.Cut(fields[0], "-")
+		from, err1 := strconv.ParseUint(start, 16, 64)
+		to, err2 := strconv.ParseUint(end, 16, 64)
+		if err1 == nil && err2 == nil {
+			size += int64(to - from)
+		}
+	}
+	return size
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -23,7 +23,6 @@ import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -36,6 +35,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/healthserver"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/spread"
@@ -245,7 +245,7 @@ func (o *Options) environmentdURL() (func(*v1alpha1.Materialize, string, uint64)
 // spreadLeadership places the Leases among the replicas (package spread):
 // it sets leCfg.Placement and runs the placement until ctx ends; the
 // channel closes once it has.
-func spreadLeadership(ctx context.Context, leCfg *leaderelection.Config, kube kubernetes.Interface, pod *metav1.OwnerReference,
+func spreadLeadership(ctx context.Context, leCfg *leaderelection.Config, kube kubeclient.Interface, pod *metav1.OwnerReference,
 	ctrls []*controller.Controller, synced func() bool, log *zap.Logger,
 ) <-chan struct{} {
 	var names []string
@@ -312,7 +312,7 @@ func Run(ctx context.Context, o *Options) error {
 	cfg.Wrap(outage.Wrap(outage.DefaultProbeInterval, readsResent))
 	// The shared clients read (informers) and hold the elections; each
 	// controller writes with its own (leaseClients).
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -477,7 +477,7 @@ func startInformers(ctx context.Context, deps controller.Deps) func() bool {
 // electionConfig is the elections' configuration from the flags and the
 // pod's environment (crash failover), and the pod's owner reference for the
 // presence Lease (nil outside a pod).
-func (o *Options) electionConfig(kube kubernetes.Interface, registry *prometheus.Registry, terms *leaderelection.Terms, log *zap.Logger) (leaderelection.Config, *metav1.OwnerReference) {
+func (o *Options) electionConfig(kube kubeclient.Interface, registry *prometheus.Registry, terms *leaderelection.Terms, log *zap.Logger) (leaderelection.Config, *metav1.OwnerReference) {
 	leCfg := leaderelection.Config{
 		Client: kube, Namespace: o.LeaderElectionNamespace, Identity: o.LeaderElectionIdentity,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
@@ -531,7 +531,7 @@ func campaign(ctx context.Context, cfg leaderelection.Config, c *controller.Cont
 // is. Their Materialize writes go through the fenced clients with the
 // materialize Lease's lead context, as the reconciler's; one Trigger, so
 // its cooldown spans both.
-func (o *Options) nodeTriggers(kube kubernetes.Interface, mz versioned.Interface, log *zap.Logger, reg prometheus.Registerer) func(context.Context) {
+func (o *Options) nodeTriggers(kube kubeclient.Interface, mz versioned.Interface, log *zap.Logger, reg prometheus.Registerer) func(context.Context) {
 	if !o.EnableGCPNodeUpgrade && !o.NodeRemovalTrigger {
 		return nil
 	}

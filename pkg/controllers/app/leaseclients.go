@@ -7,13 +7,13 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
 )
@@ -25,7 +25,7 @@ import (
 // Informers and elections use the process's shared clients, which write
 // nothing on behalf of a term.
 type leaseClients struct {
-	kube     kubernetes.Interface
+	kube     kubeclient.Interface
 	mz       versioned.Interface
 	dynamic  dynamic.Interface
 	recorder record.EventRecorder
@@ -51,7 +51,7 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	})
 	c := &leaseClients{conns: conns}
 	var err error
-	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+	if c.kube, err = kubeclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
 	if c.mz, err = versioned.NewForConfig(cfg); err != nil {
@@ -62,7 +62,7 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	}
 	// Events have a client (and rate limiter) of their own, so a burst of
 	// them never delays the controller's writes.
-	events, err := kubernetes.NewForConfig(cfg)
+	events, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

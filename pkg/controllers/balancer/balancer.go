@@ -16,7 +16,6 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
@@ -28,6 +27,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // Name is the controller's name.
@@ -78,7 +78,7 @@ func kind(mz versioned.Interface) component.Kind[*v1alpha1.Balancer, *mzac.Balan
 
 type reconciler struct {
 	cfg         Config
-	kube        kubernetes.Interface
+	kube        kubeclient.Interface
 	dyn         dynamic.Interface
 	balancers   mzlisters.BalancerLister
 	deployments controller.Lister[*appsv1.Deployment]

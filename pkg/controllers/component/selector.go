@@ -13,9 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // SelectorFixPoll is how often a Deployment whose selector is being
@@ -36,7 +36,7 @@ const SelectorFixPoll = 2 * time.Second
 //
 // Upstream waits in place; here each step is a reconcile, so fixed reports
 // whether the caller may apply now and, if not, when to look again.
-func FixSelector(ctx context.Context, kube kubernetes.Interface, owner metav1.Object, live *appsv1.Deployment, found bool,
+func FixSelector(ctx context.Context, kube kubeclient.Interface, owner metav1.Object, live *appsv1.Deployment, found bool,
 	selector map[string]string, template *corev1ac.PodTemplateSpecApplyConfiguration,
 ) (fixed bool, requeue time.Duration, err error) {
 	if fixed, requeue, settled := selectorSettled(live, found, selector); settled {
@@ -194,7 +194,7 @@ func typedTemplate(ac *corev1ac.PodTemplateSpecApplyConfiguration) (corev1.PodTe
 // and a cluster IP cannot be removed in place; the caller's apply then
 // creates the headless one. Clients resolve the name to the pods from then
 // on. fixed reports whether the caller may apply now.
-func FixHeadless(ctx context.Context, kube kubernetes.Interface, owner metav1.Object, live *corev1.Service, found bool) (fixed bool, requeue time.Duration, err error) {
+func FixHeadless(ctx context.Context, kube kubeclient.Interface, owner metav1.Object, live *corev1.Service, found bool) (fixed bool, requeue time.Duration, err error) {
 	if !found || live.Spec.ClusterIP == "" || live.Spec.ClusterIP == corev1.ClusterIPNone {
 		return true, 0, nil
 	}

@@ -11,7 +11,6 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
@@ -19,6 +18,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // Workload is a component's Deployment and Service.
@@ -32,7 +32,7 @@ type Workload struct {
 // Apply applies the Deployment and the Service, first replacing what cannot
 // change in place (FixSelector, FixHeadless). It returns the Deployment as
 // it now is, or a positive requeue while a replacement is under way.
-func (w Workload) Apply(ctx context.Context, kube kubernetes.Interface, r *recent.Writes, owner Object, ownerKey string) (*appsv1.Deployment, time.Duration, error) {
+func (w Workload) Apply(ctx context.Context, kube kubeclient.Interface, r *recent.Writes, owner Object, ownerKey string) (*appsv1.Deployment, time.Duration, error) {
 	live, err := w.Deployment.Cached(w.Deployment.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, 0, err

@@ -21,7 +21,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -34,6 +33,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/podspec"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // Name is the controller's name.
@@ -144,7 +144,7 @@ func kind(mz versioned.Interface) component.Kind[*v1alpha1.Console, *mzac.Consol
 
 type reconciler struct {
 	cfg             Config
-	kube            kubernetes.Interface
+	kube            kubeclient.Interface
 	dyn             dynamic.Interface
 	consoles        mzlisters.ConsoleLister
 	configMaps      controller.Lister[*corev1.ConfigMap]

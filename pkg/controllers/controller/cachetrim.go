@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,15 +9,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/informers/internalinterfaces"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
@@ -26,34 +20,15 @@ import (
 	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
-// NewInformerFactories returns the informer factories every reconciler
-// reads from (Deps): Kubernetes objects only if they carry the resource id
-// label (the operator's children: memory does not grow with the cluster),
-// every custom resource, each trimmed by TrimForCache.
-func NewInformerFactories(kube kubernetes.Interface, mz versioned.Interface) (informers.SharedInformerFactory, mzinformers.SharedInformerFactory) {
-	return informers.NewSharedInformerFactoryWithOptions(kube, 0,
-			informers.WithTweakListOptions(onlyChildren), informers.WithTransform(TrimForCache)),
-		mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
-}
-
-// onlyChildren lists the Kubernetes objects that carry the resource id
-// label.
-func onlyChildren(lo *metav1.ListOptions) { lo.LabelSelector = children.ResourceIDLabel }
-
-// newFilteredInformer is the signature of client-go's NewFiltered*Informer.
-type newFilteredInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer
-
-// unindexedInformer is f's informer of obj's kind, which it makes with
-// newInformer if it has none yet: as the factory would, but without the
-// namespace index (a set of every key, per namespace), for the children
-// the reconcilers only find by name, the store's key. The Listers make
-// their informers with it; the reconcilers take them from the Listers.
-func unindexedInformer(f informers.SharedInformerFactory, obj runtime.Object, newInformer newFilteredInformer) cache.SharedIndexInformer {
-	return f.InformerFor(obj, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return newInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, onlyChildren)
-	})
+// NewInformerFactories returns the informers every reconciler reads from
+// (Deps): Kubernetes objects only if they carry the resource id label (the
+// operator's children: memory does not grow with the cluster), every
+// custom resource, each trimmed by TrimForCache.
+func NewInformerFactories(kube kubeclient.Interface, mz versioned.Interface) (*ChildInformers, mzinformers.SharedInformerFactory) {
+	return newChildInformers(kube), mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
 }
 
 // TrimForCache is the informers' transform. The operator's children

@@ -1,10 +1,9 @@
 package controller
 
 import (
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"go.uber.org/zap"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
@@ -14,11 +13,11 @@ import (
 // Deps are what a reconciler is built from. KubeInformers only see objects
 // labelled with the resource id label; MZInformers see every CR.
 type Deps struct {
-	Kube kubernetes.Interface
+	Kube kubeclient.Interface
 	MZ   versioned.Interface
 	// Dynamic writes cert-manager Certificates, whose CRD may be absent.
 	Dynamic       dynamic.Interface
-	KubeInformers informers.SharedInformerFactory
+	KubeInformers *ChildInformers
 	MZInformers   mzinformers.SharedInformerFactory
 	Recorder      record.EventRecorder
 	Log           *zap.Logger

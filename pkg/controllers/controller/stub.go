@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,12 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	networkinginformers "k8s.io/client-go/informers/networking/v1"
-	rbacinformers "k8s.io/client-go/informers/rbac/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
@@ -380,13 +373,12 @@ func newLister[T metav1.Object](inf cache.SharedIndexInformer, resource schema.G
 	return Lister[T]{informer: inf, indexer: inf.GetIndexer(), resource: resource, rebuild: rebuild}
 }
 
-// The listers of the children, over f's informers (f must have been made
-// by NewInformerFactories, whose transform makes the stubs). None keeps
-// the namespace index; NetworkPolicies, which the reconciler lists, are
-// indexed by resource id.
+// The listers of the children, over f's informers, whose transform makes
+// the stubs. None keeps the namespace index; NetworkPolicies, which the
+// reconciler lists, are indexed by resource id.
 
-func DeploymentLister(f informers.SharedInformerFactory) Lister[*appsv1.Deployment] {
-	return newLister(unindexedInformer(f, &appsv1.Deployment{}, appsinformers.NewFilteredDeploymentInformer), appsv1.Resource("deployments"), func(s *Stub) *appsv1.Deployment {
+func DeploymentLister(f *ChildInformers) Lister[*appsv1.Deployment] {
+	return newLister(childInformer(f, &appsv1.Deployment{}, f.kube.AppsV1().Deployments(metav1.NamespaceAll), nil), appsv1.Resource("deployments"), func(s *Stub) *appsv1.Deployment {
 		if f, ok := s.kept.(*deploymentFields); ok {
 			return f.deployment(s.meta())
 		}
@@ -394,8 +386,8 @@ func DeploymentLister(f informers.SharedInformerFactory) Lister[*appsv1.Deployme
 	})
 }
 
-func StatefulSetLister(f informers.SharedInformerFactory) Lister[*appsv1.StatefulSet] {
-	return newLister(unindexedInformer(f, &appsv1.StatefulSet{}, appsinformers.NewFilteredStatefulSetInformer), appsv1.Resource("statefulsets"), func(s *Stub) *appsv1.StatefulSet {
+func StatefulSetLister(f *ChildInformers) Lister[*appsv1.StatefulSet] {
+	return newLister(childInformer(f, &appsv1.StatefulSet{}, f.kube.AppsV1().StatefulSets(metav1.NamespaceAll), nil), appsv1.Resource("statefulsets"), func(s *Stub) *appsv1.StatefulSet {
 		sts := &appsv1.StatefulSet{ObjectMeta: s.meta()}
 		if status, ok := s.kept.(*appsv1.StatefulSetStatus); ok {
 			sts.Status = *status
@@ -404,41 +396,36 @@ func StatefulSetLister(f informers.SharedInformerFactory) Lister[*appsv1.Statefu
 	})
 }
 
-func ServiceLister(f informers.SharedInformerFactory) Lister[*corev1.Service] {
-	return newLister(unindexedInformer(f, &corev1.Service{}, coreinformers.NewFilteredServiceInformer), corev1.Resource("services"), func(s *Stub) *corev1.Service {
+func ServiceLister(f *ChildInformers) Lister[*corev1.Service] {
+	return newLister(childInformer(f, &corev1.Service{}, f.kube.CoreV1().Services(metav1.NamespaceAll), nil), corev1.Resource("services"), func(s *Stub) *corev1.Service {
 		ip, _ := s.kept.(clusterIP)
 		return &corev1.Service{ObjectMeta: s.meta(), Spec: corev1.ServiceSpec{ClusterIP: string(ip)}}
 	})
 }
 
-func ConfigMapLister(f informers.SharedInformerFactory) Lister[*corev1.ConfigMap] {
-	return newLister(unindexedInformer(f, &corev1.ConfigMap{}, coreinformers.NewFilteredConfigMapInformer), corev1.Resource("configmaps"), func(s *Stub) *corev1.ConfigMap {
+func ConfigMapLister(f *ChildInformers) Lister[*corev1.ConfigMap] {
+	return newLister(childInformer(f, &corev1.ConfigMap{}, f.kube.CoreV1().ConfigMaps(metav1.NamespaceAll), nil), corev1.Resource("configmaps"), func(s *Stub) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: s.meta()}
 	})
 }
 
-func ServiceAccountLister(f informers.SharedInformerFactory) Lister[*corev1.ServiceAccount] {
-	return newLister(unindexedInformer(f, &corev1.ServiceAccount{}, coreinformers.NewFilteredServiceAccountInformer), corev1.Resource("serviceaccounts"), func(s *Stub) *corev1.ServiceAccount {
+func ServiceAccountLister(f *ChildInformers) Lister[*corev1.ServiceAccount] {
+	return newLister(childInformer(f, &corev1.ServiceAccount{}, f.kube.CoreV1().ServiceAccounts(metav1.NamespaceAll), nil), corev1.Resource("serviceaccounts"), func(s *Stub) *corev1.ServiceAccount {
 		return &corev1.ServiceAccount{ObjectMeta: s.meta()}
 	})
 }
 
-func RoleBindingLister(f informers.SharedInformerFactory) Lister[*rbacv1.RoleBinding] {
-	return newLister(unindexedInformer(f, &rbacv1.RoleBinding{}, rbacinformers.NewFilteredRoleBindingInformer), rbacv1.Resource("rolebindings"), func(s *Stub) *rbacv1.RoleBinding {
+func RoleBindingLister(f *ChildInformers) Lister[*rbacv1.RoleBinding] {
+	return newLister(childInformer(f, &rbacv1.RoleBinding{}, f.kube.RbacV1().RoleBindings(metav1.NamespaceAll), nil), rbacv1.Resource("rolebindings"), func(s *Stub) *rbacv1.RoleBinding {
 		return &rbacv1.RoleBinding{ObjectMeta: s.meta()}
 	})
 }
 
 // NetworkPolicyLister's informer is indexed by resource id alone: the
 // reconciler lists a Materialize's policies (WithResourceID).
-func NetworkPolicyLister(f informers.SharedInformerFactory) Lister[*networkingv1.NetworkPolicy] {
-	inf := f.InformerFor(&networkingv1.NetworkPolicy{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return networkinginformers.NewFilteredNetworkPolicyInformer(c, metav1.NamespaceAll, resync,
-			cache.Indexers{resourceIDIndex: indexByResourceID}, onlyChildren)
-	})
-	// An informer made before this one was asked for (the factory's own)
-	// gets the index too; should that fail, WithResourceID says so.
-	_ = EnsureIndex(inf, resourceIDIndex, indexByResourceID)
+func NetworkPolicyLister(f *ChildInformers) Lister[*networkingv1.NetworkPolicy] {
+	inf := childInformer(f, &networkingv1.NetworkPolicy{}, f.kube.NetworkingV1().NetworkPolicies(metav1.NamespaceAll),
+		cache.Indexers{resourceIDIndex: indexByResourceID})
 	return newLister(inf, networkingv1.Resource("networkpolicies"), func(s *Stub) *networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{ObjectMeta: s.meta()}
 	})

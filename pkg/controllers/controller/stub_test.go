@@ -62,7 +62,7 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 			t.Fatalf("%v did not sync", typ)
 		}
 	}
-	if _, isStub := kubeInformers.Apps().V1().Deployments().Informer().GetStore().List()[0].(*Stub); !isStub {
+	if _, isStub := deployments.Informer().GetStore().List()[0].(*Stub); !isStub {
 		t.Fatal("the informer cached the whole Deployment, not a stub")
 	}
 
@@ -98,8 +98,8 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 	// No kind keeps the namespace index (a set of every key, per
 	// namespace); a kind is still listed by namespace, by a scan.
 	for kind, inf := range map[string]cache.SharedIndexInformer{
-		"Deployments":     kubeInformers.Apps().V1().Deployments().Informer(),
-		"NetworkPolicies": kubeInformers.Networking().V1().NetworkPolicies().Informer(),
+		"Deployments":     deployments.Informer(),
+		"NetworkPolicies": policies.Informer(),
 	} {
 		if _, indexed := inf.GetIndexer().GetIndexers()[cache.NamespaceIndex]; indexed {
 			t.Errorf("the %s' informer keeps the namespace index", kind)

@@ -6,13 +6,11 @@ import (
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
-	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 )
@@ -25,10 +23,11 @@ func staleReconcile(t *testing.T, cached *v1alpha1.Materialize) {
 	t.Helper()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	mz := versioned.NewForConfigOrDie(cp.Config)
+	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
 	d := controller.Deps{
 		Kube: kube, MZ: mz,
-		KubeInformers: informers.NewSharedInformerFactory(kube, 0),
-		MZInformers:   mzinformers.NewSharedInformerFactory(mz, 0),
+		KubeInformers: kubeInformers,
+		MZInformers:   mzInformers,
 		Recorder:      record.NewFakeRecorder(100), Log: zap.NewNop(), Workers: 1,
 	}
 	r := materialize.NewReconciler(d, materialize.Options{})

@@ -17,10 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // ReplicaLabel marks the Leases that say a replica is alive (one per
@@ -39,7 +39,7 @@ func ReplicaLeaseName(identity string) string { return "orchestratord-replica-" 
 
 // Config is what the placement needs of the elections' configuration.
 type Config struct {
-	Client    kubernetes.Interface
+	Client    kubeclient.Interface
 	Namespace string
 	// Identity is this replica's, as its elections write it into Leases.
 	Identity string
@@ -81,9 +81,8 @@ type Config struct {
 type Placement struct {
 	cfg      Config
 	leases   []string
-	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
 	lister   coordinationlisters.LeaseLister
-	synced   func() bool
 	withdraw sync.Once
 	// withdrawn stops the heartbeat from recreating the presence Lease.
 	withdrawn atomic.Bool
@@ -129,8 +128,8 @@ func (o *observations) forget(name string) {
 // New returns the placement of leases among the replicas sharing
 // cfg's namespace. Run must be running for it to place anything.
 func New(cfg Config, leases []string) *Placement {
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace))
-	inf := factory.Coordination().V1().Leases()
+	inf := cache.NewSharedIndexInformer(kubeclient.ListWatch(cfg.Client, cfg.Client.CoordinationV1().Leases(cfg.Namespace), nil),
+		&coordinationv1.Lease{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	leases = slices.Clone(leases)
 	slices.Sort(leases)
 	seen := newObservations()
@@ -140,7 +139,7 @@ func New(cfg Config, leases []string) *Placement {
 			seen.at(l, time.Now())
 		}
 	}
-	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
@@ -149,15 +148,16 @@ func New(cfg Config, leases []string) *Placement {
 			}
 		},
 	})
-	return &Placement{cfg: cfg, leases: leases, factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced, seen: seen}
+	return &Placement{cfg: cfg, leases: leases, informer: inf, lister: coordinationlisters.NewLeaseLister(inf.GetIndexer()), seen: seen}
 }
 
 // Run keeps this replica's presence Lease renewed and the view of every
 // Lease current until ctx ends, then deletes the presence Lease so that
 // the others count one replica fewer at once.
 func (s *Placement) Run(ctx context.Context) {
-	s.factory.Start(ctx.Done())
-	defer s.factory.Shutdown()
+	var informing sync.WaitGroup
+	informing.Go(func() { s.informer.RunWithContext(ctx) })
+	defer informing.Wait()
 
 	name := ReplicaLeaseName(s.cfg.Identity)
 	log := s.cfg.Logger
@@ -246,7 +246,7 @@ const (
 // seen stale (a replica that renewed it in between keeps it). It reports
 // whether it looked: not before the informer has synced.
 func (s *Placement) sweep(ctx context.Context, now time.Time, log *zap.Logger) bool {
-	if !s.synced() {
+	if !s.informer.HasSynced() {
 		return false
 	}
 	all, err := s.lister.List(labels.SelectorFromSet(labels.Set{ReplicaLabel: "true"}))
@@ -314,7 +314,7 @@ func (s *Placement) ShouldHandOver(lease string) bool {
 }
 
 func (s *Placement) view() (placementView, bool) {
-	if !s.synced() {
+	if !s.informer.HasSynced() {
 		return placementView{}, false
 	}
 	all, err := s.lister.List(labels.Everything())

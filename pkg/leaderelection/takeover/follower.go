@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // Follower follows the pod of the process that holds a Lease, as named by
@@ -22,7 +23,7 @@ import (
 // node or kubelet went silent is never inferred dead, and its Lease is
 // taken at expiry as before.
 type Follower struct {
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// Self is this process's identity: a Lease it holds is not followed.
 	Self string
 	// Logger is client-go's logger, for the informer.

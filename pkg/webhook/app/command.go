@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/cli"
 	"github.com/materializeinc/orchestratord/pkg/crds"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/servingcert"
 	"github.com/materializeinc/orchestratord/pkg/supervisor"
 	"github.com/materializeinc/orchestratord/pkg/webhook"
@@ -293,7 +293,7 @@ func (o *Options) certSource(log *zap.Logger) (certSource, error) {
 				return err
 			}}, nil
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
