@@ -4,10 +4,9 @@
 //
 // client-go's Clientset (and its informer factory) link the typed clients,
 // apply configurations, informers and listers of every API group, about
-// fifty, into a binary that uses five. On Linux a Go binary's pages end
-// up mapped nearly whole (docs/benchmarks.md, "Where the controllers' RSS
-// goes"), so each of those groups costs resident memory in every replica
-// whether it is called or not.
+// fifty, into a binary that uses five. Most of a Go binary's pages end up
+// resident, called or not (docs/benchmarks.md, "Where the controllers'
+// memory goes"), so each of those groups costs memory in every replica.
 package kubeclient
 
 import (

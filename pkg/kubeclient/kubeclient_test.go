@@ -70,8 +70,8 @@ func TestListWatchTweaksListsAndWatches(t *testing.T) {
 	}
 }
 
-// The binaries' resident memory is mostly their own pages
-// (docs/benchmarks.md, "Where the controllers' RSS goes"): one import of
+// Much of the binaries' resident memory is their own pages
+// (docs/benchmarks.md, "Where the controllers' memory goes"): one import of
 // client-go's Clientset or informer factory links every API group back in.
 func TestNoPackageImportsTheClientsetOrItsInformerFactory(t *testing.T) {
 	banned := map[string]string{

@@ -66,6 +66,7 @@ func main() {
 	})
 	apiserverCPUProfile := flag.String("apiserver-cpu-profile", "", "write the kube-apiserver's CPU profile of 30 s of the first rollout (from 10 s after the creates, of the last wave with -wave) to this file (go tool pprof)")
 	apiserverHeapProfile := flag.String("apiserver-heap-profile", "", "write the kube-apiserver's heap profile after convergence to this file (go tool pprof)")
+	rolloutCPUProfile := flag.String("rollout-cpu-profile", "", "write the controllers' CPU profile of the same 30 s of the first rollout as -apiserver-cpu-profile to this file (go tool pprof)")
 	cpuProfile := flag.String("cpu-profile", "", "write the new leader's CPU profile of the hand-over and its resync (8 s from just before the leader stops) to this file (go tool pprof)")
 	gogc := flag.String("gogc", "50", "GOGC of the controllers: the chart's controllers.gogc by default; empty for the runtime's 100")
 	guardDoc := flag.String("guard", "", "compare the summary with the one recorded in this file (docs/benchmarks.md) and fail when a figure got worse by more than 20%")
@@ -76,7 +77,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "controllers-bench: -memory-limit:", err)
 		os.Exit(2)
 	}
-	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile}, *gogc, api, *wave)
+	figures, err := run(*n, *workers, *qps, limit.Value(), profiles{*heapProfile, *cpuProfile, *apiserverHeapProfile, *apiserverCPUProfile, *rolloutCPUProfile}, *gogc, api, *wave)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controllers-bench:", err)
 		os.Exit(1)
@@ -101,7 +102,7 @@ type apiserverSettings struct {
 
 // profiles names the files the bench writes profiles to (empty: none).
 type profiles struct {
-	heap, cpu, apiserverHeap, apiserverCPU string
+	heap, cpu, apiserverHeap, apiserverCPU, rolloutCPU string
 }
 
 func run(n, workers, qps int, memoryLimit int64, prof profiles, gogc string, api apiserverSettings, wave int) (map[string]float64, error) {
@@ -145,7 +146,7 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc string,
 	start := func(identity, health, metrics string) (*exec.Cmd, error) {
 		cmd := exec.Command(bin, "--kubeconfig="+cp.KubeconfigPath, "--cloud-provider=local", "--region=kind", "--leader-election-namespace=default",
 			"--leader-election-identity="+identity, "--health-address="+health, "--metrics-address="+metrics,
-			"--profiling="+strconv.FormatBool(heapProfile != "" || cpuProfile != ""), "--memory-limit="+strconv.FormatInt(memoryLimit, 10),
+			"--profiling="+strconv.FormatBool(heapProfile != "" || cpuProfile != "" || prof.rolloutCPU != ""), "--memory-limit="+strconv.FormatInt(memoryLimit, 10),
 			"--workers="+strconv.Itoa(workers), "--log-level=warn",
 			"--kube-api-qps="+strconv.Itoa(qps), "--kube-api-burst="+strconv.Itoa(2*qps),
 			"--environmentd-url-template="+env.URL()+"/mz{{.ResourceID}}-environmentd-{{.Generation}}",
@@ -214,7 +215,7 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc string,
 		fmt.Printf("wave %s; then controllers RSS %s, Go heap in use %s; kube-apiserver RSS %s, etcd %s\n",
 			waves[len(waves)-1], mib(m.rss), mib(m.heapInUse), mib(a["VmRSS"]), mib(e["VmRSS"]))
 	}
-	apiserverProfiled := make(chan error, 1)
+	apiserverProfiled, rolloutProfiled := make(chan error, 1), make(chan error, 1)
 	if prof.apiserverCPU != "" {
 		go func() {
 			time.Sleep(10 * time.Second)
@@ -222,6 +223,14 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc string,
 		}()
 	} else {
 		apiserverProfiled <- nil
+	}
+	if prof.rolloutCPU != "" {
+		go func() {
+			time.Sleep(10 * time.Second)
+			rolloutProfiled <- saveProfile("http://"+health+"/debug/pprof/profile?seconds=30", prof.rolloutCPU)
+		}()
+	} else {
+		rolloutProfiled <- nil
 	}
 	if err := waitConverged(ctx, mz, n, timeoutFor(n)); err != nil {
 		return err
@@ -260,6 +269,9 @@ func measure(n, workers, qps int, memoryLimit int64, prof profiles, gogc string,
 		if err := saveAPIServerProfile(ctx, cp, "/debug/pprof/heap", "", prof.apiserverHeap); err != nil {
 			return err
 		}
+	}
+	if err := <-rolloutProfiled; err != nil {
+		return fmt.Errorf("controllers' CPU profile: %w", err)
 	}
 	if err := <-apiserverProfiled; err != nil {
 		return err
