@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	appsv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
@@ -56,8 +57,9 @@ func (c *Clients) NetworkingV1() networkingv1.NetworkingV1Interface { return c.n
 func (c *Clients) RbacV1() rbacv1.RbacV1Interface { return c.rbac }
 
 // NewForConfig returns the clients of cfg as kubernetes.NewForConfig
-// would: one HTTP client (and connection pool) and one rate limiter for
-// every group.
+// would: one HTTP client (and connection pool) for every group, and one
+// rate limiter when cfg has a QPS or a limiter (without either, each group
+// makes client-go's default, as the Clientset's do).
 func NewForConfig(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.UserAgent == "" {
@@ -90,6 +92,13 @@ func NewForConfig(cfg *rest.Config) (*Clients, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Named narrows a list or watch to the one object called name (a
+// metadata.name field selector): a tweak for ListWatch.
+func Named(name string) func(*metav1.ListOptions) {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return func(o *metav1.ListOptions) { o.FieldSelector = selector }
 }
 
 // ListerWatcher is what a typed resource client (Secrets(namespace),

@@ -7,13 +7,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/takeover"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -24,7 +22,7 @@ import (
 // elector on that signal; it ignores it while leading.
 func (c *candidate) watch(ctx context.Context, released chan<- string) {
 	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace)
-	lw := byName(c.name, leases.List, leases.Watch)
+	lw := kubeclient.ListWatch(c.cfg.Client, leases, kubeclient.Named(c.name))
 	signal := func(reason string) {
 		select {
 		case released <- reason:
@@ -68,23 +66,6 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		},
 	})
 	informer.RunWithContext(ctx)
-}
-
-// byName lists and watches the one object called name through a typed
-// client's List and Watch (a metadata.name field selector).
-func byName[L runtime.Object](name string, list func(context.Context, metav1.ListOptions) (L, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return list(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return watchFn(ctx, opts)
-		},
-	}
 }
 
 // expiryClaim takes over a Lease whose holder stopped renewing, as soon as

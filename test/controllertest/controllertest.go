@@ -98,7 +98,7 @@ func StartController(t *testing.T, name string, newController func(controller.De
 	t.Helper()
 	ua := fmt.Sprintf("orchestratord-test-%s-%d", name, controllerSeq.Add(1))
 	c := NewClients(t, ua)
-	kinf, mzinf := controller.NewInformerFactories(c.Kube, c.MZ)
+	kinf, mzinf := controller.NewInformers(c.Kube, c.MZ)
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
 	events := &EventLog{}

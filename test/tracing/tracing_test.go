@@ -155,7 +155,7 @@ func TestSpansOfAReconcileAndAConversion(t *testing.T) {
 	}
 	fixture.KeepStatefulSetsReady(t, kube, ns.Name)
 	fixture.KeepBalancersReady(t, mz, ns.Name)
-	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
+	kubeInformers, mzInformers := controller.NewInformers(kube, mz)
 	c := materialize.New(controller.Deps{
 		Kube: kube, MZ: mz, KubeInformers: kubeInformers, MZInformers: mzInformers,
 		Recorder: record.NewFakeRecorder(1000), Log: log, Workers: 1,

@@ -340,7 +340,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 	}
 
-	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
+	kubeInformers, mzInformers := controller.NewInformers(kube, mz)
 	deps := controller.Deps{
 		KubeInformers: kubeInformers,
 		MZInformers:   mzInformers,

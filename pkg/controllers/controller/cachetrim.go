@@ -23,11 +23,11 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
-// NewInformerFactories returns the informers every reconciler reads from
+// NewInformers returns the informers every reconciler reads from
 // (Deps): Kubernetes objects only if they carry the resource id label (the
 // operator's children: memory does not grow with the cluster), every
 // custom resource, each trimmed by TrimForCache.
-func NewInformerFactories(kube kubeclient.Interface, mz versioned.Interface) (*ChildInformers, mzinformers.SharedInformerFactory) {
+func NewInformers(kube kubeclient.Interface, mz versioned.Interface) (*ChildInformers, mzinformers.SharedInformerFactory) {
 	return newChildInformers(kube), mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
 }
 

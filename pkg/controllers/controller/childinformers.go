@@ -42,6 +42,12 @@ func childInformer[L runtime.Object](f *ChildInformers, obj runtime.Object, c ku
 	defer f.mu.Unlock()
 	kind := reflect.TypeOf(obj)
 	if inf, ok := f.informers[kind]; ok {
+		// Made by another Lister first: it gets the indexes asked for
+		// too. Only a stopped informer refuses, and then the index's
+		// reads say so.
+		for name, index := range indexers {
+			_ = EnsureIndex(inf, name, index)
+		}
 		return inf
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch(f.kube, c, onlyChildren), obj,

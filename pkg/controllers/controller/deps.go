@@ -1,13 +1,13 @@
 package controller
 
 import (
-	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"go.uber.org/zap"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // Deps are what a reconciler is built from. KubeInformers only see objects

@@ -50,7 +50,7 @@ func TestListersRebuildTheTypedObjectsFromStubs(t *testing.T) {
 	// Owned fields that cannot be extracted: kept whole.
 	whole := &corev1.ConfigMap{ObjectMeta: meta("whole", `{"f:data":`), Data: map[string]string{"a": "1"}}
 
-	kubeInformers, _ := NewInformerFactories(fake.NewClientset(dep, inRange, other, whole), mzfake.NewClientset())
+	kubeInformers, _ := NewInformers(fake.NewClientset(dep, inRange, other, whole), mzfake.NewClientset())
 	deployments := DeploymentLister(kubeInformers)
 	policies := NetworkPolicyLister(kubeInformers)
 	configMaps := ConfigMapLister(kubeInformers)

@@ -70,7 +70,7 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	mz := versioned.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	// The binary's caches: children as stubs (controller.TrimForCache).
-	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
+	kubeInformers, mzInformers := controller.NewInformers(kube, mz)
 	deps := controller.Deps{
 		Kube: kube, MZ: mz,
 		KubeInformers: kubeInformers,

@@ -23,7 +23,7 @@ func staleReconcile(t *testing.T, cached *v1alpha1.Materialize) {
 	t.Helper()
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
 	mz := versioned.NewForConfigOrDie(cp.Config)
-	kubeInformers, mzInformers := controller.NewInformerFactories(kube, mz)
+	kubeInformers, mzInformers := controller.NewInformers(kube, mz)
 	d := controller.Deps{
 		Kube: kube, MZ: mz,
 		KubeInformers: kubeInformers,

@@ -156,8 +156,11 @@ func New(cfg Config, leases []string) *Placement {
 // the others count one replica fewer at once.
 func (s *Placement) Run(ctx context.Context) {
 	var informing sync.WaitGroup
-	informing.Go(func() { s.informer.RunWithContext(ctx) })
 	defer informing.Wait()
+	// Cancelled before the wait on any return, a panic's included.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	informing.Go(func() { s.informer.RunWithContext(ctx) })
 
 	name := ReplicaLeaseName(s.cfg.Identity)
 	log := s.cfg.Logger

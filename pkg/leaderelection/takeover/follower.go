@@ -6,10 +6,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -86,18 +82,7 @@ func (f *Follower) Stop() {
 func (f *Follower) run(ctx context.Context, inc *Incarnation, leaseNamespace, leaseName string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pods := f.Client.CoreV1().Pods(inc.Namespace)
-	selector := fields.OneTermEqualSelector("metadata.name", inc.Pod).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			return pods.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			return pods.Watch(ctx, opts)
-		},
-	}
+	lw := kubeclient.ListWatch(f.Client, f.Client.CoreV1().Pods(inc.Namespace), kubeclient.Named(inc.Pod))
 	var once sync.Once
 	onPod := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
