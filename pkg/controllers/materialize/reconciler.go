@@ -249,8 +249,11 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// certificate and NetworkPolicies) come first. When one is refused, a
 	// pending rollout does not go on without it: its condition says which
 	// and why (FailedDeploy), and the error brings the retry.
-	envErr := r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e))
-	result, settled, err := r.rollout(ctx, e, envErr)
+	// One input (the spec's resources hash is a whole generation built and
+	// marshalled) serves both the NetworkPolicies' read and the rollout.
+	in := r.rolloutInput(e)
+	envErr := r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
+	result, settled, err := r.rollout(ctx, e, in, envErr)
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
 	}
@@ -293,7 +296,7 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 	var badAnnotation bool
 	mz.Status, badAnnotation = initialStatus(mz)
 	e := env{mz: mz, id: mz.Status.ResourceID, cfg: &r.o.Config}
-	d, err := r.decide(ctx, e, nil)
+	d, err := r.decide(ctx, e, r.rolloutInput(e), nil)
 	if err != nil {
 		return err
 	}
@@ -479,11 +482,11 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env, generation
 	return nil
 }
 
-// generationToCreate reports whether a rollout is pending whose
-// generation has no StatefulSet in the cache yet: this pass or the next
-// creates it.
-func (r *reconciler) generationToCreate(e env) bool {
-	desired, pending := rollout.Pending(r.rolloutInput(e))
+// generationToCreate reports whether a rollout is pending (in is e's
+// rolloutInput) whose generation has no StatefulSet in the cache yet: this
+// pass or the next creates it.
+func (r *reconciler) generationToCreate(e env, in rollout.Input) bool {
+	desired, pending := rollout.Pending(in)
 	if !pending {
 		return false
 	}
@@ -545,10 +548,12 @@ type decision struct {
 
 // decide observes the rollout (the generation's StatefulSet, environmentd,
 // the pre-flight check, the license key) and runs Step on it. It writes
-// nothing. envErr is as for rollout.
-func (r *reconciler) decide(ctx context.Context, e env, envErr error) (decision, error) {
+// nothing. in is e's rolloutInput; envErr is as for rollout.
+func (r *reconciler) decide(ctx context.Context, e env, in rollout.Input, envErr error) (decision, error) {
 	mz := e.mz
-	in := r.rolloutInput(e)
+	// in may have been made before the environment's objects were
+	// applied; the step is timed from now.
+	in.Now = r.o.Now()
 	status := in.Status
 	leader := r.o.Leader
 	// One read of the backend Secret serves the LicenseKey condition and
@@ -608,9 +613,9 @@ func (r *reconciler) decide(ctx context.Context, e env, envErr error) (decision,
 // so the Balancer and Console may be applied. envErr is why the
 // environment's own objects could not be applied: the rollout records it
 // and goes no further (a promotion already sent goes on).
-func (r *reconciler) rollout(ctx context.Context, e env, envErr error) (result controller.Result, settled bool, err error) {
+func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envErr error) (result controller.Result, settled bool, err error) {
 	mz := e.mz
-	d, err := r.decide(ctx, e, envErr)
+	d, err := r.decide(ctx, e, in, envErr)
 	if err != nil {
 		return controller.Result{}, false, err
 	}
