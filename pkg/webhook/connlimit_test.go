@@ -175,6 +175,14 @@ func TestConnectionCapRefusesWhenEveryConnectionIsBusy(t *testing.T) {
 			t.Errorf("a request in flight at the cap failed: %v", err)
 		}
 	}
+	// The server records a connection idle (or closes it) after its
+	// client has read the answer: until then both still count as busy,
+	// and a loaded machine can show that window to the next client.
+	until(t, "no request in flight", func() bool {
+		s.limiter.mu.Lock()
+		defer s.limiter.mu.Unlock()
+		return s.limiter.active == 0
+	})
 	if err := s.get(s.dial(), "/"); err != nil {
 		t.Errorf("after the busy requests: %v", err)
 	}

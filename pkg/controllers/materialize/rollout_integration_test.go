@@ -216,7 +216,9 @@ func TestRolloutStrategies(t *testing.T) {
 		env.SetStatus(prefix(id, 5), mzenv.Initializing)
 		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
 			mz.Spec.RolloutStrategy = v1alpha1.RolloutWaitUntilReady
-			mz.Spec.RolloutRequestTimeout = "2s"
+			// Long enough that the generation is seen before it is
+			// removed, on a loaded machine too.
+			mz.Spec.RolloutRequestTimeout = "4s"
 			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.5.0"
 			mz.Spec.RequestRollout = "44444444-4444-4444-8444-444444444444"
 		})
@@ -297,11 +299,16 @@ func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
 	ns, id, stsExists := firstGeneration(t)
 	env.SetAutoAdvance(false)
 	t.Cleanup(func() { env.SetAutoAdvance(true) })
-	// outlives checks, for a while past the 2 s timeout, that the generation
+	// The timeout leaves the promotion's chain (the new generation's
+	// objects, their readiness, a poll of environmentd, the call) seconds
+	// to finish on a loaded machine: the rollout's start is counted in
+	// whole seconds, so "2s" left as little as one.
+	const timeout = 6 * time.Second
+	// outlives checks, for a while past the timeout, that the generation
 	// survives and the rollout is not cancelled.
 	outlives := func(t *testing.T, gen uint64) {
 		t.Helper()
-		deadline := time.Now().Add(4 * time.Second)
+		deadline := time.Now().Add(timeout + 2*time.Second)
 		for time.Now().Before(deadline) {
 			if c := upToDate(get(t, ns, "mz")); c != nil && c.Reason == materialize.ReasonRolloutTimeout {
 				t.Fatalf("generation %d cancelled: %s", gen, c.Message)
@@ -316,7 +323,7 @@ func TestTimeoutNeverCancelsAPromotion(t *testing.T) {
 	t.Run("promoting", func(t *testing.T) {
 		env.SetStatus(prefix(id, 2), mzenv.ReadyToPromote)
 		update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
-			mz.Spec.RolloutRequestTimeout = "2s"
+			mz.Spec.RolloutRequestTimeout = timeout.String()
 			mz.Spec.EnvironmentdImageRef = "materialize/environmentd:v26.2.0"
 			mz.Spec.RequestRollout = "55555555-5555-4555-8555-555555555555"
 		})
