@@ -2,6 +2,8 @@ package noderemoval_test
 
 import (
 	"context"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
+	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade"
 	"github.com/materializeinc/orchestratord/pkg/nodeupgrade/noderemoval"
 	"github.com/materializeinc/orchestratord/test/controlplane"
@@ -70,7 +74,25 @@ func TestTaintedNodesTriggerOneRolloutEach(t *testing.T) {
 	force := w.ForceRollout
 	completeRollout := func(ns string) { w.CompleteRollout(w.Get(ns)) }
 
-	tr := &nodeupgrade.Trigger{Kube: kube, MZ: w.MZ, Log: zap.NewNop(), Cooldown: 200 * time.Millisecond}
+	// The trigger's own client counts the node lists its scans make, so
+	// the test can wait for scans rather than for time, which a loaded
+	// machine stretches.
+	var nodeLists atomic.Int64
+	counted := rest.CopyConfig(cp.Config)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if r.URL.Path == "/api/v1/nodes" {
+				nodeLists.Add(1)
+			}
+			return resp, err
+		})
+	})
+	scanKube, err := kubeclient.NewForConfig(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &nodeupgrade.Trigger{Kube: scanKube, MZ: w.MZ, Log: zap.NewNop(), Cooldown: 200 * time.Millisecond}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { noderemoval.Run(runCtx, 100*time.Millisecond, tr, zap.NewNop()); close(done) }()
@@ -113,7 +135,10 @@ func TestTaintedNodesTriggerOneRolloutEach(t *testing.T) {
 		}
 	}
 	setTaints(nil)
-	time.Sleep(500 * time.Millisecond)
+	// Two lists begun after the update: at least one scan saw the node
+	// unmarked.
+	seen := nodeLists.Load()
+	eventually("a scan of the unmarked node", func() bool { return nodeLists.Load() >= seen+2 })
 	if got := force("env-on-karpenter"); got != first["env-on-karpenter"] {
 		t.Fatal("triggered with the node unmarked")
 	}
@@ -122,3 +147,7 @@ func TestTaintedNodesTriggerOneRolloutEach(t *testing.T) {
 		return force("env-on-karpenter") != first["env-on-karpenter"]
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
