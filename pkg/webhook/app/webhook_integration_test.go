@@ -317,8 +317,11 @@ func TestCARotationFailsNoConversion(t *testing.T) {
 	// a notices the rotation at once and publishes the bundle; b, which the
 	// API server talks to, notices it seconds later. Without an overlapping
 	// bundle the API server would distrust b's old certificate meanwhile.
-	a := startWebhook(t, ns)
-	b := startWebhook(t, ns, "--cert-resync-period=10s")
+	// The propagation delay leaves the API server seconds to take the
+	// new bundle, on a loaded machine too (the harness's 1 s is for tests
+	// that only need it short).
+	a := startWebhook(t, ns, "--ca-propagation-delay=4s")
+	b := startWebhook(t, ns, "--cert-resync-period=10s", "--ca-propagation-delay=4s")
 	pointCRDAt(t, "https://"+a.https+"/convert")
 	waitConverting(t, ns)
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
@@ -385,7 +388,9 @@ func TestCARotationFailsNoConversion(t *testing.T) {
 
 func TestSIGTERMDrainsThenExitsZero(t *testing.T) {
 	ns := newNamespace(t)
-	hook := startWebhook(t, ns, "--shutdown-drain=3s")
+	// Long enough for the checks below on a loaded machine: each of them
+	// must land inside the drain.
+	hook := startWebhook(t, ns, "--shutdown-drain=6s")
 	if err := hook.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
