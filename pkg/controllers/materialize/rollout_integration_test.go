@@ -248,23 +248,32 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 		_, err := mzClient().MaterializeV1alpha1().Consoles(ns).Get(ctx, "quiet", metav1.GetOptions{})
 		return err == nil, nil
 	})
-	time.Sleep(time.Second) // let the last events settle
+	writesSince := func(since time.Time) []string {
+		events, err := cp.AuditEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var writes []string
+		for _, ev := range events {
+			if ev.UserAgent == userAgent && ev.IsWrite() && ev.StageTimestamp.After(since) && ev.ObjectRef != nil && ev.ObjectRef.Namespace == ns {
+				writes = append(writes, ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Name+" "+ev.ObjectRef.Subresource)
+			}
+		}
+		return writes
+	}
+	// The first controller is stopped once it has written nothing for a
+	// second: what the second one writes is then the resync's alone.
+	waitFor(t, "the first controller quiet", func() (bool, error) {
+		since := time.Now()
+		time.Sleep(time.Second)
+		return len(writesSince(since)) == 0, nil
+	})
 	first.stop()
 
 	since := time.Now()
 	startController(t)
 	time.Sleep(3 * time.Second)
-	events, err := cp.AuditEvents()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var writes []string
-	for _, ev := range events {
-		if ev.UserAgent == userAgent && ev.IsWrite() && ev.StageTimestamp.After(since) && ev.ObjectRef != nil && ev.ObjectRef.Namespace == ns {
-			writes = append(writes, ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Name+" "+ev.ObjectRef.Subresource)
-		}
-	}
-	if len(writes) != 0 {
+	if writes := writesSince(since); len(writes) != 0 {
 		t.Errorf("a resync of a converged Materialize wrote %d times: %v", len(writes), writes)
 	}
 }
