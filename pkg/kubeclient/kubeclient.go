@@ -60,18 +60,8 @@ func (c *Clients) RbacV1() rbacv1.RbacV1Interface { return c.rbac }
 // would: one HTTP client (and connection pool) for every group, and one
 // rate limiter when cfg has a QPS or a limiter (without either, each group
 // makes client-go's default, as the Clientset's do).
-//
-// Unless cfg names a content type, the clients speak protobuf, as
-// kube-controller-manager does: every group here is built in, and protobuf
-// costs the API server less to encode (each watch event, each answer) and
-// the client less to decode than JSON. Server-side apply patches are JSON
-// whatever the content type; the answers to them are protobuf too.
 func NewForConfig(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
-	if cfg.ContentType == "" {
-		cfg.ContentType = runtime.ContentTypeProtobuf
-		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

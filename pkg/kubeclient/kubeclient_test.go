@@ -3,14 +3,10 @@ package kubeclient
 import (
 	"context"
 	"debug/elf"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -39,44 +35,6 @@ func TestClientsShareOneRateLimiter(t *testing.T) {
 	}
 	if _, err := NewForConfig(&rest.Config{Host: "https://example.invalid", QPS: 7}); err == nil {
 		t.Error("a QPS without a burst was accepted")
-	}
-}
-
-// The clients speak protobuf unless told otherwise: what they send, and
-// what they ask for (JSON as the fallback for an answer that is not).
-func TestClientsSpeakProtobufUnlessToldOtherwise(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = append(seen, r.Method+" "+r.Header.Get("Content-Type")+" | "+r.Header.Get("Accept"))
-		mu.Unlock()
-		http.Error(w, "no", http.StatusTeapot)
-	}))
-	defer srv.Close()
-	ctx := context.Background()
-	for _, tc := range []struct {
-		contentType, wantCreate, wantGet string
-	}{
-		{"", "POST application/vnd.kubernetes.protobuf | application/vnd.kubernetes.protobuf,application/json",
-			"GET  | application/vnd.kubernetes.protobuf,application/json"},
-		{"application/json", "POST application/json | application/json, */*", "GET  | application/json, */*"},
-	} {
-		mu.Lock()
-		seen = nil
-		mu.Unlock()
-		c, err := NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: tc.contentType}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = c.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
-		_, _ = c.AppsV1().Deployments("ns").Get(ctx, "a", metav1.GetOptions{})
-		mu.Lock()
-		got := append([]string(nil), seen...)
-		mu.Unlock()
-		if len(got) != 2 || got[0] != tc.wantCreate || got[1] != tc.wantGet {
-			t.Errorf("content type %q: requests %q, want %q and %q", tc.contentType, got, tc.wantCreate, tc.wantGet)
-		}
 	}
 }
 
