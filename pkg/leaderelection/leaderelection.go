@@ -222,7 +222,8 @@ func DefaultIdentity() string {
 // Run never returns before lead has returned. It returns:
 //   - nil when ctx is done: Stopping was closed (and the lead context
 //     cancelled after DrainTimeout), lead returned, then the Lease was
-//     released (best effort) so a standby takes over at once.
+//     released (best effort) so a standby takes over at once. A standby
+//     releases the Lease too if the API server names it the holder.
 //   - ErrLeadershipLost when leadership ended for any other reason (a
 //     renewal failed within RenewDeadline); the caller may Run again.
 //   - ErrLeadReturned when lead returned on its own; the Lease is released.
@@ -263,17 +264,26 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 	}()
 
 	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		out, err := c.term(ctx, released)
-		if err != nil {
-			return err
+		out := outcomeShutdown
+		if ctx.Err() == nil {
+			var err error
+			if out, err = c.term(ctx, released); err != nil {
+				return err
+			}
 		}
 		switch out {
 		case outcomeRestart:
 			continue
 		case outcomeShutdown:
+			// A claim naming this replica may have landed with no term
+			// leading under it: a write cancelled in flight (by a takeover
+			// restart or the shutdown), or the watch's claim of an expired
+			// or released Lease just before the shutdown. Checked once
+			// the watch has stopped claiming, so a standby need not wait
+			// for the Lease to expire.
+			stopWatch()
+			watching.Wait()
+			c.releaseIfHeld()
 			return nil
 		case outcomeLeadReturned:
 			return ErrLeadReturned
@@ -302,14 +312,27 @@ type candidate struct {
 	metrics     leaseMetrics
 }
 
+// releaseIfHeld releases the Lease if the API server names this replica its
+// holder while no term leads.
+func (c *candidate) releaseIfHeld() {
+	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
+	if lock.releaseIfHeld(c.cfg.RenewDeadline) {
+		c.log.Info("released lease claimed while shutting down")
+	}
+}
+
+func (c *candidate) newLeaseLock() *leaseLock {
+	return &leaseLock{
+		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
+		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
+	}
+}
+
 // term runs one client-go elector: standby until it acquires the Lease (or
 // a takeover restart or shutdown ends it), then, if it acquired, one
 // leadership term.
 func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, error) {
-	lock := newFencedLock(&leaseLock{
-		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
-		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
-	}, c.cfg.RenewDeadline)
+	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
 	if c.cfg.Placement != nil {
 		lock.mayAcquire = func() bool { return c.cfg.Placement.MayAcquire(c.name) }
 	}
@@ -354,10 +377,7 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 	select {
 	case leaderCtx = <-started:
 	case <-ctx.Done():
-		stopElector() // an acquisition racing with this is released by client-go; lead never ran
-		if lock.uncertainAcquisition() {
-			lock.releaseIfHeld(c.cfg.RenewDeadline)
-		}
+		stopElector() // lead never ran; Run releases what a claim may have left held
 		return outcomeShutdown, nil
 	case reason := <-released:
 		select {

@@ -1,9 +1,11 @@
 package leaderelection
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -41,7 +43,7 @@ const failureBound = 30 * time.Second
 
 // fast are short durations for tests that do not measure takeover.
 // The renew deadline leaves a leader 2.5 s past a retry to renew, so a
-// loaded API server does not end a term the test did not mean to end.
+// loaded API server is unlikely to end a term the test did not mean to end.
 var fast = durations{lease: 4 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond}
 
 type durations struct{ lease, renew, retry time.Duration }
@@ -584,6 +586,62 @@ func TestLeadReturningReleasesLease(t *testing.T) {
 	}
 	if got := holder(t, "default", lease); got != "" {
 		t.Errorf("holder after lead returned = %q, want released", got)
+	}
+}
+
+// A claim naming a replica that landed with no term leading under it (in
+// life: a write cancelled in flight by a takeover restart, which the API
+// server stored all the same, or the watch's claim just before a
+// shutdown; here written by hand, and every renewal of it refused before
+// it reaches the API server) is released when Run shuts down, so a standby
+// does not wait for the Lease to expire.
+func TestShutdownReleasesAClaimNoTermLed(t *testing.T) {
+	lease := unique("test-landed-claim")
+	b := newTestCandidate(t, "b", "default", fast)
+	var refused atomic.Int64
+	rc := rest.CopyConfig(cp.Config)
+	rc.ContentType = "application/json" // so the holder can be read off the body
+	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPut && req.Body != nil && strings.Contains(req.URL.Path, "/leases/"+lease) {
+				body, err := io.ReadAll(req.Body)
+				_ = req.Body.Close()
+				if err != nil {
+					return nil, err
+				}
+				if strings.Contains(string(body), `"holderIdentity":"b"`) {
+					refused.Add(1)
+					return nil, errors.New("injected failure: renewal refused")
+				}
+				req.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cfg.Client = client
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := adminClient(t).CoordinationV1().Leases("default").Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: lease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ref("b"), LeaseDurationSeconds: ref[int32](15),
+			AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := b.run(t, lease, func(ctx context.Context) { t.Error("lead ran without a renewal"); <-ctx.Done() })
+	eventually(t, "a refused renewal", func() bool { return refused.Load() > 0 })
+	rb.cancel()
+	if err := rb.wait(t); err != nil {
+		t.Fatalf("Run = %v, want nil on shutdown", err)
+	}
+	if got := holder(t, "default", lease); got != "" {
+		t.Errorf("holder after the shutdown = %q, want released", got)
+	}
+	if b.logs.FilterMessage("released lease claimed while shutting down").Len() != 1 {
+		t.Error("the release was not logged")
 	}
 }
 

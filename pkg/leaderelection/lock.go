@@ -41,7 +41,6 @@ type fencedLock struct {
 	renewed    time.Time // send time of the last successful write naming us holder
 	lastHolder string    // holder of the record last read or written
 	released   bool      // a release was written
-	uncertain  bool      // a write naming us holder failed and may have landed
 }
 
 var _ resourcelock.Interface = (*fencedLock)(nil)
@@ -143,11 +142,6 @@ func (l *fencedLock) wrote(rec resourcelock.LeaderElectionRecord, sent time.Time
 		if rec.HolderIdentity == l.Identity() {
 			l.renewed = sent
 		}
-		return
-	}
-	var status apierrors.APIStatus
-	if rec.HolderIdentity == l.Identity() && !errors.As(err, &status) {
-		l.uncertain = true // e.g. cancelled or timed out after the request was sent
 	}
 }
 
@@ -170,29 +164,23 @@ func (l *fencedLock) wasReleased() bool {
 	return l.released
 }
 
-func (l *fencedLock) uncertainAcquisition() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.uncertain
-}
-
 // releaseIfHeld releases the Lease if the API server says we hold it
-// although the elector never started leading: an acquisition whose request
-// landed after its context was cancelled at shutdown. The record written is
-// the one client-go's release writes.
-func (l *fencedLock) releaseIfHeld(timeout time.Duration) {
+// although no term leads under it (a claim that landed after its request
+// was cancelled, or just before a shutdown), and reports whether it did.
+// The record written is the one client-go's release writes.
+func (l *fencedLock) releaseIfHeld(timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	rec, _, err := l.Get(ctx)
 	if err != nil || rec.HolderIdentity != l.Identity() {
-		return
+		return false
 	}
 	now := metav1.Now()
 	l.openGate()
-	_ = l.Update(ctx, resourcelock.LeaderElectionRecord{
+	return l.Update(ctx, resourcelock.LeaderElectionRecord{
 		LeaderTransitions:    rec.LeaderTransitions,
 		LeaseDurationSeconds: 1,
 		RenewTime:            now,
 		AcquireTime:          now,
-	})
+	}) == nil
 }

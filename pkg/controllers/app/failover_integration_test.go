@@ -118,7 +118,7 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 	// one), and the metrics are read one replica after another.
 	controllerOf := map[string]string{leaderelection.LeaseMaterialize: "materialize", leaderelection.LeaseBalancer: "balancer", leaderelection.LeaseConsole: "console"}
 	var last string
-	ok := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		metrics := map[string]string{}
 		for id, r := range replicas {
 			_, metrics[id] = r.get(t, "/metrics")
@@ -140,7 +140,7 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 		}
 		return true, nil
 	})
-	if ok != nil {
+	if err != nil {
 		t.Errorf("leadership in the metrics never matched the Leases: %s", last)
 	}
 }
@@ -186,6 +186,11 @@ func TestGracefulHandoverIsFast(t *testing.T) {
 			acquired = l.Spec.AcquireTime.Time
 			return true
 		})
+		// The mechanism, not only its speed: the old leader released the
+		// lease rather than letting it expire.
+		if raw, err := os.ReadFile(old.log); err != nil || !releasedLease(string(raw), leaderelection.LeaseMaterialize) {
+			t.Errorf("run %d: %s did not log releasing the materialize lease (%v)", run, old.identity, err)
+		}
 		gap := acquired.Sub(old.exitedAt)
 		if gap < 0 {
 			gap = 0 // the standby acquired while the old process was still exiting
@@ -202,13 +207,23 @@ func TestGracefulHandoverIsFast(t *testing.T) {
 	}
 	p50, p99 := percentile(gaps, 0.50), percentile(gaps, 0.99)
 	t.Logf("graceful handover over %d runs: p50 %v, p99 %v, max %v", runs, p50, p99, percentile(gaps, 1))
-	// A takeover by expiry comes no sooner than the lease duration after
-	// the last renewal, which is at most a retry period before the exit:
-	// every handover under that bound took the released lease. (How fast
-	// it is, is measured by make bench-cluster, not asserted here.)
+	// A takeover by expiry comes about a lease duration after the last
+	// renewal, some retry period before the exit: handovers under that
+	// bound did not wait for an expiry. (How fast they are is measured by
+	// make bench-cluster, not asserted here.)
 	if bound := leaseDuration - retryPeriod; p99 >= bound {
-		t.Errorf("p99 handover %v, want under %v (sooner than any takeover by expiry): %v", p99, bound, gaps)
+		t.Errorf("p99 handover %v, want under %v (about the soonest a takeover by expiry could come): %v", p99, bound, gaps)
 	}
+}
+
+// releasedLease reports whether a replica's log has it releasing lease.
+func releasedLease(log, lease string) bool {
+	for line := range strings.SplitSeq(log, "\n") {
+		if strings.Contains(line, "released lease") && strings.Contains(line, lease) {
+			return true
+		}
+	}
+	return false
 }
 
 // SIGKILL the holder: no release, so a standby takes over when the lease

@@ -55,6 +55,8 @@ type fakeGoogle struct {
 	// past the client's limit.
 	hugeBatches bool
 	pullSizes   []int
+	// holding: a pull is held open, empty, waiting for a message.
+	holding bool
 }
 
 func newFakeGoogle(t *testing.T) (*fakeGoogle, *httptest.Server) {
@@ -74,6 +76,21 @@ func (f *fakeGoogle) setPool(name, status, phase string) {
 func (f *fakeGoogle) publish(attrs map[string]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.publishLocked(attrs)
+}
+
+// publishWhileHolding publishes only while a pull is held open, and says
+// whether it did.
+func (f *fakeGoogle) publishWhileHolding(attrs map[string]string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.holding {
+		return "", false
+	}
+	return f.publishLocked(attrs), true
+}
+
+func (f *fakeGoogle) publishLocked(attrs map[string]string) string {
 	f.nextID++
 	id := fmt.Sprintf("ack-%d", f.nextID)
 	f.queue = append(f.queue, map[string]any{"ackId": id, "message": map[string]any{
@@ -134,9 +151,11 @@ func (f *fakeGoogle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(f.queue) == 0 {
 			// Pub/Sub holds an empty pull open for a while; a message
 			// published meanwhile is answered by this pull.
+			f.holding = true
 			f.mu.Unlock()
 			time.Sleep(50 * time.Millisecond)
 			f.mu.Lock()
+			f.holding = false
 		}
 		// Checked after the wait: a message that arrived during it must
 		// get the oversized answer too.
@@ -435,14 +454,14 @@ func TestOversizedPullIsRetriedOneMessageAtATime(t *testing.T) {
 	f.hugeBatches = true
 	f.mu.Unlock()
 	logs, stop := run(t, w, srv, nil)
-	// Published while the first pull is held open, as on a loaded machine
+	// Published while a pull is held open, as happens on a loaded machine
 	// (the path that once answered it as a normal batch).
-	eventually(t, "a first pull", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.pullSizes) > 0
+	var id string
+	eventually(t, "a message published during a held-open pull", func() bool {
+		var ok bool
+		id, ok = f.publishWhileHolding(upgradeEvent("big"))
+		return ok
 	})
-	id := f.publish(upgradeEvent("big"))
 	eventually(t, "the notification acknowledged", func() bool { return f.isAcked(id) })
 	if n := logged(logs, "node upgrade: arming node pool", zap.String("pool", "big")); n != 1 {
 		t.Errorf("big armed %d times, want 1", n)
