@@ -223,7 +223,8 @@ func DefaultIdentity() string {
 //   - nil when ctx is done: Stopping was closed (and the lead context
 //     cancelled after DrainTimeout), lead returned, then the Lease was
 //     released (best effort) so a standby takes over at once. A standby
-//     releases the Lease too if the API server names it the holder.
+//     releases the Lease too if the API server names it the holder (best
+//     effort).
 //   - ErrLeadershipLost when leadership ended for any other reason (a
 //     renewal failed within RenewDeadline); the caller may Run again.
 //   - ErrLeadReturned when lead returned on its own; the Lease is released.
@@ -274,13 +275,16 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 		switch out {
 		case outcomeRestart:
 			continue
+		case outcomeShutdownAfterLeading:
+			return nil
 		case outcomeShutdown:
 			// A claim naming this replica may have landed with no term
-			// leading under it: a write cancelled in flight (by a takeover
-			// restart or the shutdown), or the watch's claim of an expired
-			// or released Lease just before the shutdown. Checked once
-			// the watch has stopped claiming, so a standby need not wait
-			// for the Lease to expire.
+			// leading under it: a write cancelled in flight by a takeover
+			// restart, or the watch's claim just before the shutdown.
+			// Checked once the watch has stopped and its claim in progress
+			// is over, so a standby need not wait for the Lease to
+			// expire. Best effort: the elector's own write, cancelled by
+			// the shutdown, may still land after this read.
 			stopWatch()
 			watching.Wait()
 			c.releaseIfHeld()
@@ -298,6 +302,9 @@ type outcome int
 const (
 	outcomeRestart outcome = iota
 	outcomeShutdown
+	// outcomeShutdownAfterLeading: the term led, and released the Lease
+	// under its own fence when lead returned.
+	outcomeShutdownAfterLeading
 	outcomeLost
 	outcomeLeadReturned
 )
@@ -316,7 +323,12 @@ type candidate struct {
 // holder while no term leads.
 func (c *candidate) releaseIfHeld() {
 	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
-	if lock.releaseIfHeld(c.cfg.RenewDeadline) {
+	var withdraw func()
+	if c.cfg.Placement != nil {
+		// Others must not count a replica leaving as the least loaded.
+		withdraw = c.cfg.Placement.Withdraw
+	}
+	if lock.releaseIfHeld(c.cfg.RenewDeadline, withdraw) {
 		c.log.Info("released lease claimed while shutting down")
 	}
 }
@@ -397,7 +409,11 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		}
 	}
 
-	return c.leading(ctx, lock, leaderCtx, stopped, stopElector), nil
+	out := c.leading(ctx, lock, leaderCtx, stopped, stopElector)
+	if out == outcomeShutdown {
+		out = outcomeShutdownAfterLeading
+	}
+	return out, nil
 }
 
 // drain is a term's graceful end, on shutdown or to hand the Lease over:

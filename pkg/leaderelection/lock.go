@@ -123,6 +123,7 @@ func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		// A renewal cancelled at shutdown may still have landed, leaving the
 		// elector's cached record stale; read again and release if still ours.
 		if current, _, getErr := l.Get(ctx); getErr == nil && current.HolderIdentity == l.Identity() {
+			rec.LeaderTransitions = current.LeaderTransitions // as client-go's release: from the record read
 			err = l.inner.Update(ctx, rec)
 		}
 	}
@@ -168,12 +169,15 @@ func (l *fencedLock) wasReleased() bool {
 // although no term leads under it (a claim that landed after its request
 // was cancelled, or just before a shutdown), and reports whether it did.
 // The record written is the one client-go's release writes.
-func (l *fencedLock) releaseIfHeld(timeout time.Duration) bool {
+func (l *fencedLock) releaseIfHeld(timeout time.Duration, beforeRelease func()) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	rec, _, err := l.Get(ctx)
 	if err != nil || rec.HolderIdentity != l.Identity() {
 		return false
+	}
+	if beforeRelease != nil {
+		beforeRelease()
 	}
 	now := metav1.Now()
 	l.openGate()

@@ -30,7 +30,7 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		}
 	}
 	expiry := &expiryClaim{c: c, signal: signal}
-	defer expiry.stop()
+	defer expiry.finish()
 	holderPod := &takeover.Follower{
 		Client: c.cfg.Client, Self: c.cfg.Identity, Logger: c.clientGoLog,
 		Terminated: func(ctx context.Context, dead *takeover.Incarnation, namespace, name string) {
@@ -84,6 +84,10 @@ type expiryClaim struct {
 	signal func(string)
 	mu     sync.Mutex
 	timer  *time.Timer
+	// done: the watch has ended; no claim starts, and finish waits for
+	// the one in progress (Run reads the Lease after it).
+	done     bool
+	claiming sync.WaitGroup
 }
 
 func (e *expiryClaim) observe(ctx context.Context, lease *coordinationv1.Lease) {
@@ -96,9 +100,22 @@ func (e *expiryClaim) observe(ctx context.Context, lease *coordinationv1.Lease) 
 	if *lease.Spec.HolderIdentity == e.c.cfg.Identity || lease.Spec.LeaseDurationSeconds == nil {
 		return
 	}
+	if e.done {
+		return
+	}
 	observed := lease.DeepCopy()
 	wait := time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	e.timer = time.AfterFunc(wait, func() { e.claim(ctx, observed) })
+	e.timer = time.AfterFunc(wait, func() {
+		e.mu.Lock()
+		if e.done {
+			e.mu.Unlock()
+			return
+		}
+		e.claiming.Add(1)
+		e.mu.Unlock()
+		defer e.claiming.Done()
+		e.claim(ctx, observed)
+	})
 }
 
 func (e *expiryClaim) stop() {
@@ -110,17 +127,30 @@ func (e *expiryClaim) stop() {
 	}
 }
 
+// finish stops the claims for good and waits for the one in progress.
+func (e *expiryClaim) finish() {
+	e.mu.Lock()
+	e.done = true
+	e.mu.Unlock()
+	e.stop()
+	e.claiming.Wait()
+}
+
 func (e *expiryClaim) claim(ctx context.Context, observed *coordinationv1.Lease) {
 	if ctx.Err() != nil {
 		return
 	}
+	// Once begun, the claim is seen through, as claimFromTerminated's: a
+	// write cancelled in flight could land unknown to Run's last check.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.RenewDeadline)
+	defer cancel()
 	// After a pause the timer fires late, before the watch has delivered the
 	// renewals since: read first, and claim only an unchanged lease.
-	current, err := e.c.cfg.Client.CoordinationV1().Leases(observed.Namespace).Get(ctx, observed.Name, metav1.GetOptions{})
+	current, err := e.c.cfg.Client.CoordinationV1().Leases(observed.Namespace).Get(claimCtx, observed.Name, metav1.GetOptions{})
 	if err != nil || current.ResourceVersion != observed.ResourceVersion {
 		return
 	}
-	if e.c.take(ctx, current, "expired lease claimed") {
+	if e.c.take(claimCtx, current, "expired lease claimed") {
 		e.signal("lease expired")
 	}
 }
@@ -131,8 +161,7 @@ func (e *expiryClaim) claim(ctx context.Context, observed *coordinationv1.Lease)
 // reports whether the write landed: a Conflict means a renewal or another
 // claimant got there first.
 func (c *candidate) take(ctx context.Context, current *coordinationv1.Lease, msg string) bool {
-	lock := &leaseLock{namespace: current.Namespace, name: current.Name, identity: c.cfg.Identity,
-		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation}
+	lock := c.newLeaseLock()
 	if err := lock.claim(ctx, current, c.cfg.LeaseDuration); err != nil {
 		return false
 	}
