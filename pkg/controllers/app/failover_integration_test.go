@@ -116,14 +116,14 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 	// and has its controller's work queue. Checked until it holds: the
 	// leases may still be spreading over the replicas (a hand-over moves
 	// one), and the metrics are read one replica after another.
-	controllerOf := map[string]string{leaderelection.LeaseMaterialize: "materialize", leaderelection.LeaseBalancer: "balancer", leaderelection.LeaseConsole: "console"}
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		metrics := map[string]string{}
 		for id, r := range replicas {
 			_, metrics[id] = r.get(t, "/metrics")
 		}
-		for _, name := range leaseNames {
+		for _, ctrl := range []string{"materialize", "balancer", "console"} {
+			name := leaderelection.LeaseName(ctrl)
 			held := holder(t, ns, name)
 			var leading []string
 			for id, m := range metrics {
@@ -131,7 +131,6 @@ func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 					leading = append(leading, id)
 				}
 			}
-			ctrl := controllerOf[name]
 			queue := strings.Contains(metrics[held], `workqueue_depth{name="`+ctrl+`"}`) && strings.Contains(metrics[held], `workqueue_adds_total{name="`+ctrl+`"}`)
 			if len(leading) != 1 || leading[0] != held || !queue {
 				last = fmt.Sprintf("lease %s: held by %s; replicas reporting leading it: %v; its work queue's metrics on the holder: %v", name, held, leading, queue)
