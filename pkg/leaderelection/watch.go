@@ -84,8 +84,9 @@ type expiryClaim struct {
 	signal func(string)
 	mu     sync.Mutex
 	timer  *time.Timer
-	// done: the watch has ended; no claim starts, and finish waits for
-	// the one in progress (Run reads the Lease after it).
+	// done: the watch has ended (its informer, which calls observe, has
+	// returned); no claim starts, and finish waits for the one in progress
+	// (Run reads the Lease after it).
 	done     bool
 	claiming sync.WaitGroup
 }
@@ -98,9 +99,6 @@ func (e *expiryClaim) observe(ctx context.Context, lease *coordinationv1.Lease) 
 		e.timer = nil
 	}
 	if *lease.Spec.HolderIdentity == e.c.cfg.Identity || lease.Spec.LeaseDurationSeconds == nil {
-		return
-	}
-	if e.done {
 		return
 	}
 	observed := lease.DeepCopy()
