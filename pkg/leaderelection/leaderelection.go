@@ -381,20 +381,30 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		cancelElector()
 		<-electorDone
 	}
+	// An elector stopped just as it acquired releases the Lease itself
+	// (ReleaseOnCancel) before lead ever ran: said, so every release is in
+	// the log.
+	stopStandby := func(why string) {
+		stopElector()
+		if lock.wasReleased() {
+			c.log.Info("released lease", zap.String("reason", why))
+		}
+	}
 
 	// Standby.
 	var leaderCtx context.Context
 	select {
 	case leaderCtx = <-started:
 	case <-ctx.Done():
-		stopElector() // lead never ran; Run releases what a claim may have left held
+		// lead never ran; Run releases what a claim may have left held
+		stopStandby("acquired as the process began shutting down")
 		return outcomeShutdown, nil
 	case reason := <-released:
 		select {
 		case leaderCtx = <-started:
 		default:
 			c.log.Info("takeover triggered", zap.String("reason", reason))
-			stopElector()
+			stopStandby("acquired as a takeover restarted the election")
 			return outcomeRestart, nil
 		}
 	case <-electorDone:
