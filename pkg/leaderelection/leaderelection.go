@@ -320,15 +320,26 @@ type candidate struct {
 // releaseIfHeld releases the Lease if the API server names this replica its
 // holder while no term leads.
 func (c *candidate) releaseIfHeld() {
-	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
+	lock := c.newFencedLock()
 	var withdraw func()
 	if c.cfg.Placement != nil {
 		// Others must not count a replica leaving as the least loaded.
 		withdraw = c.cfg.Placement.Withdraw
 	}
-	if lock.releaseIfHeld(c.cfg.RenewDeadline, withdraw) {
+	switch released, err := lock.releaseIfHeld(c.cfg.RenewDeadline, withdraw); {
+	case released:
 		c.log.Info("released lease claimed while shutting down")
+	case err != nil:
+		c.log.Warn("lease held while shutting down not released", zap.Error(err))
 	}
+}
+
+// newFencedLock is the lock of one term or release check: it holds a
+// release back while a fenced term of the Lease may still be writing.
+func (c *candidate) newFencedLock() *fencedLock {
+	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
+	lock.releaseNotBefore = func() time.Time { return c.cfg.Terms.releaseHeldBackUntil(c.name) }
+	return lock
 }
 
 func (c *candidate) newLeaseLock() *leaseLock {
@@ -342,7 +353,7 @@ func (c *candidate) newLeaseLock() *leaseLock {
 // a takeover restart or shutdown ends it), then, if it acquired, one
 // leadership term.
 func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, error) {
-	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
+	lock := c.newFencedLock()
 	if c.cfg.Placement != nil {
 		lock.mayAcquire = func() bool { return c.cfg.Placement.MayAcquire(c.name) }
 	}
@@ -496,6 +507,7 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 				if c.cfg.OnFence != nil {
 					c.cfg.OnFence()
 				}
+				c.cfg.Terms.fenced(c.name, lock.renewedAt(), c.cfg.LeaseDuration)
 				c.metrics.isLeader.Set(0)
 				// renewedAt (to the nanosecond) lets an audit of the
 				// API server's log check that nothing was written once

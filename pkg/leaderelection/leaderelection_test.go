@@ -645,6 +645,51 @@ func TestShutdownReleasesAClaimNoTermLed(t *testing.T) {
 	}
 }
 
+// A fenced term's writes may be on the wire until a standby could have
+// taken the Lease by expiry. A shutdown in that window, with the API server
+// answering again and the Lease still naming this replica, leaves the
+// Lease to expire; once the window has passed, a shutdown releases it.
+func TestReleaseHeldBackAfterAFence(t *testing.T) {
+	lease := unique("test-fenced-release")
+	d := durations{lease: 5 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
+	a := newTestCandidate(t, "a", "default", d)
+	a.cfg.Terms = NewTerms() // kept across Runs, as the controllers' campaign keeps it
+	la := newRecorder()
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	a.fail.Store(true)
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
+	}
+	a.fail.Store(false)
+	lastRenewal := getLease(t, "default", lease).Spec.RenewTime.Time
+
+	shutDownAtOnce := func() {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := Run(ctx, a.cfg, lease, la.lead); err != nil {
+			t.Fatalf("Run = %v, want nil on shutdown", err)
+		}
+	}
+	shutDownAtOnce()
+	if time.Now().After(lastRenewal.Add(d.lease)) {
+		t.Fatal("the check came after the window it tests; the machine is too slow for this test's durations")
+	}
+	if got := holder(t, "default", lease); got != "a" {
+		t.Errorf("holder after a shutdown within the window = %q, want a (left to expire)", got)
+	}
+	if a.logs.FilterMessage("lease held while shutting down not released").Len() != 1 {
+		t.Error("holding the release back was not logged")
+	}
+
+	time.Sleep(time.Until(lastRenewal.Add(d.lease)))
+	shutDownAtOnce()
+	if got := holder(t, "default", lease); got != "" {
+		t.Errorf("holder after a shutdown past the window = %q, want released", got)
+	}
+}
+
 // client-go's tryRelease trusts its cached observation, not the record it
 // has just read; the fenced lock refuses to clear somebody else's Lease.
 func TestReleaseRefusedWhenHeldByAnother(t *testing.T) {

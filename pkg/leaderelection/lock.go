@@ -26,13 +26,18 @@ import (
 //     acquired;
 //   - refuses every write (renewal or release) once RenewDeadline has passed
 //     since the last renewal: by then the lease may be expired and taken,
-//     and a process resumed from a pause must not touch it again.
+//     and a process resumed from a pause must not touch it again;
+//   - refuses a release before releaseNotBefore: a fenced term's writes may
+//     still land until a takeover by expiry could have come, and a release
+//     would let a standby take over sooner than that.
 type fencedLock struct {
 	inner         resourcelock.Interface
 	renewDeadline time.Duration
 	// mayAcquire, when set, is asked before a write that would make us the
 	// holder of a Lease someone else (or no one) held: the placement (package spread).
 	mayAcquire func() bool
+	// releaseNotBefore, when set, is when a release may be written (Terms).
+	releaseNotBefore func() time.Time
 
 	gate     chan struct{} // closed once lead has returned or will not run
 	gateOnce sync.Once
@@ -70,6 +75,10 @@ func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 // errDeferring refuses an acquisition that the placement leaves to a less
 // loaded replica; client-go tries again at its next retry.
 var errDeferring = errors.New("deferring to a replica that leads fewer leases")
+
+// errFencedWritesInFlight refuses a release soon after a fenced term: the
+// Lease is left to expire instead.
+var errFencedWritesInFlight = errors.New("a fenced term's writes may still be in flight; leaving the lease to expire")
 
 // takingReleased tells whether writing rec would take a Lease its holder
 // released. Placement applies only to those: a released Lease is taken at
@@ -117,6 +126,11 @@ func (l *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 	l.mu.Unlock()
 	if holder != l.Identity() {
 		return fmt.Errorf("not releasing lease %s: it is held by %q", l.Describe(), holder)
+	}
+	if l.releaseNotBefore != nil {
+		if until := l.releaseNotBefore(); time.Now().Before(until) {
+			return fmt.Errorf("not releasing lease %s before %s: %w", l.Describe(), until.UTC().Format(time.RFC3339Nano), errFencedWritesInFlight)
+		}
 	}
 	err := l.inner.Update(ctx, rec)
 	if apierrors.IsConflict(err) {
@@ -168,23 +182,25 @@ func (l *fencedLock) wasReleased() bool {
 // releaseIfHeld releases the Lease if the API server says we hold it
 // although no term leads under it (a claim that landed after its request
 // was cancelled, or just before a shutdown), and reports whether it did.
-// The record written is the one client-go's release writes.
-func (l *fencedLock) releaseIfHeld(timeout time.Duration, beforeRelease func()) bool {
+// The record written is the one client-go's release writes. err says why
+// a Lease found held was not released.
+func (l *fencedLock) releaseIfHeld(timeout time.Duration, beforeRelease func()) (released bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	rec, _, err := l.Get(ctx)
 	if err != nil || rec.HolderIdentity != l.Identity() {
-		return false
+		return false, nil
 	}
 	if beforeRelease != nil {
 		beforeRelease()
 	}
 	now := metav1.Now()
 	l.openGate()
-	return l.Update(ctx, resourcelock.LeaderElectionRecord{
+	err = l.Update(ctx, resourcelock.LeaderElectionRecord{
 		LeaderTransitions:    rec.LeaderTransitions,
 		LeaseDurationSeconds: 1,
 		RenewTime:            now,
 		AcquireTime:          now,
-	}) == nil
+	})
+	return err == nil, err
 }

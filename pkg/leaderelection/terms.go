@@ -15,6 +15,12 @@ import (
 type Terms struct {
 	mu   sync.Mutex
 	held map[*term]struct{}
+	// releaseNotBefore is, per Lease, when a fenced term's writes can no
+	// longer land after a takeover: its last renewal's send time plus the
+	// lease duration, the soonest a standby could take the Lease by
+	// expiry. It outlives the Run whose term was fenced (the next Run may
+	// find the Lease still naming this process).
+	releaseNotBefore map[string]time.Time
 }
 
 type term struct {
@@ -27,7 +33,36 @@ type term struct {
 }
 
 // NewTerms returns an empty record.
-func NewTerms() *Terms { return &Terms{held: map[*term]struct{}{}} }
+func NewTerms() *Terms {
+	return &Terms{held: map[*term]struct{}{}, releaseNotBefore: map[string]time.Time{}}
+}
+
+// fenced records that a term of lease was fenced: its writes, sent up to a
+// renew deadline after renewedAt, may still be on the wire, so the Lease
+// must not be released before renewedAt + leaseDuration, when a standby
+// could have taken it by expiry anyway.
+func (t *Terms) fenced(lease string, renewedAt time.Time, leaseDuration time.Duration) {
+	if t == nil || renewedAt.IsZero() {
+		return
+	}
+	until := renewedAt.Add(leaseDuration)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if until.After(t.releaseNotBefore[lease]) {
+		t.releaseNotBefore[lease] = until
+	}
+}
+
+// releaseHeldBackUntil is when lease may be released again after a fenced
+// term; zero (or past) when it may be released now.
+func (t *Terms) releaseHeldBackUntil(lease string) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.releaseNotBefore[lease]
+}
 
 // WritesAllowed reports whether the process may still write on behalf of
 // lease: it holds lease now and its last successful renewal is less than
