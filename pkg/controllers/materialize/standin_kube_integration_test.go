@@ -3,6 +3,7 @@ package materialize
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -63,6 +65,7 @@ func kubeStandIn(t *testing.T, cp *controlplane.ControlPlane, editRules func([]r
 	if _, err := admin.RbacV1().RoleBindings(e.ns()).Apply(ctx, e.roleBinding(clusterRole), opts); err != nil {
 		t.Fatal(err)
 	}
+	waitForAuthorizer(t, admin, e, rules)
 	g := e.generation(1)
 	live, err := admin.AppsV1().StatefulSets(e.ns()).Apply(ctx, g.statefulSet, opts)
 	if err != nil {
@@ -238,6 +241,38 @@ func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 		_, _, _, exit, _ := kubeStandIn(t, cp, nil, time.Second)
 		wantFatal(t, exit, "list vpc endpoints", "the server could not find the requested resource")
 	})
+}
+
+// waitForAuthorizer waits until the API server's RBAC authorizer, which
+// reads roles from its own informer, answers for environmentd's
+// ServiceAccount as rules say: the ClusterRole an earlier subtest wrote
+// under the same name must not still grant a rule removed since, nor a
+// role not seen yet refuse a kept one.
+func waitForAuthorizer(t *testing.T, admin kubernetes.Interface, e env, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	user := "system:serviceaccount:" + e.ns() + ":" + e.serviceAccountName()
+	granted := func(group, resource, verb string) bool {
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, rule := range EnvironmentdRules() {
+		for _, resource := range rule.Resources {
+			group, verb := rule.APIGroups[0], rule.Verbs[0]
+			name, sub, _ := strings.Cut(resource, "/")
+			want := granted(group, resource, verb)
+			waitFor(t, nil, func() bool {
+				review, err := admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+					Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: e.ns(), Group: group, Resource: name, Subresource: sub, Verb: verb}},
+				}, metav1.CreateOptions{})
+				return err == nil && review.Status.Allowed == want
+			}, fmt.Sprintf("the authorizer to answer %v for %s %s/%s", want, verb, group, resource))
+		}
+	}
 }
 
 func waitFor(t *testing.T, exit <-chan error, cond func() bool, what string) {
