@@ -74,8 +74,9 @@ func LeaseName(controller string) string {
 var ErrLeadershipLost = errors.New("leaderelection: leadership lost")
 
 // ErrLeadReturned is returned by Run when lead returned although its context
-// was not cancelled. The Lease has been released (lead had returned); the
-// caller should treat it as a failure of the reconciler.
+// was not cancelled. The Lease has been released (lead had returned), unless
+// a fenced term's writes could still land (Terms); the caller should treat
+// it as a failure of the reconciler.
 var ErrLeadReturned = errors.New("leaderelection: lead returned while still leading")
 
 // errShutdown is the cause of the lead context's cancellation when Run's own
@@ -113,7 +114,9 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Terms, when set, records the terms of the leases held by Run, for
 	// the writes that carry no lead context (Terms.WritesAllowed) and for
-	// /healthz (HealthChecker).
+	// /healthz (HealthChecker), and, across Runs, when a term was fenced:
+	// no release of that Lease until its writes can no longer land. Nil
+	// records nothing and holds no release back.
 	Terms *Terms
 	// OnFence, when set, runs each time a term ends because its Lease may
 	// have expired (not on a release): it aborts the connections that
@@ -224,7 +227,8 @@ func DefaultIdentity() string {
 //     cancelled after DrainTimeout), lead returned, then the Lease was
 //     released (best effort) so a standby takes over at once. A standby
 //     releases the Lease too if the API server names it the holder (best
-//     effort).
+//     effort). Within a lease duration of a fenced term's last renewal,
+//     the release waits for that time first (Terms).
 //   - ErrLeadershipLost when leadership ended for any other reason (a
 //     renewal failed within RenewDeadline); the caller may Run again.
 //   - ErrLeadReturned when lead returned on its own; the Lease is released.
@@ -326,7 +330,12 @@ func (c *candidate) releaseIfHeld() {
 		// Others must not count a replica leaving as the least loaded.
 		withdraw = c.cfg.Placement.Withdraw
 	}
-	switch released, err := lock.releaseIfHeld(c.cfg.RenewDeadline, withdraw); {
+	wait := func(until time.Time) {
+		c.log.Info("waiting until a fenced term's writes can no longer land before releasing the lease",
+			zap.String("until", until.UTC().Format(time.RFC3339Nano)))
+		time.Sleep(time.Until(until))
+	}
+	switch released, err := lock.releaseIfHeld(c.cfg.RenewDeadline, wait, withdraw); {
 	case released:
 		c.log.Info("released lease claimed while shutting down")
 	case err != nil:
@@ -338,7 +347,7 @@ func (c *candidate) releaseIfHeld() {
 // release back while a fenced term of the Lease may still be writing.
 func (c *candidate) newFencedLock() *fencedLock {
 	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
-	lock.releaseNotBefore = func() time.Time { return c.cfg.Terms.releaseHeldBackUntil(c.name) }
+	lock.releaseNotBefore = func() time.Time { return c.cfg.Terms.releaseNotBefore(c.name) }
 	return lock
 }
 
@@ -393,8 +402,8 @@ func (c *candidate) term(ctx context.Context, released <-chan string) (outcome, 
 		<-electorDone
 	}
 	// An elector stopped just as it acquired releases the Lease itself
-	// (ReleaseOnCancel) before lead ever ran: said, so every release is in
-	// the log.
+	// (ReleaseOnCancel) before lead ever ran; logged like every other
+	// release.
 	stopStandby := func(why string) {
 		stopElector()
 		if lock.wasReleased() {
@@ -572,6 +581,10 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 		c.cfg.Placement.Withdraw()
 	}
 	stopElector()
+	if errors.Is(endCause, ErrLeadershipLost) {
+		// A renewal sent before the fence may have landed after it.
+		c.cfg.Terms.fenced(c.name, lock.renewedAt(), c.cfg.LeaseDuration)
+	}
 	c.metrics.isLeader.Set(0)
 	c.metrics.transitions.Inc()
 	untrack()
@@ -609,6 +622,12 @@ func (c *candidate) watchHandOver(leadDone <-chan struct{}, beginStop func(error
 			case <-leadDone: // lead returned on its own: not a hand-over
 				return
 			default:
+			}
+			// A hand-over releases the Lease, which waits while a fenced
+			// term's writes may land: handing over then would only bounce
+			// the Lease back to this replica.
+			if time.Now().Before(c.cfg.Terms.releaseNotBefore(c.name)) {
+				continue
 			}
 			if c.cfg.Placement.ShouldHandOver(c.name) {
 				beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")

@@ -646,12 +646,13 @@ func TestShutdownReleasesAClaimNoTermLed(t *testing.T) {
 }
 
 // A fenced term's writes may be on the wire until a standby could have
-// taken the Lease by expiry. A shutdown in that window, with the API server
-// answering again and the Lease still naming this replica, leaves the
-// Lease to expire; once the window has passed, a shutdown releases it.
+// taken the Lease by expiry. The replica rejoins, finds the Lease still
+// naming it and leads again; a shutdown within that window does not
+// release the Lease before the window ends (client-go's release is
+// refused, and the shutdown's own release waits for it).
 func TestReleaseHeldBackAfterAFence(t *testing.T) {
 	lease := unique("test-fenced-release")
-	d := durations{lease: 5 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
+	d := durations{lease: 6 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
 	a := newTestCandidate(t, "a", "default", d)
 	a.cfg.Terms = NewTerms() // kept across Runs, as the controllers' campaign keeps it
 	la := newRecorder()
@@ -663,30 +664,30 @@ func TestReleaseHeldBackAfterAFence(t *testing.T) {
 	}
 	a.fail.Store(false)
 	lastRenewal := getLease(t, "default", lease).Spec.RenewTime.Time
-
-	shutDownAtOnce := func() {
-		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if err := Run(ctx, a.cfg, lease, la.lead); err != nil {
-			t.Fatalf("Run = %v, want nil on shutdown", err)
-		}
-	}
-	shutDownAtOnce()
-	if time.Now().After(lastRenewal.Add(d.lease)) {
-		t.Fatal("the check came after the window it tests; the machine is too slow for this test's durations")
-	}
-	if got := holder(t, "default", lease); got != "a" {
-		t.Errorf("holder after a shutdown within the window = %q, want a (left to expire)", got)
-	}
-	if a.logs.FilterMessage("lease held while shutting down not released").Len() != 1 {
-		t.Error("holding the release back was not logged")
+	until := a.cfg.Terms.releaseNotBefore(lease)
+	if d := until.Sub(lastRenewal.Add(d.lease)); d < -time.Second || d > time.Second {
+		t.Fatalf("release held back until %v, want about the last renewal %v plus the lease duration", until, lastRenewal)
 	}
 
-	time.Sleep(time.Until(lastRenewal.Add(d.lease)))
-	shutDownAtOnce()
-	if got := holder(t, "default", lease); got != "" {
-		t.Errorf("holder after a shutdown past the window = %q, want released", got)
+	rb := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead again under the Lease that still names it")
+	if !time.Now().Before(until) {
+		t.Fatal("a led again after the window this test is about; the machine is too slow for its durations")
+	}
+	rb.cancel()
+	if err := rb.wait(t); err != nil {
+		t.Fatalf("Run = %v, want nil on shutdown", err)
+	}
+	l := getLease(t, "default", lease)
+	if got := deref(l.Spec.HolderIdentity); got != "" {
+		t.Errorf("holder after the shutdown = %q, want released once the window had passed", got)
+	}
+	// The release writes its own time as renewTime (microseconds).
+	if released := l.Spec.RenewTime.Time; released.Before(until.Truncate(time.Microsecond)) {
+		t.Errorf("released at %v, before the fenced term's writes could no longer land (%v)", released, until)
+	}
+	if a.logs.FilterMessage("waiting until a fenced term's writes can no longer land before releasing the lease").Len() != 1 {
+		t.Error("the wait was not logged")
 	}
 }
 

@@ -76,9 +76,8 @@ func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 // loaded replica; client-go tries again at its next retry.
 var errDeferring = errors.New("deferring to a replica that leads fewer leases")
 
-// errFencedWritesInFlight refuses a release soon after a fenced term: the
-// Lease is left to expire instead.
-var errFencedWritesInFlight = errors.New("a fenced term's writes may still be in flight; leaving the lease to expire")
+// errFencedWritesInFlight refuses a release soon after a fenced term.
+var errFencedWritesInFlight = errors.New("a fenced term's writes may still be in flight")
 
 // takingReleased tells whether writing rec would take a Lease its holder
 // released. Placement applies only to those: a released Lease is taken at
@@ -182,15 +181,34 @@ func (l *fencedLock) wasReleased() bool {
 // releaseIfHeld releases the Lease if the API server says we hold it
 // although no term leads under it (a claim that landed after its request
 // was cancelled, or just before a shutdown), and reports whether it did.
-// The record written is the one client-go's release writes. err says why
-// a Lease found held was not released.
-func (l *fencedLock) releaseIfHeld(timeout time.Duration, beforeRelease func()) (released bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	rec, _, err := l.Get(ctx)
-	if err != nil || rec.HolderIdentity != l.Identity() {
+// The record written is the one client-go's release writes. A release
+// held back after a fenced term (releaseNotBefore) is waited for, through
+// wait, and the Lease read again. err says why a Lease found held was not
+// released.
+func (l *fencedLock) releaseIfHeld(timeout time.Duration, wait func(until time.Time), beforeRelease func()) (released bool, err error) {
+	held := func() (*resourcelock.LeaderElectionRecord, context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		rec, _, err := l.Get(ctx)
+		if err != nil || rec.HolderIdentity != l.Identity() {
+			cancel()
+			return nil, nil, nil
+		}
+		return rec, ctx, cancel
+	}
+	rec, ctx, cancel := held()
+	if rec == nil {
 		return false, nil
 	}
+	if l.releaseNotBefore != nil {
+		if until := l.releaseNotBefore(); time.Now().Before(until) {
+			cancel()
+			wait(until)
+			if rec, ctx, cancel = held(); rec == nil {
+				return false, nil
+			}
+		}
+	}
+	defer cancel()
 	if beforeRelease != nil {
 		beforeRelease()
 	}

@@ -15,12 +15,12 @@ import (
 type Terms struct {
 	mu   sync.Mutex
 	held map[*term]struct{}
-	// releaseNotBefore is, per Lease, when a fenced term's writes can no
-	// longer land after a takeover: its last renewal's send time plus the
-	// lease duration, the soonest a standby could take the Lease by
-	// expiry. It outlives the Run whose term was fenced (the next Run may
-	// find the Lease still naming this process).
-	releaseNotBefore map[string]time.Time
+	// fencedUntil is, per Lease, until when a fenced term's writes may
+	// still land: its last renewal's send time plus the lease duration,
+	// the soonest a standby could take the Lease by expiry. It outlives
+	// the Run whose term was fenced (the next Run may find the Lease still
+	// naming this process).
+	fencedUntil map[string]time.Time
 }
 
 type term struct {
@@ -34,7 +34,7 @@ type term struct {
 
 // NewTerms returns an empty record.
 func NewTerms() *Terms {
-	return &Terms{held: map[*term]struct{}{}, releaseNotBefore: map[string]time.Time{}}
+	return &Terms{held: map[*term]struct{}{}, fencedUntil: map[string]time.Time{}}
 }
 
 // fenced records that a term of lease was fenced: its writes, sent up to a
@@ -48,20 +48,21 @@ func (t *Terms) fenced(lease string, renewedAt time.Time, leaseDuration time.Dur
 	until := renewedAt.Add(leaseDuration)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if until.After(t.releaseNotBefore[lease]) {
-		t.releaseNotBefore[lease] = until
+	if until.After(t.fencedUntil[lease]) {
+		t.fencedUntil[lease] = until
 	}
 }
 
-// releaseHeldBackUntil is when lease may be released again after a fenced
-// term; zero (or past) when it may be released now.
-func (t *Terms) releaseHeldBackUntil(lease string) time.Time {
+// releaseNotBefore is when lease may be released again after a fenced
+// term; zero (or past) when it may be released now. A nil record holds
+// nothing back.
+func (t *Terms) releaseNotBefore(lease string) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.releaseNotBefore[lease]
+	return t.fencedUntil[lease]
 }
 
 // WritesAllowed reports whether the process may still write on behalf of
