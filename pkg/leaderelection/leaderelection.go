@@ -283,9 +283,9 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 			// A claim naming this replica may have landed with no term
 			// leading under it: a write cancelled in flight by a takeover
 			// restart, or the watch's claim just before the shutdown. A
-			// term that led released the Lease when lead returned, but not
-			// always (TestGracefulHandoverIsFast saw it left held), so the
-			// check follows every shutdown.
+			// term that led may not have released it either: its release
+			// is refused within a fenced term's window (Terms), or fails.
+			// So the check follows every shutdown.
 			// Checked once the watch has stopped and its claim in progress
 			// is over, so a standby need not wait for the Lease to
 			// expire. Best effort: the elector's own write, cancelled by
