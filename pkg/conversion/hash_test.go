@@ -3,6 +3,7 @@ package conversion
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -181,6 +182,30 @@ func TestRolloutRequestIsUUIDv5(t *testing.T) {
 		want := uuid.NewSHA1(uuid.NameSpaceOID, []byte(in)).String()
 		if got := RolloutRequest(in); got != want {
 			t.Errorf("RolloutRequest(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// serde_json escapes only '"', '\\' and control characters, wherever they
+// fall in a long string (the writer skips plain text a word at a time).
+func TestSerdeStringEscapesOnlyWhatSerdeDoes(t *testing.T) {
+	short := map[byte]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\t': `\t`, '\n': `\n`, '\f': `\f`, '\r': `\r`}
+	for p := range 20 {
+		for c := range 256 {
+			s := []byte(strings.Repeat("abcdefghij", 2))
+			s[p] = byte(c)
+			escaped, ok := short[byte(c)]
+			switch {
+			case ok:
+			case c < 0x20:
+				escaped = fmt.Sprintf(`\u%04x`, c)
+			default: // as it is: '<', DEL and non-ASCII bytes too
+				escaped = string(s[p : p+1])
+			}
+			want := `"` + string(s[:p]) + escaped + string(s[p+1:]) + `"`
+			if got := string(appendSerdeString(nil, string(s))); got != want {
+				t.Fatalf("appendSerdeString(%q) = %s, want %s", s, got, want)
+			}
 		}
 	}
 }

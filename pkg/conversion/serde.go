@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/materializeinc/orchestratord/pkg/jsonvalue"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
 
@@ -546,6 +547,11 @@ func appendSerdeString(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
+		if len(s)-i >= 8 {
+			if i = jsonvalue.SkipPlain(s, i); i == len(s) {
+				break
+			}
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue

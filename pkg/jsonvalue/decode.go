@@ -306,6 +306,9 @@ func (d *Decoder) scanString() (body string, plain bool, err error) {
 	start := d.pos
 	plain = true
 	for d.pos < len(d.data) {
+		if d.pos = SkipPlain(d.data, d.pos); d.pos == len(d.data) {
+			break
+		}
 		c := d.data[d.pos]
 		if c < utf8.RuneSelf && plainInString[c] {
 			d.pos++

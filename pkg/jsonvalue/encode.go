@@ -98,6 +98,11 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if len(s)-i >= 8 {
+			if i = skipPlainHTML(s, i); i == len(s) {
+				break
+			}
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if plain[b] {
 				i++

@@ -69,7 +69,10 @@ func Estimate(data string, elementDepth int) (total, largestElement int64) {
 			}
 		case c == '"':
 			start, rewritten := i+1, false
-			for i++; i < len(data) && data[i] != '"'; i++ {
+			for i++; ; i++ {
+				if i = SkipPlain(data, i); i >= len(data) || data[i] == '"' {
+					break
+				}
 				if data[i] == '\\' {
 					rewritten = true
 					i++

@@ -34,6 +34,8 @@ var samples = []string{
 	"\"\xff\xfe valid \xe2\x82\xac \xed\xa0\x80\"",
 	`"\u0000\u001f\u007f"`,
 	`{"":"","\u0041":1}`,
+	// Long enough for the skip of plain words, with what stops it between them.
+	"\"registry.example/materialize/environmentd:v26.5.0 <&> \\\" \u2028 \xc3\xa9 \xff tail\"",
 	// Invalid input, which both must refuse.
 	`{`, `[`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`, `{"a":1,}`, `01`, `1.`, `.5`, `1e`, `-`, `+1`,
 	`"abc`, `"\x"`, `"\u12"`, `"\'"`, "\"\n\"", `tru`, `nul`, `[1 2]`, `{"a":1 "b":2}`, `1 2`, ``, ` `,
