@@ -455,8 +455,9 @@ type drain struct {
 	over  bool // the timer must not start once the term is over
 }
 
-// begin asks lead to stop, once, unless the term is over.
-func (d *drain) begin(cause error, msg string) {
+// begin asks lead to stop, once, unless the term is over; why says what
+// for, in the log line.
+func (d *drain) begin(cause error, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cause != nil || d.over {
@@ -465,10 +466,11 @@ func (d *drain) begin(cause error, msg string) {
 	d.cause = cause
 	close(d.stopping)
 	if d.timeout <= 0 {
+		d.log.Info(why + "; no drain timeout, so in-flight work is cancelled")
 		d.end(cause, "")
 		return
 	}
-	d.log.Info(msg, zap.Duration("drainTimeout", d.timeout))
+	d.log.Info(why+"; finishing in-flight work first", zap.Duration("drainTimeout", d.timeout))
 	d.timer = time.AfterFunc(d.timeout, func() {
 		d.log.Warn("drain timeout reached; cancelling in-flight work")
 		d.end(cause, "")
@@ -532,7 +534,7 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	// A term ends gracefully on shutdown or to hand the Lease over.
 	d := &drain{timeout: c.cfg.DrainTimeout, end: end, log: c.log, stopping: make(chan struct{})}
 	stopOnShutdown := context.AfterFunc(ctx, func() {
-		d.begin(errShutdown, "shutting down; finishing in-flight work before releasing the lease")
+		d.begin(errShutdown, "shutting down")
 	})
 	defer func() {
 		stopOnShutdown()
@@ -630,7 +632,7 @@ func (c *candidate) watchHandOver(leadDone <-chan struct{}, beginStop func(error
 				continue
 			}
 			if c.cfg.Placement.ShouldHandOver(c.name) {
-				beginStop(errHandOver, "handing the lease over to a replica that leads fewer; finishing in-flight work first")
+				beginStop(errHandOver, "handing the lease over to a replica that leads fewer")
 				return
 			}
 		}

@@ -691,6 +691,56 @@ func TestReleaseHeldBackAfterAFence(t *testing.T) {
 	}
 }
 
+// handOverWhenAsked is a placement that lets the replica take any Lease
+// and asks it to hand over while handOver is set.
+type handOverWhenAsked struct{ handOver atomic.Bool }
+
+func (p *handOverWhenAsked) MayAcquire(string) bool     { return true }
+func (p *handOverWhenAsked) ShouldHandOver(string) bool { return p.handOver.Load() }
+func (p *handOverWhenAsked) Withdraw()                  {}
+
+// Within a fenced term's window no hand-over begins: it would release the
+// Lease, which the window holds back, and only bounce it. Once the window
+// has passed, the placement's hand-over goes ahead.
+func TestNoHandOverWithinAFencedTermsWindow(t *testing.T) {
+	lease := unique("test-fenced-handover")
+	d := durations{lease: 6 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
+	a := newTestCandidate(t, "a", "default", d)
+	a.cfg.Terms = NewTerms()
+	placement := &handOverWhenAsked{}
+	a.cfg.Placement = placement
+	la := newRecorder()
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	a.fail.Store(true)
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
+	}
+	recv(t, la.cancelled, "the fenced term's lead context to be cancelled")
+	a.fail.Store(false)
+	until := a.cfg.Terms.releaseNotBefore(lease)
+
+	rb := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead again under the Lease that still names it")
+	placement.handOver.Store(true)
+	if !time.Now().Before(until.Add(-2 * d.retry)) {
+		t.Fatal("a led again too late in the window this test is about; the machine is too slow for its durations")
+	}
+	recv(t, la.cancelled, "the hand-over once the window has passed")
+	placement.handOver.Store(false)
+	began := a.logs.FilterMessageSnippet("handing the lease over to a replica that leads fewer").All()
+	if len(began) == 0 {
+		t.Fatal("the term ended without a hand-over")
+	}
+	if at := began[0].Time; at.Before(until) {
+		t.Errorf("hand-over began at %v, within the fenced term's window (until %v)", at, until)
+	}
+	rb.cancel()
+	if err := rb.wait(t); err != nil {
+		t.Fatalf("Run = %v, want nil on shutdown", err)
+	}
+}
+
 // client-go's tryRelease trusts its cached observation, not the record it
 // has just read; the fenced lock refuses to clear somebody else's Lease.
 func TestReleaseRefusedWhenHeldByAnother(t *testing.T) {
