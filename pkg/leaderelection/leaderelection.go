@@ -337,7 +337,7 @@ func (c *candidate) releaseIfHeld() {
 	}
 	switch released, err := lock.releaseIfHeld(c.cfg.RenewDeadline, wait, withdraw); {
 	case released:
-		c.log.Info("released lease claimed while shutting down")
+		c.log.Info("released lease found held while shutting down")
 	case err != nil:
 		c.log.Warn("lease held while shutting down not released", zap.Error(err))
 	}

@@ -640,7 +640,7 @@ func TestShutdownReleasesAClaimNoTermLed(t *testing.T) {
 	if got := holder(t, "default", lease); got != "" {
 		t.Errorf("holder after the shutdown = %q, want released", got)
 	}
-	if b.logs.FilterMessage("released lease claimed while shutting down").Len() != 1 {
+	if b.logs.FilterMessage("released lease found held while shutting down").Len() != 1 {
 		t.Error("the release was not logged")
 	}
 }
@@ -688,6 +688,9 @@ func TestReleaseHeldBackAfterAFence(t *testing.T) {
 	}
 	if a.logs.FilterMessage("waiting until a fenced term's writes can no longer land before releasing the lease").Len() != 1 {
 		t.Error("the wait was not logged")
+	}
+	if a.logs.FilterMessage("released lease found held while shutting down").Len() != 1 {
+		t.Error("the release after the wait was not logged")
 	}
 }
 
