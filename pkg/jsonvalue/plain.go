@@ -4,8 +4,9 @@ import "math/bits"
 
 // Most of a Kubernetes object's text is strings of plain ASCII: names,
 // image references, UUIDs, timestamps. The scans below skip such bytes
-// eight at a time, so the per-byte loops of the decoder, the estimate and
-// the encoder see only the bytes that need care.
+// eight at a time, so the per-byte loops of the decoder, the estimate, the
+// encoder and conversion's serde writer see only the bytes that need care
+// and a string's last few.
 
 const (
 	lowBits  = 0x0101010101010101
@@ -20,10 +21,11 @@ func word(s string, i int) uint64 {
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
-// In a word of ASCII bytes (high bits clear), the lowest byte below n (n
-// <= 0x80), or equal to b, has its high bit set in these masks, and no
-// byte before it does; bytes after it may (a borrow), which is why only
-// the lowest counts.
+// The lowest byte of w below n (n <= 0x80), or equal to b, has its high bit
+// set in these masks, and no byte before it does, as long as the bytes
+// before it are ASCII (a byte outside ASCII is flagged by w&highBits
+// itself); bytes after it may be flagged by a borrow, which is why only the
+// lowest flagged byte counts.
 func anyBelow(w, n uint64) uint64 { return (w - lowBits*n) & ^w & highBits }
 
 func anyEqual(w uint64, b byte) uint64 {
@@ -31,11 +33,11 @@ func anyEqual(w uint64, b byte) uint64 {
 	return (x - lowBits) & ^x & highBits
 }
 
-// SkipPlain returns the index of the first byte of s from i on that is not
-// plain in a JSON string (a quote, a backslash, a control character, or
-// not ASCII), looking at whole words only: when there is none in them, it
-// returns where the last len(s)-i mod 8 bytes begin, which the caller
-// scans byte by byte.
+// SkipPlain returns the index of the first byte of s from i on that a
+// JSON string's reader or writer must look at (a quote, a backslash, a
+// control character, or a byte outside ASCII), looking at whole words
+// only: when there is none in them, it returns where the last len(s)-i mod
+// 8 bytes begin, which the caller scans byte by byte.
 func SkipPlain(s string, i int) int {
 	for ; i+8 <= len(s); i += 8 {
 		w := word(s, i)

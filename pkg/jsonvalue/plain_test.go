@@ -84,17 +84,22 @@ func TestLongStringsMatchEncodingJSON(t *testing.T) {
 			if got := AppendString(nil, s); string(got) != string(want) {
 				t.Fatalf("AppendString(%q) = %s; json.Marshal gives %s", s, got, want)
 			}
-			if c == '"' || c == '\\' {
-				continue
+			if c == '"' || (c == '\\' && p == len(s)-1) {
+				continue // the string ends early, or not at all
 			}
 			charged := int64(boxedStringBytes)
-			if c >= 0x80 {
+			if c >= 0x80 || c == '\\' {
 				charged += unquoteFactor * int64(len(s))
 			}
 			if got, _ := Estimate(`"`+s+`"`, 0); got != charged {
 				t.Fatalf("Estimate(%q) = %d, want %d", s, got, charged)
 			}
 		}
+		// Input that ends in a string, or in its escape.
+		if got, _ := Estimate(`"`+withByteAt(p+1, p, '\\'), 0); got != boxedStringBytes+unquoteFactor*int64(p+1) {
+			t.Fatalf("Estimate of a string cut after its backslash at %d = %d", p, got)
+		}
+		checkDecode(t, []byte(`"`+withByteAt(p+1, p, 'x')))
 		for _, r := range []string{"\u2028", "\u00e9", "\U0001F600"} {
 			s := withByteAt(20, p, 'x')[:p] + r + withByteAt(20, p, 'x')[p+1:]
 			want, _ := json.Marshal(s)
