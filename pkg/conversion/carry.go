@@ -172,11 +172,10 @@ type savedField struct {
 }
 
 // carryWayBack puts in out's annotation key what the plain way back
-// (plainBack) would not reproduce of want. The way back runs on out itself,
-// which is then put back as it was: out's maps on the way to every field a
-// plain conversion writes are its own (copyPaths), so nothing it shares
-// with want changes, and the way back costs no copy of them (four maps).
-func carryWayBack(out map[string]any, key string, changed *fieldPaths, want map[string]any, plainBack func(map[string]any)) {
+// (plainBack) would not reproduce of the original, whose fields at changed
+// d holds (snapshot). The way back runs on out itself, which is then put
+// back as it was, so it costs no copy of out's maps. d is recycled.
+func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ, plainBack func(map[string]any)) {
 	var buf [16]savedField
 	saved := buf[:0]
 	for _, path := range wayBackFields {
@@ -191,8 +190,7 @@ func carryWayBack(out map[string]any, key string, changed *fieldPaths, want map[
 		}
 	}
 	plainBack(out)
-	d := differs.Get().(*differ)
-	d.at(changed, want, out)
+	d.at(changed, 0, out)
 	for i := len(saved) - 1; i >= 0; i-- {
 		if f := saved[i]; f.present {
 			f.parent[f.key] = f.value
@@ -207,9 +205,17 @@ func carryWayBack(out map[string]any, key string, changed *fieldPaths, want map[
 
 // differ collects carried fields. Their values are encoded into one
 // buffer, each entry a full slice of it that later appends never touch.
+// want is what the original held at each node of the fields compared, in
+// the trie's pre-order (snapshot).
 type differ struct {
-	out []carried
-	raw []byte
+	want []wantValue
+	out  []carried
+	raw  []byte
+}
+
+type wantValue struct {
+	value   any
+	present bool
 }
 
 // differs are reused: every conversion diffs, and what it collects is
@@ -219,30 +225,59 @@ var differs = sync.Pool{New: func() any { return &differ{} }}
 func (d *differ) recycle() {
 	// An outsized diff (a carried map of a tenant's annotations) is not
 	// kept for the next.
-	if cap(d.raw) > 16<<10 || cap(d.out) > 64 {
+	if cap(d.raw) > 16<<10 || cap(d.out) > 64 || cap(d.want) > 64 {
 		return
 	}
 	clear(d.out)
-	d.out, d.raw = d.out[:0], d.raw[:0]
+	clear(d.want) // values of a request, not kept past it
+	d.want, d.out, d.raw = d.want[:0], d.out[:0], d.raw[:0]
 	differs.Put(d)
 }
 
-func (d *differ) at(paths *fieldPaths, want, got map[string]any) {
+// snapshot records what obj holds at every node of paths, in pre-order:
+// all that the diff reads of the original. A converted object may then
+// share obj's maps and change them in place, as long as no map that a
+// node holds whole is changed (a field compared as a whole keeps its
+// value, not a copy).
+func (d *differ) snapshot(obj map[string]any, paths *fieldPaths) {
 	for _, sub := range paths.below {
-		k := sub.key()
-		w, wok := want[k]
-		g, gok := got[k]
-		wm, wIsMap := w.(map[string]any)
+		v, ok := obj[sub.key()]
+		d.want = append(d.want, wantValue{v, ok})
+		m, _ := v.(map[string]any) // none below a value that is not an object
+		d.snapshot(m, sub)
+	}
+}
+
+// at diffs got against the original's snapshot from d.want[i] on, over
+// the nodes of paths, and returns the index after them.
+func (d *differ) at(paths *fieldPaths, i int, got map[string]any) int {
+	for _, sub := range paths.below {
+		w := d.want[i]
+		i++
+		g, gok := got[sub.key()]
+		wm, wIsMap := w.value.(map[string]any)
 		gm, gIsMap := g.(map[string]any)
 		switch {
-		case wok && gok && wIsMap && gIsMap && !sub.whole:
-			d.at(sub, wm, gm)
-		case wok && gok && wIsMap && gIsMap:
+		case w.present && gok && wIsMap && gIsMap && !sub.whole:
+			i = d.at(sub, i, gm)
+			continue
+		case w.present && gok && wIsMap && gIsMap:
 			d.into(sub.path, wm, gm)
-		case wok != gok || !sameValue(w, g):
-			d.add(sub.path, w, wok, g, gok)
+		case w.present != gok || !sameValue(w.value, g):
+			d.add(sub.path, w.value, w.present, g, gok)
 		}
+		i += sub.nodes()
 	}
+	return i
+}
+
+// nodes counts the nodes below p.
+func (p *fieldPaths) nodes() int {
+	n := len(p.below)
+	for _, sub := range p.below {
+		n += sub.nodes()
+	}
+	return n
 }
 
 func (d *differ) into(path []string, want, got map[string]any) {

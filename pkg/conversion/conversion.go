@@ -40,12 +40,20 @@ const (
 // neither may be modified afterwards (the webhook encodes the result and
 // drops both). Objects already at apiVersion come back as they are.
 func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
-	return ConvertObserved(obj, apiVersion, nil)
+	return convertTo(obj, apiVersion, false, nil)
 }
 
-// ConvertObserved is Convert, calling ignored (when not nil) with the name
-// of a carry annotation it did not trust and why (docs/conversion.md).
-func ConvertObserved(obj map[string]any, apiVersion string, ignored func(annotation, reason string)) (map[string]any, error) {
+// ConvertOwned is Convert for an object its caller drops once it has the
+// result, calling ignored (when not nil) with the name of a carry
+// annotation it did not trust and why (docs/conversion.md). obj may be
+// converted in place: the webhook's decoded objects are, which saves a
+// copy of the maps a conversion changes. After an error obj may be
+// changed too.
+func ConvertOwned(obj map[string]any, apiVersion string, ignored func(annotation, reason string)) (map[string]any, error) {
+	return convertTo(obj, apiVersion, true, ignored)
+}
+
+func convertTo(obj map[string]any, apiVersion string, owned bool, ignored func(annotation, reason string)) (map[string]any, error) {
 	kind, _ := obj["kind"].(string)
 	if kind != Kind {
 		return nil, fmt.Errorf("kind %q cannot be converted: only %s has more than one version", echo(kind), Kind)
@@ -69,9 +77,9 @@ func ConvertObserved(obj map[string]any, apiVersion string, ignored func(annotat
 	}
 	switch {
 	case apiVersion == V1:
-		return toV1(obj, ignored)
+		return toV1(obj, owned, ignored)
 	default:
-		return toV1alpha1(obj, ignored)
+		return toV1alpha1(obj, owned, ignored)
 	}
 }
 
@@ -135,21 +143,33 @@ func checkShape(obj map[string]any) error {
 // Both directions work on copies of only the maps on the way to a field a
 // conversion can change (touched): every other subtree is shared, read
 // only, by the input, the result and the way back, so where they can differ
-// is known in advance and the carry compares only there. A reference test
-// (reference_test.go) holds this to the whole-object copy and diff, byte
-// for byte.
+// is known in advance and the carry compares only there, against a
+// snapshot of the original taken first. An owned object without the carry
+// annotation its conversion reads is converted in place: where the
+// conversion changes a map, the result holds that same map, so the diff
+// goes down into it through the snapshot rather than comparing it whole;
+// only a carried path could make such a map compared whole, and an object
+// with a carry is copied. A reference test (reference_test.go) holds both
+// to the whole-object copy and diff, byte for byte.
 
-func toV1(obj map[string]any, ignored func(annotation, reason string)) (map[string]any, error) {
+func toV1(obj map[string]any, owned bool, ignored func(annotation, reason string)) (map[string]any, error) {
 	v1Carry, why := readCarry(obj, v1CarryAnnotation)
 	if why != "" {
 		ignored(v1CarryAnnotation, why)
 	}
 	changed := touched(v1Carry)
-	original := withoutCarry(obj, changed, v1CarryAnnotation)
+	original, copied := withoutCarry(obj, changed, v1CarryAnnotation)
+	d := differs.Get().(*differ)
+	d.snapshot(original, changed)
+	out := original
+	if !owned || copied {
+		out = copyPaths(original, changed)
+	}
 	m := &memo{}
-	out := plainToV1(copyPaths(original, changed), m)
+	out = plainToV1(out, m)
 	if len(v1Carry) > 0 {
 		if err := restore(out, v1Carry); err != nil {
+			d.recycle()
 			return nil, fmt.Errorf("restoring %s: %w", v1CarryAnnotation, err)
 		}
 		m.forgetHash() // restored fields may feed the hash
@@ -157,37 +177,44 @@ func toV1(obj map[string]any, ignored func(annotation, reason string)) (map[stri
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	carryWayBack(out, v1alpha1CarryAnnotation, changed, original, func(o map[string]any) { plainToV1alpha1(o, m) })
+	carryWayBack(out, v1alpha1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1alpha1(o, m) })
 	return out, nil
 }
 
-func toV1alpha1(obj map[string]any, ignored func(annotation, reason string)) (map[string]any, error) {
+func toV1alpha1(obj map[string]any, owned bool, ignored func(annotation, reason string)) (map[string]any, error) {
 	alphaCarry, why := readCarry(obj, v1alpha1CarryAnnotation)
 	if why != "" {
 		ignored(v1alpha1CarryAnnotation, why)
 	}
 	changed := touched(alphaCarry)
-	original := withoutCarry(obj, changed, v1alpha1CarryAnnotation)
+	original, copied := withoutCarry(obj, changed, v1alpha1CarryAnnotation)
+	d := differs.Get().(*differ)
+	d.snapshot(original, changed)
+	out := original
+	if !owned || copied {
+		out = copyPaths(original, changed)
+	}
 	m := &memo{}
-	out := plainToV1alpha1(copyPaths(original, changed), m)
+	out = plainToV1alpha1(out, m)
 	if err := restore(out, alphaCarry); err != nil {
+		d.recycle()
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
 	m.forgetHash() // the way back hashes the v1 spec it derives
-	carryWayBack(out, v1CarryAnnotation, changed, original, func(o map[string]any) { plainToV1(o, m) })
+	carryWayBack(out, v1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1(o, m) })
 	return out, nil
 }
 
 // withoutCarry is obj without the named carry annotation: obj itself
 // (read only) when it has none, which is every object never written at the
-// other version.
-func withoutCarry(obj map[string]any, changed *fieldPaths, key string) map[string]any {
+// other version, or a copy of the maps on the way to changed (copied).
+func withoutCarry(obj map[string]any, changed *fieldPaths, key string) (original map[string]any, copied bool) {
 	if _, ok := lookup(obj, []string{"metadata", "annotations", key}); !ok {
-		return obj
+		return obj, false
 	}
-	original := copyPaths(obj, changed)
+	original = copyPaths(obj, changed)
 	dropCarry(original, key)
-	return original
+	return original, true
 }
 
 // plainToV1 applies the v1alpha1 -> v1 rules of docs/conversion.md in place.

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"reflect"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 func roundTrip(t *testing.T, obj map[string]any, via, back string) {
@@ -142,6 +144,13 @@ func FuzzConvertAnyInput(f *testing.F) {
 			out, err := Convert(obj, to)
 			if err == nil && out["apiVersion"] != to {
 				t.Fatalf("converted to %s but apiVersion is %v", to, out["apiVersion"])
+			}
+			// In place, an owned copy converts to the same bytes.
+			owned, ownedErr := ConvertOwned(runtime.DeepCopyJSON(obj), to, nil)
+			a, _ := json.Marshal(out)
+			b, _ := json.Marshal(owned)
+			if (err != nil) != (ownedErr != nil) || string(a) != string(b) {
+				t.Fatalf("to %s: Convert gave %s (%v), ConvertOwned %s (%v)", to, a, err, b, ownedErr)
 			}
 		}
 	})

@@ -34,7 +34,7 @@ func TestTamperedCarryIsIgnored(t *testing.T) {
 		plain := convert(t, mustDecode(t, v1Whole), V1Alpha1)
 		set(in, []string{"metadata", "annotations", v1alpha1CarryAnnotation}, carry)
 		var reported []string
-		out, err := ConvertObserved(in, V1Alpha1, func(annotation, reason string) { reported = append(reported, annotation+": "+reason) })
+		out, err := ConvertOwned(in, V1Alpha1, func(annotation, reason string) { reported = append(reported, annotation+": "+reason) })
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -55,11 +55,11 @@ func TestFittingCarryIsRestored(t *testing.T) {
 	in := mustDecode(t, alphaWhole)
 	set(in, []string{"spec", "inPlaceRollout"}, true)
 	var reported []string
-	mid, err := ConvertObserved(in, V1, func(a, r string) { reported = append(reported, r) })
+	mid, err := ConvertOwned(in, V1, func(a, r string) { reported = append(reported, r) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := ConvertObserved(mid, V1Alpha1, func(a, r string) { reported = append(reported, r) })
+	back, err := ConvertOwned(mid, V1Alpha1, func(a, r string) { reported = append(reported, r) })
 	if err != nil {
 		t.Fatal(err)
 	}

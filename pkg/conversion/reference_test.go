@@ -135,6 +135,10 @@ func TestConvertMatchesTheReference(t *testing.T) {
 				if after, _ := json.Marshal(obj); string(after) != string(before) {
 					t.Fatalf("Convert modified its input:\nbefore %s\n after %s", before, after)
 				}
+				owned, ownedErr := ConvertOwned(runtime.DeepCopyJSON(obj), to, nil)
+				if o, _ := json.Marshal(owned); (ownedErr != nil) != (wantErr != nil) || string(o) != string(w) {
+					t.Fatalf("%s to %s, owned:\n got %s (%v)\nwant %s", before, to, o, ownedErr, w)
+				}
 			}
 			objects++
 		}
@@ -208,6 +212,10 @@ func TestWayBackLeavesNoTrace(t *testing.T) {
 		}
 		if after, _ := json.Marshal(obj); string(after) != string(before) {
 			t.Errorf("%s: Convert modified its input:\nbefore %s\n after %s", name, before, after)
+		}
+		owned, err := ConvertOwned(runtime.DeepCopyJSON(obj), V1Alpha1, nil)
+		if o, _ := json.Marshal(owned); err != nil || string(o) != string(w) {
+			t.Errorf("%s, owned:\n got %s (%v)\nwant %s", name, o, err, w)
 		}
 		if _, ok := got["spec"].(map[string]any)["environmentdIamRoleArn"]; !ok {
 			t.Errorf("%s: the carry did not restore the role, so the way back made nothing to undo: %s", name, g)

@@ -401,7 +401,7 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 			return "request ended: " + err.Error()
 		}
 		from, _ := obj["apiVersion"].(string)
-		result, err := conversion.ConvertObserved(obj, rv.desiredAPIVersion, func(annotation, reason string) {
+		result, err := conversion.ConvertOwned(obj, rv.desiredAPIVersion, func(annotation, reason string) {
 			// A tenant's hand-written annotation: logged and counted, never trusted.
 			log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", echo(reason)))
 			h.Metrics.carry.WithLabelValues(carryLabel(annotation)).Inc()
