@@ -158,13 +158,7 @@ func toV1(obj map[string]any, owned bool, ignored func(annotation, reason string
 		ignored(v1CarryAnnotation, why)
 	}
 	changed := touched(v1Carry)
-	original, copied := withoutCarry(obj, changed, v1CarryAnnotation)
-	d := differs.Get().(*differ)
-	d.snapshot(original, changed)
-	out := original
-	if !owned || copied {
-		out = copyPaths(original, changed)
-	}
+	out, d := start(obj, changed, v1CarryAnnotation, owned)
 	m := &memo{}
 	out = plainToV1(out, m)
 	if len(v1Carry) > 0 {
@@ -187,13 +181,7 @@ func toV1alpha1(obj map[string]any, owned bool, ignored func(annotation, reason 
 		ignored(v1alpha1CarryAnnotation, why)
 	}
 	changed := touched(alphaCarry)
-	original, copied := withoutCarry(obj, changed, v1alpha1CarryAnnotation)
-	d := differs.Get().(*differ)
-	d.snapshot(original, changed)
-	out := original
-	if !owned || copied {
-		out = copyPaths(original, changed)
-	}
+	out, d := start(obj, changed, v1alpha1CarryAnnotation, owned)
 	m := &memo{}
 	out = plainToV1alpha1(out, m)
 	if err := restore(out, alphaCarry); err != nil {
@@ -203,6 +191,20 @@ func toV1alpha1(obj map[string]any, owned bool, ignored func(annotation, reason 
 	m.forgetHash() // the way back hashes the v1 spec it derives
 	carryWayBack(out, v1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1(o, m) })
 	return out, nil
+}
+
+// start returns what a conversion works on, without the named carry
+// annotation: obj itself when it is owned and has none, otherwise a copy
+// of the maps on the way to changed; and a differ holding the snapshot of
+// the original.
+func start(obj map[string]any, changed *fieldPaths, key string, owned bool) (out map[string]any, d *differ) {
+	original, copied := withoutCarry(obj, changed, key)
+	d = differs.Get().(*differ)
+	d.snapshot(original, changed)
+	if owned && !copied {
+		return original, d
+	}
+	return copyPaths(original, changed), d
 }
 
 // withoutCarry is obj without the named carry annotation: obj itself

@@ -645,6 +645,23 @@ func TestShutdownReleasesAClaimNoTermLed(t *testing.T) {
 	}
 }
 
+// ledThenFenced lets a lead the Lease until its renewals fail for a renew
+// deadline, with Terms kept across Runs (as the controllers' campaign
+// keeps them), and returns when a may release the Lease again.
+func ledThenFenced(t *testing.T, a *testCandidate, lease string, la *recorder) (releaseNotBefore time.Time) {
+	t.Helper()
+	a.cfg.Terms = NewTerms()
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	a.fail.Store(true)
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
+	}
+	recv(t, la.cancelled, "the fenced term's lead context to be cancelled")
+	a.fail.Store(false)
+	return a.cfg.Terms.releaseNotBefore(lease)
+}
+
 // A fenced term's writes may be on the wire until a standby could have
 // taken the Lease by expiry. The replica rejoins, finds the Lease still
 // naming it and leads again; a shutdown within that window does not
@@ -654,17 +671,9 @@ func TestReleaseHeldBackAfterAFence(t *testing.T) {
 	lease := unique("test-fenced-release")
 	d := durations{lease: 6 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
 	a := newTestCandidate(t, "a", "default", d)
-	a.cfg.Terms = NewTerms() // kept across Runs, as the controllers' campaign keeps it
 	la := newRecorder()
-	ra := a.run(t, lease, la.lead)
-	recv(t, la.started, "a to lead")
-	a.fail.Store(true)
-	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
-		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
-	}
-	a.fail.Store(false)
+	until := ledThenFenced(t, a, lease, la)
 	lastRenewal := getLease(t, "default", lease).Spec.RenewTime.Time
-	until := a.cfg.Terms.releaseNotBefore(lease)
 	if d := until.Sub(lastRenewal.Add(d.lease)); d < -time.Second || d > time.Second {
 		t.Fatalf("release held back until %v, want about the last renewal %v plus the lease duration", until, lastRenewal)
 	}
@@ -709,19 +718,10 @@ func TestNoHandOverWithinAFencedTermsWindow(t *testing.T) {
 	lease := unique("test-fenced-handover")
 	d := durations{lease: 6 * time.Second, renew: 1500 * time.Millisecond, retry: 500 * time.Millisecond}
 	a := newTestCandidate(t, "a", "default", d)
-	a.cfg.Terms = NewTerms()
 	placement := &handOverWhenAsked{}
 	a.cfg.Placement = placement
 	la := newRecorder()
-	ra := a.run(t, lease, la.lead)
-	recv(t, la.started, "a to lead")
-	a.fail.Store(true)
-	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
-		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
-	}
-	recv(t, la.cancelled, "the fenced term's lead context to be cancelled")
-	a.fail.Store(false)
-	until := a.cfg.Terms.releaseNotBefore(lease)
+	until := ledThenFenced(t, a, lease, la)
 
 	rb := a.run(t, lease, la.lead)
 	recv(t, la.started, "a to lead again under the Lease that still names it")
