@@ -236,9 +236,10 @@ func (d *differ) recycle() {
 
 // snapshot records what obj holds at every node of paths, in pre-order:
 // all that the diff reads of the original. A converted object may then
-// share obj's maps and change them in place, as long as no map that a
-// node holds whole is changed (a field compared as a whole keeps its
-// value, not a copy).
+// share obj's maps and change them in place before the diff, as long as
+// the diff goes down into every map changed: one it compares whole, or
+// writes into the carry because the result holds no map there, is read as
+// it is then, not as it was.
 func (d *differ) snapshot(obj map[string]any, paths *fieldPaths) {
 	for _, sub := range paths.below {
 		v, ok := obj[sub.key()]

@@ -47,8 +47,8 @@ func Convert(obj map[string]any, apiVersion string) (map[string]any, error) {
 // result, calling ignored (when not nil) with the name of a carry
 // annotation it did not trust and why (docs/conversion.md). obj may be
 // converted in place: the webhook's decoded objects are, which saves a
-// copy of the maps a conversion changes. After an error obj may be
-// changed too.
+// copy of the maps a conversion changes. On an error obj is as it was:
+// every error comes before a write, or (restoring a carry) on a copy.
 func ConvertOwned(obj map[string]any, apiVersion string, ignored func(annotation, reason string)) (map[string]any, error) {
 	return convertTo(obj, apiVersion, true, ignored)
 }
@@ -140,17 +140,18 @@ func checkShape(obj map[string]any) error {
 	return nil
 }
 
-// Both directions work on copies of only the maps on the way to a field a
+// Both directions change only the fields on the way to a field a
 // conversion can change (touched): every other subtree is shared, read
 // only, by the input, the result and the way back, so where they can differ
 // is known in advance and the carry compares only there, against a
-// snapshot of the original taken first. An owned object without the carry
-// annotation its conversion reads is converted in place: where the
-// conversion changes a map, the result holds that same map, so the diff
-// goes down into it through the snapshot rather than comparing it whole;
-// only a carried path could make such a map compared whole, and an object
-// with a carry is copied. A reference test (reference_test.go) holds both
-// to the whole-object copy and diff, byte for byte.
+// snapshot of the original taken first. Convert works on a copy of the
+// maps on those ways. An owned object without the carry annotation its
+// conversion reads is converted in place: where the conversion changes a
+// map, the result still holds that same map when the diff runs, so the
+// diff goes down into it through the snapshot rather than reading it
+// whole; only a carried path could make such a map read whole, and an
+// object with that carry is copied. Reference tests (reference_test.go)
+// hold both to the whole-object copy and diff, byte for byte.
 
 func toV1(obj map[string]any, owned bool, ignored func(annotation, reason string)) (map[string]any, error) {
 	v1Carry, why := readCarry(obj, v1CarryAnnotation)
@@ -207,9 +208,9 @@ func start(obj map[string]any, changed *fieldPaths, key string, owned bool) (out
 	return copyPaths(original, changed), d
 }
 
-// withoutCarry is obj without the named carry annotation: obj itself
-// (read only) when it has none, which is every object never written at the
-// other version, or a copy of the maps on the way to changed (copied).
+// withoutCarry is obj without the named carry annotation: obj itself when
+// it has none, which is every object never written at the other version,
+// or a copy of the maps on the way to changed (copied).
 func withoutCarry(obj map[string]any, changed *fieldPaths, key string) (original map[string]any, copied bool) {
 	if _, ok := lookup(obj, []string{"metadata", "annotations", key}); !ok {
 		return obj, false

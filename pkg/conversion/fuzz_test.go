@@ -120,6 +120,9 @@ func FuzzConvertAnyInput(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"materialize.cloud/v1","kind":"Materialize","metadata":{"annotations":{"conversion.materialize.cloud/v1alpha1":"[{\"path\":[\"spec\",\"x\",\"y\"],\"value\":1}]"}}}`), true)
 	f.Add([]byte(`{"apiVersion":"materialize.cloud/v1","kind":"Materialize","spec":[]}`), false)
 	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07"), true)
+	for _, src := range inPlaceShapes {
+		f.Add([]byte(src), false)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, structured bool) {
 		var obj map[string]any
 		if structured {

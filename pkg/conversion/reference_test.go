@@ -222,3 +222,59 @@ func TestWayBackLeavesNoTrace(t *testing.T) {
 		}
 	}
 }
+
+// inPlaceShapes are objects in the shapes that reach the maps a conversion
+// writes into: a v1 object with v1alpha1's role field (the way back merges
+// it into serviceAccountAnnotations, or creates them), annotations of every
+// kind, null sections, leaves that are objects, the other direction's
+// carry; and one whose own carry restores serviceAccountAnnotations whole
+// while the role merges into them, which ConvertOwned must copy.
+var inPlaceShapes = func() []string {
+	const image = `"environmentdImageRef":"materialize/environmentd:v26.1.0","backendSecretName":"b"`
+	const status = `"status":{"resourceId":"r","activeGeneration":1,"conditions":[],"lastCompletedRolloutHash":"x"}`
+	var out []string
+	for _, version := range []string{V1, V1Alpha1} {
+		for _, sa := range []string{``, `,"serviceAccountAnnotations":null`, `,"serviceAccountAnnotations":{"a":"b"}`,
+			`,"serviceAccountAnnotations":"not an object"`, `,"serviceAccountAnnotations":{"` + IAMRoleAnnotation + `":"arn:old"}`} {
+			for _, role := range []string{``, `,"environmentdIamRoleArn":"arn:aws:iam::1:role/r"`, `,"environmentdIamRoleArn":{"an":"object"}`} {
+				out = append(out, `{"apiVersion":"`+version+`","kind":"Materialize","metadata":{"name":"m"},"spec":{`+image+sa+role+`},`+status+`}`)
+			}
+		}
+		for _, odd := range []string{
+			`"metadata":null,"spec":{` + image + `},"status":null`,
+			`"metadata":{"name":"m","annotations":null},"spec":{` + image + `}`,
+			`"metadata":{"name":"m"},"spec":{` + image + `,"requestRollout":{"a":1},"forcePromote":{"b":2},"inPlaceRollout":{"c":3}},"status":{"resourcesHash":{"d":4},"lastCompletedRolloutRequest":["e"],"requestedRolloutHash":{"f":5}}`,
+			`"metadata":{"name":"m","annotations":{"` + v1CarryAnnotation + `":"[{\"path\":[\"spec\",\"requestRollout\"],\"value\":\"v\"}]","` + v1alpha1CarryAnnotation + `":"[{\"path\":[\"spec\",\"inPlaceRollout\"],\"value\":true}]"}},"spec":{` + image + `},` + status,
+		} {
+			out = append(out, `{"apiVersion":"`+version+`","kind":"Materialize",`+odd+`}`)
+		}
+	}
+	return append(out, `{"apiVersion":"`+V1Alpha1+`","kind":"Materialize","metadata":{"name":"m","annotations":{"`+v1CarryAnnotation+
+		`":"[{\"path\":[\"spec\",\"serviceAccountAnnotations\"],\"value\":{\"a\":\"b\"},\"derived\":{\"`+IAMRoleAnnotation+`\":\"arn:r\"}}]"}},`+
+		`"spec":{`+image+`,"environmentdIamRoleArn":"arn:r","serviceAccountAnnotations":{}},`+status+`}`)
+}()
+
+// In place, every such object converts to the bytes Convert and the
+// reference give, in both directions.
+func TestInPlaceMatchesTheReference(t *testing.T) {
+	for _, src := range inPlaceShapes {
+		for _, to := range []string{V1, V1Alpha1} {
+			obj := mustDecode(t, src)
+			// The reference predates the dropping of null sections, which
+			// an object already at the version keeps.
+			ref := runtime.DeepCopyJSON(obj)
+			if ref["apiVersion"] != to {
+				ref = withoutNullSections(ref)
+			}
+			want, wantErr := referenceConvert(ref, to)
+			copied, copiedErr := Convert(obj, to)
+			owned, ownedErr := ConvertOwned(runtime.DeepCopyJSON(obj), to, nil)
+			w, _ := json.Marshal(want)
+			c, _ := json.Marshal(copied)
+			o, _ := json.Marshal(owned)
+			if (wantErr != nil) != (ownedErr != nil) || (copiedErr != nil) != (ownedErr != nil) || string(o) != string(w) || string(c) != string(w) {
+				t.Errorf("%s to %s:\n   owned %s (%v)\n  copied %s (%v)\nreference %s (%v)", src, to, o, ownedErr, c, copiedErr, w, wantErr)
+			}
+		}
+	}
+}

@@ -47,6 +47,8 @@ func BenchmarkReview(b *testing.B) {
 // A 500-object review's stages apart, each over the whole review: the
 // admission estimate, the decode, the conversions and the encoding of
 // what they return (docs/benchmarks.md, "Where a review's time goes").
+// The conversions copy (Convert): the handler's in place (ConvertOwned)
+// could not run twice on the same objects.
 func BenchmarkReviewStages(b *testing.B) {
 	body := string(fixture.ConversionReview("materialize.cloud/v1", 500))
 	b.Run("estimate", func(b *testing.B) {
