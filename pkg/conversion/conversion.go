@@ -140,12 +140,12 @@ func checkShape(obj map[string]any) error {
 	return nil
 }
 
-// Both directions change only the fields on the way to a field a
-// conversion can change (touched): every other subtree is shared, read
-// only, by the input, the result and the way back, so where they can differ
-// is known in advance and the carry compares only there, against a
-// snapshot of the original taken first. Convert works on a copy of the
-// maps on those ways. An owned object without the carry annotation its
+// Both directions change only the fields a conversion can change
+// (touched) and the maps on the way to them: every other subtree is
+// shared, read only, by the input, the result and the way back, so where
+// they can differ is known in advance and the carry compares only there,
+// against a snapshot of the original taken first. Convert works on a copy
+// of those maps. An owned object without the carry annotation its
 // conversion reads is converted in place: where the conversion changes a
 // map, the result still holds that same map when the diff runs, so the
 // diff goes down into it through the snapshot rather than reading it
