@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +39,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/materializeinc/orchestratord/pkg/crds"
+	"github.com/materializeinc/orchestratord/test/program"
 )
 
 // startTimeout bounds how long Start waits for a component to become healthy;
@@ -134,7 +134,7 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 	}
 	cp.CABundle = certs.ca.certPEM
 
-	ports, err := freePorts(3)
+	ports, err := program.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -397,25 +397,6 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
 	kc.CurrentContext = "test"
 	return clientcmd.WriteToFile(*kc, path)
-}
-
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func httpOK(ctx context.Context, client *http.Client, url string) error {

@@ -6,6 +6,7 @@ package program
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -32,14 +33,69 @@ func Build(dir string, commands ...string) error {
 	return nil
 }
 
-// FreeAddr returns a loopback address with a port free at the moment.
+// FreeAddr returns a loopback address with a port free at the moment,
+// for a process started next to bind (FreePorts).
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "127.0.0.1:" + strconv.Itoa(ports[0]), nil
+}
+
+// Ports are picked below the kernel's ephemeral range and the NodePort
+// range: the listener that found a port free is closed before the process
+// binds it, and meanwhile a port from the ephemeral range can go to any
+// connection the machine opens, while one from here goes only to a
+// program that binds it by number.
+const (
+	lowestPort     = 10000
+	lowestNodePort = 30000
+)
+
+// FreePorts returns n distinct loopback ports free at the moment.
+func FreePorts(n int) ([]int, error) {
+	high := lowestNodePort
+	if low := ephemeralLow(); low > lowestPort+1000 && low < high {
+		high = low
+	}
+	ports := make([]int, 0, n)
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("no %d free loopback ports between %d and %d", n, lowestPort, high)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lowestPort+rand.IntN(high-lowestPort)))
+		if err != nil {
+			continue // taken
+		}
+		held = append(held, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	const linuxDefault = 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return linuxDefault
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return linuxDefault
+	}
+	return low
 }
 
 // Metric scrapes http://addr/metrics and sums the series named name whose

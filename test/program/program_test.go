@@ -1,8 +1,10 @@
 package program
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -50,5 +52,30 @@ func TestScrapeIsOneMoment(t *testing.T) {
 	b, errB := e.Sum("b")
 	if errA != nil || errB != nil || a != 1 || b != 1 {
 		t.Errorf("a = %v (%v), b = %v (%v); want both 1 from the one scrape", a, errA, b, errB)
+	}
+}
+
+// Free ports come from below the ephemeral and NodePort ranges, distinct,
+// and bindable.
+func TestFreePortsAvoidTheEphemeralRange(t *testing.T) {
+	ports, err := FreePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < lowestPort || p >= lowestNodePort || p >= ephemeralLow() {
+			t.Errorf("port %d outside [%d, min(%d, %d))", p, lowestPort, lowestNodePort, ephemeralLow())
+		}
+		if seen[p] {
+			t.Errorf("port %d given twice", p)
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Errorf("port %d not bindable: %v", p, err)
+			continue
+		}
+		l.Close()
 	}
 }
