@@ -186,32 +186,32 @@ func (l *fencedLock) wasReleased() bool {
 // wait, and the Lease read again. err says why a Lease found held was not
 // released.
 func (l *fencedLock) releaseIfHeld(timeout time.Duration, wait func(until time.Time), beforeRelease func()) (released bool, err error) {
-	held := func() (*resourcelock.LeaderElectionRecord, context.Context, context.CancelFunc) {
+	heldRecord := func() *resourcelock.LeaderElectionRecord {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
 		rec, _, err := l.Get(ctx)
 		if err != nil || rec.HolderIdentity != l.Identity() {
-			cancel()
-			return nil, nil, nil
+			return nil
 		}
-		return rec, ctx, cancel
+		return rec
 	}
-	rec, ctx, cancel := held()
+	rec := heldRecord()
 	if rec == nil {
 		return false, nil
 	}
 	if l.releaseNotBefore != nil {
 		if until := l.releaseNotBefore(); time.Now().Before(until) {
-			cancel()
 			wait(until)
-			if rec, ctx, cancel = held(); rec == nil {
+			if rec = heldRecord(); rec == nil {
 				return false, nil
 			}
 		}
 	}
-	defer cancel()
 	if beforeRelease != nil {
 		beforeRelease()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	now := metav1.Now()
 	l.openGate()
 	err = l.Update(ctx, resourcelock.LeaderElectionRecord{
