@@ -305,8 +305,10 @@ func plainToV1alpha1(obj map[string]any, m *memo) map[string]any {
 	status, _ := obj["status"].(map[string]any)
 	// A field of the other version's name, unknown here, passes through
 	// as upstream's does and wins over the derived value.
+	var request string // RolloutRequest(hashed), once computed
 	if _, passed := spec["requestRollout"]; spec != nil && whole && !passed {
-		spec["requestRollout"] = RolloutRequest(hashed)
+		request = RolloutRequest(hashed)
+		spec["requestRollout"] = request
 	}
 	if status != nil {
 		delete(status, "requestedRolloutHash")
@@ -315,7 +317,12 @@ func plainToV1alpha1(obj map[string]any, m *memo) map[string]any {
 		if _, passed := status["lastCompletedRolloutRequest"]; whole && !passed {
 			status["lastCompletedRolloutRequest"] = nilUUID
 			if last, ok := status["lastCompletedRolloutHash"].(string); ok {
-				status["lastCompletedRolloutRequest"] = RolloutRequest(last)
+				// The last rollout is mostly the one requested: its request
+				// is the one just derived.
+				if last != hashed || request == "" {
+					request = RolloutRequest(last)
+				}
+				status["lastCompletedRolloutRequest"] = request
 			}
 		}
 		if _, passed := status["resourcesHash"]; whole && !passed {

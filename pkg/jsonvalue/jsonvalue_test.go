@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,6 +35,8 @@ var samples = []string{
 	"\"\xff\xfe valid \xe2\x82\xac \xed\xa0\x80\"",
 	`"\u0000\u001f\u007f"`,
 	`{"":"","\u0041":1}`,
+	// Keys out of order, prefixes of each other, bytes above ASCII.
+	`{"z":1,"y":2,"b":3,"ba":4,"a":5,"ab":6,"":7,"B":8,"\u00e9":9,"e\u0301":10}`,
 	// Long enough for the skip of plain words, with what stops it between them.
 	"\"registry.example/materialize/environmentd:v26.5.0 <&> \\\" \u2028 \xc3\xa9 \xff tail\"",
 	// Invalid input, which both must refuse.
@@ -51,6 +54,14 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	for _, s := range append(samples, string(fixture.V1alpha1Materialize(7))) {
 		checkEncode(t, []byte(s))
+	}
+	// Up to past the members a sort keeps on the stack, keys in reverse.
+	for n := range 2*stackMembers + 2 {
+		var obj strings.Builder
+		for i := n; i > 0; i-- {
+			fmt.Fprintf(&obj, `,"k%02d":%d`, i, i)
+		}
+		checkEncode(t, []byte("{"+strings.TrimPrefix(obj.String(), ",")+"}"))
 	}
 	// Values no decoder makes, which Append must still write as
 	// json.Marshal does.
