@@ -251,11 +251,12 @@ func plainToV1(obj map[string]any, m *memo) map[string]any {
 		delete(status, "resourcesHash")
 		delete(status, "observedGeneration")
 		if hash, ok := m.rolloutHash(obj); ok && whole {
+			var boxed any = hash // one interface for both fields
 			// A field of the other version's name, unknown here, passes
 			// through as upstream's does and wins over the derived value.
 			if _, passed := status["requestedRolloutHash"]; !passed {
 				if !isPromoting(status) {
-					status["requestedRolloutHash"] = hash
+					status["requestedRolloutHash"] = boxed
 				}
 			}
 			// A whole object's UUIDs parse; they are compared as values.
@@ -267,7 +268,7 @@ func plainToV1(obj map[string]any, m *memo) map[string]any {
 				if inProgress {
 					delete(status, "lastCompletedRolloutHash")
 				} else {
-					status["lastCompletedRolloutHash"] = hash
+					status["lastCompletedRolloutHash"] = boxed
 				}
 			}
 		}
@@ -305,7 +306,7 @@ func plainToV1alpha1(obj map[string]any, m *memo) map[string]any {
 	status, _ := obj["status"].(map[string]any)
 	// A field of the other version's name, unknown here, passes through
 	// as upstream's does and wins over the derived value.
-	var request string // RolloutRequest(hashed), once computed
+	var request any // RolloutRequest(hashed), once computed and boxed
 	if _, passed := spec["requestRollout"]; spec != nil && whole && !passed {
 		request = RolloutRequest(hashed)
 		spec["requestRollout"] = request
@@ -319,7 +320,7 @@ func plainToV1alpha1(obj map[string]any, m *memo) map[string]any {
 			if last, ok := status["lastCompletedRolloutHash"].(string); ok {
 				// The last rollout is mostly the one requested: its request
 				// is the one just derived.
-				if last != hashed || request == "" {
+				if last != hashed || request == nil {
 					request = RolloutRequest(last)
 				}
 				status["lastCompletedRolloutRequest"] = request

@@ -429,7 +429,8 @@ func sortedMapOf(value read) read {
 				w.mapEntry(k, val, value)
 			}
 		} else {
-			keys := make([]string, 0, len(m))
+			var small [8]string // a map's few keys, sorted without allocating
+			keys := small[:0]
 			for k := range m {
 				keys = append(keys, k)
 			}
