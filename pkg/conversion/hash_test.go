@@ -209,3 +209,26 @@ func TestSerdeStringEscapesOnlyWhatSerdeDoes(t *testing.T) {
 		}
 	}
 }
+
+// A BTreeMap's keys are written in byte order, however many there are
+// (past the few the writer sorts on the stack) and in whatever order the
+// spec held them.
+func TestUpstreamSpecJSONSortsMapKeys(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 8, 9, 20} {
+		var in, want strings.Builder
+		for i := n - 1; i >= 0; i-- {
+			fmt.Fprintf(&in, `,"k%02d":"%d"`, i, i)
+		}
+		for i := range n {
+			fmt.Fprintf(&want, `,"k%02d":"%d"`, i, i)
+		}
+		spec := `{"environmentdImageRef":"mz","backendSecretName":"b","podAnnotations":{` + strings.TrimPrefix(in.String(), ",") + `}}`
+		doc, err := UpstreamSpecJSON(mustDecode(t, spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantField := `"podAnnotations":{` + strings.TrimPrefix(want.String(), ",") + `}`; !strings.Contains(string(doc), wantField) {
+			t.Errorf("%d keys: the document holds no %s:\n%s", n, wantField, doc)
+		}
+	}
+}
