@@ -55,10 +55,7 @@ const (
 
 // FreePorts returns n distinct loopback ports free at the moment.
 func FreePorts(n int) ([]int, error) {
-	high := lowestNodePort
-	if low := ephemeralLow(); low > lowestPort+1000 && low < high {
-		high = low
-	}
+	high := highestPort()
 	ports := make([]int, 0, n)
 	var held []net.Listener
 	defer func() {
@@ -78,6 +75,17 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// highestPort bounds the ports picked (exclusive): the NodePort range, or
+// the ephemeral range when it starts lower, unless that would leave fewer
+// than a thousand.
+func highestPort() int {
+	high := lowestNodePort
+	if low := ephemeralLow(); low > lowestPort+1000 && low < high {
+		high = low
+	}
+	return high
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range.

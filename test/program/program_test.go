@@ -64,8 +64,8 @@ func TestFreePortsAvoidTheEphemeralRange(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, p := range ports {
-		if p < lowestPort || p >= lowestNodePort || p >= ephemeralLow() {
-			t.Errorf("port %d outside [%d, min(%d, %d))", p, lowestPort, lowestNodePort, ephemeralLow())
+		if p < lowestPort || p >= lowestNodePort || p >= highestPort() {
+			t.Errorf("port %d outside [%d, %d) (NodePorts from %d, ephemeral ports from %d)", p, lowestPort, highestPort(), lowestNodePort, ephemeralLow())
 		}
 		if seen[p] {
 			t.Errorf("port %d given twice", p)

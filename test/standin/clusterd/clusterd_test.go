@@ -5,13 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/test/program"
 	"github.com/materializeinc/orchestratord/test/standin/ctp"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
@@ -97,15 +98,12 @@ func TestCheckRefusesAsClusterd(t *testing.T) {
 // cluster transport, reporting hydration once its dataflows hydrated; a
 // port already taken is clusterd's fatal error (a panic, exit 134).
 func TestServeListensWhereItsFlagsSay(t *testing.T) {
-	free := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
+	ports, err := program.FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
 	}
-	plan := &Plan{Version: v26, StorageCtl: free(), ComputeCtl: free(), InternalHTTP: free()}
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	plan := &Plan{Version: v26, StorageCtl: addr(0), ComputeCtl: addr(1), InternalHTTP: addr(2)}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -140,7 +138,7 @@ func TestServeListensWhereItsFlagsSay(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	taken := &Plan{Version: v26, StorageCtl: plan.StorageCtl, ComputeCtl: free(), InternalHTTP: free()}
+	taken := &Plan{Version: v26, StorageCtl: plan.StorageCtl, ComputeCtl: addr(3), InternalHTTP: addr(4)}
 	err = Serve(context.Background(), log, taken, &ctp.Replica{})
 	if code, msg := exitCode(t, err); code != ExitPanic || !strings.Contains(msg, "clusterd: fatal: listening on "+plan.StorageCtl) {
 		t.Errorf("a taken port: %d %q", code, msg)
