@@ -26,6 +26,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
+	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
 	"github.com/materializeinc/orchestratord/test/controllertest"
 	"github.com/materializeinc/orchestratord/test/upstream"
 )
@@ -500,4 +501,33 @@ func TestFirstStatusIsReadableByUpstream(t *testing.T) {
 	if conditions, ok := stored.Status["conditions"].([]any); !ok || len(conditions) != 0 {
 		t.Errorf("status %v: want conditions: []", stored.Status)
 	}
+}
+
+// A Balancer the operator's types cannot read (a quantity the CRD's pattern
+// admits and Go refuses) stalls only itself: the controller reconciles the
+// others, says why in a Warning Event, and reconciles it once it is fixed
+// (pkg/controllers/unreadable; the Materialize's case is in its package).
+func TestUnreadableBalancerStallsOnlyItself(t *testing.T) {
+	ns := controllertest.NewNamespace(t)
+	newBalancer(t, ns, "bad", nil)
+	rest := controllertest.Admin(t).MZ.MaterializeV1alpha1().RESTClient()
+	patch := func(cpu string) {
+		t.Helper()
+		body := `{"spec":{"resourceRequirements":{"requests":{"cpu":"` + cpu + `"}}}}`
+		if err := rest.Patch(types.MergePatchType).Namespace(ns).Resource("balancers").Name("bad").Body([]byte(body)).Do(context.Background()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch("1e1.5")
+	ctrl := startController(t)
+	newBalancer(t, ns, "good", nil)
+	balancers.WaitResourceID(t, ns, "good")
+	controllertest.Eventually(t, "a Warning Unreadable Event for the Balancer that does not read", func() error {
+		if reasons := ctrl.Events.Reasons(ns, "bad"); !slices.Contains(reasons, unreadable.ReasonUnreadable) {
+			return fmt.Errorf("Events %v", reasons)
+		}
+		return nil
+	})
+	patch("1")
+	balancers.WaitResourceID(t, ns, "bad")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
+	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
 )
 
 // Object is a component custom resource (*v1alpha1.Balancer,
@@ -143,6 +144,12 @@ func (o Owner[T, AC]) Load(ctx context.Context, key string, cached func(namespac
 	}
 	if err != nil {
 		return cr, false, err
+	}
+	if why, ok := unreadable.Reason(cr); ok {
+		// Its children are left as they are until it is fixed, whose
+		// update queues it again.
+		unreadable.Report(o.Recorder, cr, why)
+		return cr, false, nil
 	}
 	cr, _, _ = recent.Current(ctx, o.Recent, key, "", cr, true, nil)
 	return cr, true, nil

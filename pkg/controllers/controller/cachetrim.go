@@ -20,15 +20,18 @@ import (
 	mzinformers "github.com/materializeinc/orchestratord/pkg/client/informers/externalversions"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
 	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 )
 
 // NewInformers returns the informers every reconciler reads from
 // (Deps): Kubernetes objects only if they carry the resource id label (the
 // operator's children: memory does not grow with the cluster), every
-// custom resource, each trimmed by TrimForCache.
+// custom resource, each trimmed by TrimForCache. A custom resource the Go
+// types cannot read is cached as a placeholder (pkg/controllers/unreadable)
+// instead of failing the whole list.
 func NewInformers(kube kubeclient.Interface, mz versioned.Interface) (*ChildInformers, mzinformers.SharedInformerFactory) {
-	return newChildInformers(kube), mzinformers.NewSharedInformerFactoryWithOptions(mz, 0, mzinformers.WithTransform(TrimForCache))
+	return newChildInformers(kube), mzinformers.NewSharedInformerFactoryWithOptions(unreadable.Clientset(mz), 0, mzinformers.WithTransform(TrimForCache))
 }
 
 // TrimForCache is the informers' transform. The operator's children

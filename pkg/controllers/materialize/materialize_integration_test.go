@@ -59,7 +59,8 @@ func prefix(id string, gen uint64) string {
 
 // running is one materialize controller leading for a test.
 type running struct {
-	stop func()
+	stop   func()
+	events *record.FakeRecorder
 }
 
 func startController(t *testing.T, tune ...func(*materialize.Options)) *running {
@@ -71,11 +72,12 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	ctx, cancel := context.WithCancel(context.Background())
 	// The binary's caches: children as stubs (controller.TrimForCache).
 	kubeInformers, mzInformers := controller.NewInformers(kube, mz)
+	events := record.NewFakeRecorder(1000)
 	deps := controller.Deps{
 		Kube: kube, MZ: mz,
 		KubeInformers: kubeInformers,
 		MZInformers:   mzInformers,
-		Recorder:      record.NewFakeRecorder(1000),
+		Recorder:      events,
 		Log:           zap.NewNop(),
 		Workers:       2,
 	}
@@ -92,7 +94,7 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	deps.MZInformers.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
-	r := &running{stop: func() { cancel(); <-done }}
+	r := &running{stop: func() { cancel(); <-done }, events: events}
 	t.Cleanup(r.stop)
 	return r
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
+	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/humantime"
@@ -235,6 +236,13 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		// Garbage collection removes the children; only a finalizer left
 		// by upstream orchestratord could hold the delete up.
 		return controller.Result{}, r.releaseUpstreamFinalizer(ctx, mz)
+	}
+	if why, ok := unreadable.Reason(mz); ok {
+		// Nothing is decided on a spec that was not read: its
+		// environment keeps running as it is until the object is fixed,
+		// whose update queues it again.
+		unreadable.Report(r.d.Recorder, mz, why)
+		return controller.Result{}, nil
 	}
 
 	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
