@@ -90,7 +90,14 @@ func (e *StatusError) Error() string {
 	return msg
 }
 
-var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout}
+var defaultHTTPClient = &http.Client{Timeout: DefaultTimeout, CheckRedirect: refuseRedirect}
+
+// refuseRedirect keeps every call at the environmentd it was made to. The
+// image is the tenant's: a redirect would make the operator, which every
+// environment's NetworkPolicy admits, call another environment's leader
+// API (a promotion, a skipped catch-up), or send the login elsewhere. A
+// redirect is answered as the status it is (StatusError).
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Client calls environmentd's leader API. The zero value is ready to use.
 type Client struct {
@@ -195,10 +202,11 @@ func (c *Client) client() *http.Client {
 	if hc == nil {
 		hc = defaultHTTPClient
 	}
-	if c.Password == "" && c.Wrap == nil && !tracing.Enabled() {
+	if c.Password == "" && c.Wrap == nil && !tracing.Enabled() && hc == defaultHTTPClient {
 		return hc
 	}
 	cp := *hc
+	cp.CheckRedirect = refuseRedirect
 	base := cp.Transport
 	if base == nil {
 		base = http.DefaultTransport

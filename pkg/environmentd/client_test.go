@@ -252,3 +252,46 @@ func TestSkipCatchup(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// environmentd's image is the tenant's, so its answer may be a redirect to
+// another environment's leader API, which admits the operator. No call
+// follows one, with or without a login or a client of the caller's: the
+// redirect is an error, and the other environment is never called.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var victimCalls sync.Map
+	victim := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		victimCalls.Store(r.Method+" "+r.URL.Path, true)
+		io.WriteString(w, `{"result":"Success","status":"IsLeader"}`)
+	}))
+	t.Cleanup(victim.Close)
+	for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == LoginPath {
+				http.SetCookie(w, &http.Cookie{Name: "session", Value: "s1", Path: "/"})
+				return
+			}
+			http.Redirect(w, r, victim.URL+r.URL.Path, code)
+		}))
+		t.Cleanup(attacker.Close)
+		for name, c := range map[string]*Client{
+			"default":       {},
+			"password":      (&Client{}).WithPassword("secret"),
+			"caller's HTTP": {HTTP: &http.Client{Timeout: time.Second}},
+		} {
+			ctx := context.Background()
+			if err := c.Promote(ctx, attacker.URL); !IsStatusError(err, code) {
+				t.Errorf("%d, %s: Promote err = %v, want the redirect as a StatusError", code, name, err)
+			}
+			if err := c.SkipCatchup(ctx, attacker.URL); !IsStatusError(err, code) {
+				t.Errorf("%d, %s: SkipCatchup err = %v, want the redirect as a StatusError", code, name, err)
+			}
+			if _, err := c.Status(ctx, attacker.URL); !IsStatusError(err, code) {
+				t.Errorf("%d, %s: Status err = %v, want the redirect as a StatusError", code, name, err)
+			}
+		}
+	}
+	victimCalls.Range(func(call, _ any) bool {
+		t.Errorf("the other environment was called: %s", call)
+		return true
+	})
+}
