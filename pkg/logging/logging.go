@@ -70,7 +70,7 @@ func (o Options) New(w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format: %q is neither %q nor %q (or %q)", o.Format, FormatJSON, FormatConsole, FormatText)
 	}
-	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), level), zap.AddCaller())
+	logger := zap.New(boundedCore{zapcore.NewCore(enc, zapcore.AddSync(w), level)}, zap.AddCaller())
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 	return logger, nil
 }

@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 )
 
@@ -64,7 +66,9 @@ func (r *reconciler) readBackendSecret(ctx context.Context, mz *v1alpha1.Materia
 func (r *reconciler) licenseKeyState(ctx context.Context, mz *v1alpha1.Materialize, backend backendSecret) licenseState {
 	now := r.o.Now()
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
-		return &metav1.Condition{Type: ConditionLicenseKey, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...),
+		return &metav1.Condition{Type: ConditionLicenseKey, Status: status, Reason: reason,
+			// The Secret's name and the key's claims are the tenant's.
+			Message:            boundedtext.Cut(fmt.Sprintf(format, args...), rollout.MaxMessageBytes),
 			ObservedGeneration: mz.Generation, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
 	}
 	name := mz.Spec.BackendSecretName

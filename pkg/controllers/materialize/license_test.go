@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 )
 
 func unsignedKey(aud string, exp time.Time, behavior string) []byte {
@@ -124,5 +126,23 @@ func TestLicenseKeyCondition(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "LicenseKeyExpiring,LicenseKeyExpired,LicenseKeyInvalid" {
 		t.Errorf("events %v, want one per change", got)
+	}
+}
+
+// The LicenseKey condition's message quotes what the tenant wrote (the
+// backend Secret's name, the key's claims): it is cut as UpToDate's is, or
+// a long one would fail every status write of the Materialize.
+func TestLicenseKeyConditionMessageIsBounded(t *testing.T) {
+	mz := testMaterialize("materialize/environmentd:v26.35.0", "")
+	mz.Spec.BackendSecretName = strings.Repeat("s", 1<<20)
+	r := &reconciler{d: controller.Deps{Kube: fake.NewClientset(), Recorder: record.NewFakeRecorder(10), Log: zap.NewNop()},
+		o: Options{Now: time.Now}}
+	missing := backendSecret{err: apierrors.NewNotFound(corev1.Resource("secrets"), mz.Spec.BackendSecretName)}
+	l := r.licenseKeyState(context.Background(), mz, missing)
+	if l.cond == nil || l.cond.Reason != ReasonLicenseInvalid {
+		t.Fatalf("condition %+v, want Invalid", l.cond)
+	}
+	if n := len(l.cond.Message); n > rollout.MaxMessageBytes {
+		t.Fatalf("message of %d bytes, want at most %d", n, rollout.MaxMessageBytes)
 	}
 }

@@ -1,0 +1,74 @@
+package logging
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
+)
+
+// MaxFieldBytes bounds each text a log line carries: its message and every
+// string, error or Stringer field. Errors quote what they were given (an
+// object's name, a Secret's entry, an API server's or environmentd's
+// answer), which a tenant may have written a megabyte of; a line stays one
+// bounded event whatever a call site passes.
+const MaxFieldBytes = 4096
+
+// boundedCore cuts what it writes to MaxFieldBytes per text (boundedtext).
+type boundedCore struct{ zapcore.Core }
+
+func (c boundedCore) With(fields []zapcore.Field) zapcore.Core {
+	return boundedCore{c.Core.With(bounded(fields))}
+}
+
+func (c boundedCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c boundedCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	ent.Message = boundedtext.Cut(ent.Message, MaxFieldBytes)
+	return c.Core.Write(ent, bounded(fields))
+}
+
+// bounded returns fields with each text cut, copied only when one is.
+func bounded(fields []zapcore.Field) []zapcore.Field {
+	out := fields
+	for i, f := range fields {
+		var text string
+		switch f.Type {
+		case zapcore.StringType:
+			if len(f.String) <= MaxFieldBytes {
+				continue
+			}
+			text = f.String
+		case zapcore.ErrorType:
+			err, ok := f.Interface.(error)
+			if !ok || err == nil {
+				continue
+			}
+			if text = err.Error(); len(text) <= MaxFieldBytes {
+				continue
+			}
+		case zapcore.StringerType:
+			s, ok := f.Interface.(fmt.Stringer)
+			if !ok {
+				continue
+			}
+			if text = s.String(); len(text) <= MaxFieldBytes {
+				continue
+			}
+		default:
+			continue
+		}
+		if &out[0] == &fields[0] {
+			out = append([]zapcore.Field(nil), fields...)
+		}
+		out[i] = zap.String(f.Key, boundedtext.Cut(text, MaxFieldBytes))
+	}
+	return out
+}
