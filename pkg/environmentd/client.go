@@ -123,6 +123,54 @@ func (c *Client) WithPassword(password string) *Client {
 	return &cp
 }
 
+// Timed returns a copy of c that adds to *spent how long each of its calls
+// takes, to the end of its answer (or its failure). Its calls must not run
+// concurrently: one reconcile's are made one after another.
+func (c *Client) Timed(spent *time.Duration) *Client {
+	cp := *c
+	inner := c.Wrap
+	cp.Wrap = func(rt http.RoundTripper) http.RoundTripper {
+		if inner != nil {
+			rt = inner(rt)
+		}
+		return timedTransport{next: rt, spent: spent}
+	}
+	return &cp
+}
+
+// timedTransport adds each round trip's time, its body read included, to
+// spent.
+type timedTransport struct {
+	next  http.RoundTripper
+	spent *time.Duration
+}
+
+func (t timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		*t.spent += time.Since(start)
+		return resp, err
+	}
+	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, spent: t.spent}
+	return resp, nil
+}
+
+type timedBody struct {
+	io.ReadCloser
+	start  time.Time
+	spent  *time.Duration
+	closed bool
+}
+
+func (b *timedBody) Close() error {
+	if !b.closed {
+		b.closed = true
+		*b.spent += time.Since(b.start)
+	}
+	return b.ReadCloser.Close()
+}
+
 // SkipCatchup tells the environmentd at baseURL to stop waiting for its
 // clusters to catch up (a forced promotion). environmentd answers 400 with
 // {"message": ...} when it cannot.

@@ -295,3 +295,42 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		return true
 	})
 }
+
+// Timed adds up what each call takes, to the end of its answer, a login
+// included, and keeps the caller's Wrap (the lease fence) on every call.
+func TestTimedAddsUpEachCall(t *testing.T) {
+	const delay = 50 * time.Millisecond
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(delay)
+		if r.URL.Path == LoginPath {
+			http.SetCookie(w, &http.Cookie{Name: "session", Value: "s1", Path: "/"})
+			return
+		}
+		w.(http.Flusher).Flush()
+		time.Sleep(delay) // the body comes later: counted too
+		io.WriteString(w, `{"status":"IsLeader"}`)
+	}))
+	t.Cleanup(srv.Close)
+	wrapped := 0
+	c := &Client{Wrap: func(rt http.RoundTripper) http.RoundTripper {
+		wrapped++
+		return rt
+	}}
+	var spent time.Duration
+	if _, err := c.WithPassword("secret").Timed(&spent).Status(context.Background(), srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if spent < 3*delay {
+		t.Errorf("spent %v, want at least the login's and the status's %v", spent, 3*delay)
+	}
+	if wrapped == 0 {
+		t.Error("the caller's Wrap was dropped")
+	}
+	before := spent
+	if _, err := c.Timed(&spent).Status(context.Background(), "http://127.0.0.1:1"); err == nil {
+		t.Fatal("a closed port answered")
+	}
+	if spent <= before {
+		t.Error("a failed call added nothing")
+	}
+}

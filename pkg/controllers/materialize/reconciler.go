@@ -552,6 +552,8 @@ type decision struct {
 	out     rollout.Output
 	leader  *environmentd.Client
 	license licenseState
+	// leaderTime is what the calls of leader took, acting included.
+	leaderTime *time.Duration
 }
 
 // decide observes the rollout (the generation's StatefulSet, environmentd,
@@ -563,7 +565,8 @@ func (r *reconciler) decide(ctx context.Context, e env, in rollout.Input, envErr
 	// applied; the step is timed from now.
 	in.Now = r.o.Now()
 	status := in.Status
-	leader := r.o.Leader
+	leaderTime := new(time.Duration)
+	leader := r.o.Leader.Timed(leaderTime)
 	// One read of the backend Secret serves the LicenseKey condition and
 	// the pre-flight check.
 	backend := r.readBackendSecret(ctx, mz)
@@ -613,7 +616,7 @@ func (r *reconciler) decide(ctx context.Context, e env, in rollout.Input, envErr
 	if out.Status.Rollout == nil { // nothing in progress once this step is done
 		r.o.Waiting.set(mz.Namespace+"/"+mz.Name, "")
 	}
-	return decision{in: in, out: out, leader: leader, license: license}, nil
+	return decision{in: in, out: out, leader: leader, license: license, leaderTime: leaderTime}, nil
 }
 
 // rollout runs one step of the rollout state machine (package rollout):
@@ -654,7 +657,7 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 	mz.Status = out.Status // the Balancer and Console follow what now runs
 	switch {
 	case out.Poll:
-		return controller.Result{RequeueAfter: r.o.PollInterval}, false, nil
+		return controller.Result{RequeueAfter: pollAfter(r.o.PollInterval, *d.leaderTime)}, false, nil
 	case out.RecheckAfter > 0 && (license.recheck <= 0 || out.RecheckAfter < license.recheck):
 		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil
 	case license.recheck > 0:
@@ -662,6 +665,19 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 		return controller.Result{RequeueAfter: license.recheck}, true, nil
 	}
 	return controller.Result{}, true, nil
+}
+
+// slowPollFactor spaces the polls of an environmentd that answers slowly:
+// the next one comes no sooner than this many times what the calls to it
+// took. The image is the tenant's; one that stalls each call up to the
+// client's timeout would otherwise hold a worker most of the time, and a
+// few such tenants every worker, while other tenants' changes wait.
+const slowPollFactor = 10
+
+// pollAfter is when a rollout in progress asks environmentd again: every
+// interval, or later for one whose calls took long (slowPollFactor).
+func pollAfter(interval, leaderTime time.Duration) time.Duration {
+	return max(interval, slowPollFactor*leaderTime)
 }
 
 // statefulSetReady is upstream's gate before the leader API: a ready

@@ -1,0 +1,62 @@
+package materialize_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/pkg/environmentd"
+)
+
+// environmentd's image is the tenant's: one that answers its leader API
+// slowly (up to the client's 10 s timeout) is asked again no sooner than
+// ten times what its answers took, so a few such tenants cannot hold every
+// worker while the others' changes wait. What is checked is a lower bound
+// on the spacing of its polls, which a slower machine only widens.
+func TestSlowEnvironmentdIsPolledLessOften(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	var (
+		mu    sync.Mutex
+		polls []time.Time
+	)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == environmentd.StatusPath {
+			mu.Lock()
+			polls = append(polls, time.Now())
+			mu.Unlock()
+		}
+		time.Sleep(delay)
+		_, _ = io.WriteString(w, `{"status":"Initializing"}`)
+	}))
+	t.Cleanup(slow.Close)
+	ns := newNamespace(t)
+	startController(t, func(o *materialize.Options) {
+		o.EnvironmentdURL = func(*v1alpha1.Materialize, string, uint64) string { return slow.URL }
+	})
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "four polls of environmentd", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(polls) >= 4, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// The first two may come closer: an event (the StatefulSet becoming
+	// ready, a status write) queues a reconcile at once.
+	for i := 2; i < len(polls); i++ {
+		if gap := polls[i].Sub(polls[i-1]); gap < 10*delay {
+			t.Errorf("poll %d came %v after the one before; an environmentd whose answers take %v is asked again after %v at the soonest",
+				i, gap.Round(time.Millisecond), delay, 10*delay)
+		}
+	}
+}
