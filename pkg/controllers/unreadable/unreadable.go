@@ -8,8 +8,9 @@
 // a LIST page, or a watch stream, as a whole: one such object fails every
 // list, the informer never syncs, and no Materialize in the cluster is
 // reconciled. Here each object is decoded on its own; one that cannot be
-// read is cached as a placeholder (its metadata, and its status if that
-// reads) marked with Annotation, which the reconcilers report and skip.
+// read is cached as a placeholder (its metadata, the spec's strings that
+// read, and its status if that reads) marked with Annotation, which the
+// reconcilers report and skip.
 package unreadable
 
 import (
@@ -75,13 +76,20 @@ func (r reader[T]) request(opts metav1.ListOptions) *rest.Request {
 	if opts.TimeoutSeconds != nil {
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
-	return r.client.Get().Namespace(r.namespace).Resource(r.resource).
+	// The reader decodes JSON, whatever encoding the client would prefer.
+	return r.client.Get().Namespace(r.namespace).Resource(r.resource).SetHeader("Accept", "application/json").
 		VersionedParams(&opts, metav1.ParameterCodec).Timeout(timeout)
 }
 
 // list returns one page of objects, placeholders included.
 func (r reader[T]) list(ctx context.Context, opts metav1.ListOptions) ([]T, metav1.ListMeta, error) {
-	raw, err := r.request(opts).Do(ctx).Raw()
+	result := r.request(opts).Do(ctx)
+	// Error, not Raw's error, decodes the API server's Status (a 410 for
+	// an expired continue token, which the reflector relists on).
+	if err := result.Error(); err != nil {
+		return nil, metav1.ListMeta{}, err
+	}
+	raw, err := result.Raw()
 	if err != nil {
 		return nil, metav1.ListMeta{}, err
 	}
@@ -118,15 +126,46 @@ func (r reader[T]) decode(raw []byte) (obj T, ok bool) {
 		var zero T
 		return zero, false
 	}
-	// The spec is what a tenant writes; a status this operator wrote is
-	// kept when it reads, so the metrics and the environmentId index still
-	// see the object as it was.
-	delete(fields, "spec")
-	if placeholder, ok := r.placeholder(fields, err); ok {
-		return placeholder, true
+	// Of the spec, which did not read, the strings that read on their own
+	// are kept, spec.environmentId among them: the object still holds its
+	// environment's id against another Materialize taking it. A status
+	// this operator wrote is kept when it reads, for the metrics. Failing
+	// that, less.
+	fields["spec"] = r.readableStrings(fields)
+	for _, drop := range []string{"", "status", "spec"} {
+		delete(fields, drop)
+		if placeholder, ok := r.placeholder(fields, err); ok {
+			return placeholder, true
+		}
 	}
-	delete(fields, "status")
-	return r.placeholder(fields, err)
+	var zero T
+	return zero, false
+}
+
+// readableStrings is the members of the object's spec whose values are
+// strings that decode (a quantity written as a string may not); {} when
+// the spec is not an object.
+func (r reader[T]) readableStrings(fields map[string]json.RawMessage) json.RawMessage {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(fields["spec"], &members) != nil {
+		return json.RawMessage("{}")
+	}
+	for key, value := range members {
+		if len(value) == 0 || value[0] != '"' {
+			delete(members, key)
+			continue
+		}
+		alone, _ := json.Marshal(map[string]any{"apiVersion": fields["apiVersion"], "kind": fields["kind"],
+			"spec": map[string]json.RawMessage{key: value}})
+		if _, _, err := r.decoder.Decode(alone, nil, r.newObject()); err != nil {
+			delete(members, key)
+		}
+	}
+	out, err := json.Marshal(members)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return out
 }
 
 // placeholder decodes fields, what is left of an object, marked with why
