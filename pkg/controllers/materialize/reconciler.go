@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -110,7 +111,9 @@ type reconciler struct {
 	// environmentIDIndex.
 	byEnvironmentID cache.Indexer
 	// recent holds the statuses this reconciler wrote (read-your-writes).
-	recent       *recent.Writes
+	recent *recent.Writes
+	// slow holds back the Materializes whose environmentd answers slowly.
+	slow         slowLeaders
 	balancers    mzlisters.BalancerLister
 	consoles     mzlisters.ConsoleLister
 	statefulSets controller.Lister[*appsv1.StatefulSet]
@@ -222,10 +225,20 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if apierrors.IsNotFound(err) {
 		r.recent.Forget(key)
 		r.o.Waiting.set(key, "")
+		r.slow.forget(key)
 		return controller.Result{}, nil // children go with it (ownerReferences)
 	}
 	if err != nil {
 		return controller.Result{}, err
+	}
+	if why, ok := unreadable.Reason(live); ok && live.DeletionTimestamp == nil {
+		// Nothing is decided on a spec that was not read: its
+		// environment keeps running as it is until the object is fixed,
+		// whose update queues it again. (Checked on the cached object,
+		// whose marker only the informers' reader sets; being deleted,
+		// it needs only its metadata, below.)
+		unreadable.Report(r.d.Recorder, live, why)
+		return controller.Result{}, nil
 	}
 	// Read-your-writes: the status this reconciler last wrote, if the
 	// informer has not delivered it yet, so a rollout step is not decided
@@ -237,14 +250,13 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		// by upstream orchestratord could hold the delete up.
 		return controller.Result{}, r.releaseUpstreamFinalizer(ctx, mz)
 	}
-	if why, ok := unreadable.Reason(mz); ok {
-		// Nothing is decided on a spec that was not read: its
-		// environment keeps running as it is until the object is fixed,
-		// whose update queues it again.
-		unreadable.Report(r.d.Recorder, mz, why)
-		return controller.Result{}, nil
-	}
 
+	if wait := r.slow.wait(key, r.o.Now()); wait > 0 {
+		// Whatever queued it (its owner's writes, its pod's readiness
+		// flapping), environmentd is not asked before then; the pass
+		// comes then and sees every change made meanwhile.
+		return controller.Result{RequeueAfter: wait}, nil
+	}
 	if filled, err := r.fillSpec(ctx, mz); filled || err != nil {
 		return controller.Result{}, err
 	}
@@ -657,7 +669,9 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 	mz.Status = out.Status // the Balancer and Console follow what now runs
 	switch {
 	case out.Poll:
-		return controller.Result{RequeueAfter: pollAfter(r.o.PollInterval, *d.leaderTime)}, false, nil
+		after := pollAfter(r.o.PollInterval, *d.leaderTime)
+		r.slow.hold(mz.Namespace+"/"+mz.Name, in.Now, after > r.o.PollInterval, after)
+		return controller.Result{RequeueAfter: after}, false, nil
 	case out.RecheckAfter > 0 && (license.recheck <= 0 || out.RecheckAfter < license.recheck):
 		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil
 	case license.recheck > 0:
@@ -679,6 +693,43 @@ const slowPollFactor = 10
 func pollAfter(interval, leaderTime time.Duration) time.Duration {
 	return max(interval, slowPollFactor*leaderTime)
 }
+
+// slowLeaders holds, per Materialize whose environmentd answered slowly,
+// the time before which no pass asks it again (pollAfter): without it,
+// events its owner causes would bring the next call at once.
+type slowLeaders struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// hold keeps key's passes back for after from now when slow, else lets
+// them go.
+func (s *slowLeaders) hold(key string, now time.Time, slow bool, after time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slow {
+		delete(s.until, key)
+		return
+	}
+	if s.until == nil {
+		s.until = map[string]time.Time{}
+	}
+	s.until[key] = now.Add(after)
+}
+
+// wait is how long key's passes are still held back at now.
+func (s *slowLeaders) wait(key string, now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, held := s.until[key]
+	if !held || !now.Before(until) {
+		delete(s.until, key)
+		return 0
+	}
+	return until.Sub(now)
+}
+
+func (s *slowLeaders) forget(key string) { s.hold(key, time.Time{}, false, 0) }
 
 // statefulSetReady is upstream's gate before the leader API: a ready
 // replica, of the StatefulSet's current spec (observed, and rolled out to
