@@ -264,6 +264,14 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		io.WriteString(w, `{"result":"Success","status":"IsLeader"}`)
 	}))
 	t.Cleanup(victim.Close)
+	// The login, which carries mz_system's password, is not followed either.
+	loginRedirected := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, victim.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(loginRedirected.Close)
+	if _, err := (&Client{}).WithPassword("secret").Status(context.Background(), loginRedirected.URL); err == nil {
+		t.Error("a redirected login succeeded")
+	}
 	for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == LoginPath {

@@ -12,8 +12,8 @@ import (
 // MaxFieldBytes bounds each text a log line carries: its message and every
 // string, error or Stringer field. Errors quote what they were given (an
 // object's name, a Secret's entry, an API server's or environmentd's
-// answer), which a tenant may have written a megabyte of; a line stays one
-// bounded event whatever a call site passes.
+// answer), which a tenant may have written a megabyte of. (Fields of other
+// kinds, arrays and objects, are the programs' own values.)
 const MaxFieldBytes = 4096
 
 // boundedCore cuts what it writes to MaxFieldBytes per text (boundedtext).
@@ -39,30 +39,8 @@ func (c boundedCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 func bounded(fields []zapcore.Field) []zapcore.Field {
 	out := fields
 	for i, f := range fields {
-		var text string
-		switch f.Type {
-		case zapcore.StringType:
-			if len(f.String) <= MaxFieldBytes {
-				continue
-			}
-			text = f.String
-		case zapcore.ErrorType:
-			err, ok := f.Interface.(error)
-			if !ok || err == nil {
-				continue
-			}
-			if text = err.Error(); len(text) <= MaxFieldBytes {
-				continue
-			}
-		case zapcore.StringerType:
-			s, ok := f.Interface.(fmt.Stringer)
-			if !ok {
-				continue
-			}
-			if text = s.String(); len(text) <= MaxFieldBytes {
-				continue
-			}
-		default:
+		text, ok := longText(f)
+		if !ok {
 			continue
 		}
 		if &out[0] == &fields[0] {
@@ -71,4 +49,28 @@ func bounded(fields []zapcore.Field) []zapcore.Field {
 		out[i] = zap.String(f.Key, boundedtext.Cut(text, MaxFieldBytes))
 	}
 	return out
+}
+
+// longText is f's text when f is a string, error or Stringer field whose
+// text is longer than MaxFieldBytes. A typed nil, whose method panics, is
+// left to the encoder, which writes it as zap does.
+func longText(f zapcore.Field) (text string, long bool) {
+	defer func() {
+		if recover() != nil {
+			text, long = "", false
+		}
+	}()
+	switch f.Type {
+	case zapcore.StringType:
+		text = f.String
+	case zapcore.ErrorType:
+		if err, ok := f.Interface.(error); ok && err != nil {
+			text = err.Error()
+		}
+	case zapcore.StringerType:
+		if s, ok := f.Interface.(fmt.Stringer); ok && s != nil {
+			text = s.String()
+		}
+	}
+	return text, len(text) > MaxFieldBytes
 }

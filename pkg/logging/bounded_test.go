@@ -64,3 +64,26 @@ func TestEveryTextOfALineIsBounded(t *testing.T) {
 		t.Errorf("short fields changed: %v, %v", first["short"], first["n"])
 	}
 }
+
+type nilError struct{ msg string }
+
+func (e *nilError) Error() string { return e.msg }
+
+// A typed nil error or Stringer (whose method panics) is written as zap
+// writes it, not a panic of the goroutine that logs.
+func TestATypedNilIsWrittenAsZapWritesIt(t *testing.T) {
+	var buf bytes.Buffer
+	logger, err := Options{Format: FormatJSON, Level: "info"}.New(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typedNil *nilError
+	logger.Info("typed nil", zap.Error(typedNil), zap.Stringer("stringer", (*stringerPtr)(nil)))
+	if !strings.Contains(buf.String(), `"msg":"typed nil"`) {
+		t.Fatalf("line %q", buf.String())
+	}
+}
+
+type stringerPtr struct{ s string }
+
+func (s *stringerPtr) String() string { return s.s }
