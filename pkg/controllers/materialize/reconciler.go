@@ -75,7 +75,8 @@ type Options struct {
 	// API; nil means the generation Service's cluster DNS name on the port
 	// upstream uses for the Materialize's authenticator.
 	EnvironmentdURL func(mz *v1alpha1.Materialize, resourceID string, generation uint64) string
-	// PollInterval is how often a rollout in progress asks environmentd.
+	// PollInterval is how often a rollout in progress asks environmentd
+	// (an environmentd that answers slowly: see pollAfter).
 	PollInterval time.Duration
 	// PreflightRetry is how soon a rollout blocked by a missing Secret entry
 	// or ConfigMap (which are not watched) looks again.

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
@@ -15,9 +16,10 @@ import (
 // Clientset is c whose List and Watch of Materializes, Balancers and
 // Consoles (v1alpha1) read each object on its own: the informers' client.
 // Everything else is c's. A fake clientset, which holds typed objects
-// already and has no REST client, is returned as it is.
+// already and has no REST client, is returned as it is; any client with
+// one, however wrapped, is read through it.
 func Clientset(c versioned.Interface) versioned.Interface {
-	if _, real := c.(*versioned.Clientset); !real {
+	if rc, ok := c.MaterializeV1alpha1().RESTClient().(*rest.RESTClient); !ok || rc == nil {
 		return c
 	}
 	return clientset{c}

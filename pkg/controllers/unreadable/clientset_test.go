@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	mzfake "github.com/materializeinc/orchestratord/pkg/client/clientset/versioned/fake"
 )
 
 // A LIST page through the wrapped clientset: the query the informer asked
@@ -55,5 +56,27 @@ func TestListPagesAsClientGoDoes(t *testing.T) {
 	}
 	if _, err := materializes.List(context.Background(), metav1.ListOptions{Limit: 500, Continue: "expired"}); !apierrors.IsResourceExpired(err) {
 		t.Errorf("an expired continue token: err %v, want 410 Expired", err)
+	}
+}
+
+// wrapped is a clientset wrapped by someone else, as a program may.
+type wrapped struct{ versioned.Interface }
+
+// Every client that reaches an API server is read object by object,
+// however it is wrapped; a fake clientset, which has no REST client and
+// holds typed objects already, is left as it is.
+func TestClientsetWrapsEveryRealClient(t *testing.T) {
+	real, err := versioned.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]versioned.Interface{"real": real, "wrapped": wrapped{real}} {
+		if _, ok := Clientset(c).(clientset); !ok {
+			t.Errorf("%s: not read object by object", name)
+		}
+	}
+	fake := mzfake.NewClientset()
+	if Clientset(fake) != versioned.Interface(fake) {
+		t.Error("a fake clientset was wrapped")
 	}
 }
