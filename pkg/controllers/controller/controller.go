@@ -39,6 +39,15 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, key string) (Result, error)
 }
 
+// TermStarter is a Reconciler that keeps state between reconciles which a
+// new leadership term must not inherit: a term begins with every key
+// looked at afresh, and what an earlier term of this process decided to
+// hold back (another replica may have led, and everything changed,
+// meanwhile) must not delay it.
+type TermStarter interface {
+	StartTerm()
+}
+
 // Controller runs a Reconciler's workers while leading.
 type Controller struct {
 	name       string
@@ -177,6 +186,9 @@ func (c *Controller) Run(ctx context.Context) {
 			workqueue.TypedDelayingQueueConfig[string]{Name: c.name, Queue: workqueue.NewTypedWithConfig(
 				workqueue.TypedQueueConfig[string]{Name: c.name, Queue: order})})})}
 	c.queue.Store(q)
+	if s, ok := c.reconciler.(TermStarter); ok {
+		s.StartTerm()
+	}
 	for _, key := range c.listKeys() {
 		if c.changed != nil && c.changed(key) {
 			q.addUrgent(key)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,8 +60,12 @@ func prefix(id string, gen uint64) string {
 
 // running is one materialize controller leading for a test.
 type running struct {
-	stop   func()
-	events *record.FakeRecorder
+	stop func()
+	// newTerm ends the controller's leadership term and begins another in
+	// the same process, its informers kept, as a replica that loses its
+	// Lease and later leads again.
+	newTerm func()
+	events  *record.FakeRecorder
 }
 
 func startController(t *testing.T, tune ...func(*materialize.Options)) *running {
@@ -92,9 +97,34 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	c := materialize.New(deps, opts)
 	deps.KubeInformers.Start(ctx.Done())
 	deps.MZInformers.Start(ctx.Done())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	r := &running{stop: func() { cancel(); <-done }, events: events}
+	var (
+		mu      sync.Mutex
+		endTerm context.CancelFunc
+		done    chan struct{}
+	)
+	startTerm := func() {
+		termCtx, end := context.WithCancel(ctx)
+		ended := make(chan struct{})
+		go func() { c.Run(termCtx); close(ended) }()
+		endTerm, done = end, ended
+	}
+	startTerm()
+	r := &running{
+		stop: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			cancel()
+			<-done
+		},
+		newTerm: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			endTerm()
+			<-done
+			startTerm()
+		},
+		events: events,
+	}
 	t.Cleanup(r.stop)
 	return r
 }

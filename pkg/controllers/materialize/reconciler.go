@@ -732,6 +732,19 @@ func (s *slowLeaders) wait(key string, now time.Time) time.Duration {
 
 func (s *slowLeaders) forget(key string) { s.hold(key, time.Time{}, false, 0) }
 
+// forgetAll lets every pass go.
+func (s *slowLeaders) forgetAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.until)
+}
+
+// StartTerm forgets the slow environmentds of this process's earlier
+// terms: an answer timed out while its pod was being evicted, say, would
+// otherwise hold back a rollout of this term for up to ten times the
+// client's timeout, with nothing written meanwhile.
+func (r *reconciler) StartTerm() { r.slow.forgetAll() }
+
 // statefulSetReady is upstream's gate before the leader API: a ready
 // replica, of the StatefulSet's current spec (observed, and rolled out to
 // its pods, so a promotion never goes to a pod about to be replaced).
@@ -1006,3 +1019,5 @@ func (r *reconciler) writeStatus(ctx context.Context, live *v1alpha1.Materialize
 }
 
 func ptr[T any](v T) *T { return &v }
+
+var _ controller.TermStarter = (*reconciler)(nil)

@@ -71,3 +71,52 @@ func TestSlowEnvironmentdIsPolledLessOften(t *testing.T) {
 		}
 	}
 }
+
+// A slow environmentd held back by one term of this process does not hold
+// back the next: a replica that loses its Lease and leads again later
+// (another replica led meanwhile, and the pod that answered slowly may be
+// long gone) polls at once.
+func TestANewTermDoesNotInheritSlowHolds(t *testing.T) {
+	const delay = time.Second // held for 10 s after each poll
+	var (
+		mu    sync.Mutex
+		polls []time.Time
+	)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == environmentd.StatusPath {
+			mu.Lock()
+			polls = append(polls, time.Now())
+			mu.Unlock()
+		}
+		time.Sleep(delay)
+		_, _ = io.WriteString(w, `{"status":"Initializing"}`)
+	}))
+	t.Cleanup(slow.Close)
+	ns := newNamespace(t)
+	ctrl := startController(t, func(o *materialize.Options) {
+		o.EnvironmentdURL = func(*v1alpha1.Materialize, string, uint64) string { return slow.URL }
+	})
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollCount := func() (int, time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(polls) == 0 {
+			return 0, time.Time{}
+		}
+		return len(polls), polls[len(polls)-1]
+	}
+	waitFor(t, "a poll of environmentd", func() (bool, error) { n, _ := pollCount(); return n >= 1, nil })
+	// Past the answer, so that the pass has set its hold.
+	time.Sleep(3 * delay)
+	n, last := pollCount()
+	ctrl.newTerm()
+	waitFor(t, "the new term's poll", func() (bool, error) { m, _ := pollCount(); return m > n, nil })
+	mu.Lock()
+	defer mu.Unlock()
+	if gap := polls[n].Sub(last); gap >= 5*delay {
+		t.Errorf("the new term polled %v after the last poll of the term before: it waited out that term's hold (%v)",
+			gap.Round(time.Millisecond), 10*delay)
+	}
+}
