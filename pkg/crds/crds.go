@@ -40,3 +40,21 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	return crds, nil
 }
+
+// QuantityPattern and QuantityMaxLength are what hack/crd-quantity gives
+// every quantity of the CRDs. controller-gen's pattern for a
+// resource.Quantity (GeneratedQuantityPattern) admits exponents
+// resource.ParseQuantity refuses, a decimal one ("1e1.5") or one past
+// int64, and strings it takes seconds to forever to read (a million
+// digits, the exponent -100000000): the API server would store them, and
+// any Go client reading the object would fail or hang. An exponent of at
+// most four digits, in a quantity of at most 64 characters, always parses
+// at once.
+const (
+	QuantityPattern   = `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]{1,4}))?$`
+	QuantityMaxLength = 64
+)
+
+// GeneratedQuantityPattern is the pattern controller-gen writes for a
+// resource.Quantity (k8s.io/apimachinery's OpenAPI definition).
+const GeneratedQuantityPattern = `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`

@@ -14,6 +14,7 @@ import (
 
 	v1alpha1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/crds"
 	"github.com/materializeinc/orchestratord/test/controlplane"
 )
 
@@ -266,3 +267,72 @@ func TestExplainHasDescriptions(t *testing.T) {
 		t.Errorf("spec.rolloutStrategy not explained: %+v", rs)
 	}
 }
+
+// The quantity pattern controller-gen writes admits strings Kubernetes
+// cannot parse or takes for ever to; the tightened schema
+// (hack/crd-quantity) refuses them when written, naming the field, in
+// every CRD and version, while every quantity people write (an integer
+// included) is admitted.
+func TestUnparsableQuantitiesRejectedNamingTheField(t *testing.T) {
+	mz, ns := clients(t)
+	ctx := context.Background()
+	create := func(version, resource, spec string) error {
+		body := `{"apiVersion":"materialize.cloud/` + version + `","kind":"` + kinds[resource] + `",` +
+			`"metadata":{"generateName":"q-"},"spec":` + spec + `}`
+		return mz.MaterializeV1alpha1().RESTClient().Post().AbsPath("/apis/materialize.cloud", version, "namespaces", ns, resource).
+			Body([]byte(body)).Do(ctx).Error()
+	}
+	mzSpec := func(extra string) string {
+		return `{"environmentdImageRef":"materialize/environmentd:v26.0.0","backendSecretName":"s",` + extra + `}`
+	}
+	balancerSpec := func(extra string) string {
+		return `{"balancerdImageRef":"b:1","staticRouting":{"environmentdNamespace":"n","environmentdServiceName":"e"},` + extra + `}`
+	}
+	consoleSpec := func(extra string) string {
+		return `{"consoleImageRef":"c:1","balancerd":{"serviceName":"b","namespace":"n","scheme":"http"},` + extra + `}`
+	}
+	wantMessage := "should match '" + crds.QuantityPattern + "'"
+	refused := []struct{ version, resource, spec, field string }{
+		// resource.ParseQuantity would take for ever on this one.
+		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"limits":{"cpu":"1e-100000000"}}`), "spec.environmentdResourceRequirements.limits.cpu"},
+		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":"1e1.5"}}`), "spec.environmentdResourceRequirements.requests.cpu"},
+		{"v1", "materializes", mzSpec(`"environmentdResourceRequirements":{"limits":{"memory":"1e99999999999999999999"}}`), "spec.environmentdResourceRequirements.limits.memory"},
+		{"v1alpha1", "materializes", mzSpec(`"environmentdScratchVolumeStorageRequirement":"2e0.5Gi"`), "spec.environmentdScratchVolumeStorageRequirement"},
+		{"v1", "materializes", mzSpec(`"balancerdResourceRequirements":{"requests":{"cpu":".5e.5"}}`), "spec.balancerdResourceRequirements.requests.cpu"},
+		{"v1alpha1", "materializes", mzSpec(`"environmentdExtraEnv":[{"name":"X","valueFrom":{"resourceFieldRef":{"resource":"limits.cpu","divisor":"1e1.5"}}}]`), "spec.environmentdExtraEnv[0].valueFrom.resourceFieldRef.divisor"},
+		{"v1alpha1", "balancers", balancerSpec(`"resourceRequirements":{"limits":{"cpu":"1e1.5"}}`), "spec.resourceRequirements.limits.cpu"},
+		{"v1alpha1", "consoles", consoleSpec(`"resourceRequirements":{"requests":{"memory":"1e1.5"}}`), "spec.resourceRequirements.requests.memory"},
+	}
+	// And on a million digits (at most crds.QuantityMaxLength characters).
+	long := create("v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"limits":{"cpu":"`+strings.Repeat("7", 65)+`"}}`))
+	if long == nil || !strings.Contains(long.Error(), "spec.environmentdResourceRequirements.limits.cpu") || !strings.Contains(strings.ToLower(long.Error()), "long") {
+		t.Errorf("a quantity of 65 characters: %v, want it refused by name", long)
+	}
+	for _, tc := range refused {
+		t.Run("refused "+tc.version+" "+tc.field, func(t *testing.T) {
+			err := create(tc.version, tc.resource, tc.spec)
+			if err == nil {
+				t.Fatal("the API server accepted a quantity Kubernetes cannot parse")
+			}
+			if !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), wantMessage) {
+				t.Errorf("error does not name %q with %q: %v", tc.field, wantMessage, err)
+			}
+		})
+	}
+	// Admitted objects are stored, at v1alpha1: a v1 one would need the
+	// conversion webhook, which this control plane does not run.
+	admitted := []struct{ version, resource, spec string }{
+		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":2,"memory":"4Gi"},"limits":{"cpu":"1500m","memory":"1e9"}},"environmentdScratchVolumeStorageRequirement":"10Gi"`)},
+		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":"+.5","memory":"1.e-3"},"limits":{"cpu":"1E+3","memory":"1e-9999"}}`)},
+		{"v1alpha1", "materializes", mzSpec(`"consoleResourceRequirements":{"requests":{"cpu":"0.5","memory":"128974848"}},"environmentdExtraEnv":[{"name":"X","valueFrom":{"resourceFieldRef":{"resource":"limits.cpu","divisor":"1m"}}}]`)},
+		{"v1alpha1", "balancers", balancerSpec(`"resourceRequirements":{"limits":{"cpu":1,"memory":"1Gi"}}`)},
+		{"v1alpha1", "consoles", consoleSpec(`"resourceRequirements":{"requests":{"memory":"64Mi"}}`)},
+	}
+	for _, tc := range admitted {
+		if err := create(tc.version, tc.resource, tc.spec); err != nil {
+			t.Errorf("%s %s refused: %v", tc.version, tc.resource, err)
+		}
+	}
+}
+
+var kinds = map[string]string{"materializes": "Materialize", "balancers": "Balancer", "consoles": "Console"}

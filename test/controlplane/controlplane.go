@@ -123,9 +123,12 @@ func start(ctx context.Context, bin string, opts Options) (cp *ControlPlane, err
 		return nil, err
 	}
 	cp = &ControlPlane{Dir: dir}
+	// The returns below set cp to nil: what was started is stopped
+	// through its own reference, and the error reaches the caller.
+	started := cp
 	defer func() {
 		if err != nil {
-			_ = cp.Stop()
+			_ = started.Stop()
 		}
 	}()
 	certs, err := newPKI(dir)

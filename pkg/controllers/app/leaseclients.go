@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
 	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
@@ -54,7 +55,12 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	if c.kube, err = kubeclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	if c.mz, err = versioned.NewForConfig(cfg); err != nil {
+	// The informers read each custom resource on its own; a reconciler's
+	// own reads (and what its writes return) are refused an object whose
+	// quantity would hold the worker (unreadable.GuardTransport).
+	mzCfg := rest.CopyConfig(cfg)
+	mzCfg.Wrap(unreadable.GuardTransport)
+	if c.mz, err = versioned.NewForConfig(mzCfg); err != nil {
 		return nil, err
 	}
 	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {

@@ -511,14 +511,12 @@ func TestUnreadableBalancerStallsOnlyItself(t *testing.T) {
 	ns := controllertest.NewNamespace(t)
 	newBalancer(t, ns, "bad", nil)
 	rest := controllertest.Admin(t).MZ.MaterializeV1alpha1().RESTClient()
-	patch := func(cpu string) {
-		t.Helper()
+	patch := func(cpu string) error {
 		body := `{"spec":{"resourceRequirements":{"requests":{"cpu":"` + cpu + `"}}}}`
-		if err := rest.Patch(types.MergePatchType).Namespace(ns).Resource("balancers").Name("bad").Body([]byte(body)).Do(context.Background()).Error(); err != nil {
-			t.Fatal(err)
-		}
+		return rest.Patch(types.MergePatchType).Namespace(ns).Resource("balancers").Name("bad").Body([]byte(body)).Do(context.Background()).Error()
 	}
-	patch("1e1.5")
+	// Refused by this CRD's pattern, stored under upstream's.
+	controllertest.WithGeneratedQuantityPattern(t, "balancers.materialize.cloud", func() error { return patch("1e1.5") })
 	ctrl := startController(t)
 	newBalancer(t, ns, "good", nil)
 	balancers.WaitResourceID(t, ns, "good")
@@ -528,6 +526,8 @@ func TestUnreadableBalancerStallsOnlyItself(t *testing.T) {
 		}
 		return nil
 	})
-	patch("1")
+	if err := patch("1"); err != nil {
+		t.Fatal(err)
+	}
 	balancers.WaitResourceID(t, ns, "bad")
 }

@@ -11,12 +11,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
+	"github.com/materializeinc/orchestratord/pkg/crds"
 )
 
-// badCPU is a cpu request the CRD's quantity pattern admits and Go's
-// resource.ParseQuantity refuses: the API server stores it, the typed
-// client cannot read it.
+// badCPU is a cpu request controller-gen's quantity pattern admits and Go's
+// resource.ParseQuantity refuses: this CRD's tightened pattern refuses it,
+// upstream's does not, so the API server may hold such objects (written
+// while upstream's CRD was installed), which the typed client cannot read.
 const badCPU = `{"spec":{"environmentdResourceRequirements":{"requests":{"cpu":"1e1.5"}}}}`
+
+// costlyCPU is a cpu request controller-gen's pattern admits that
+// resource.ParseQuantity takes longer than anyone waits to read.
+const costlyCPU = `{"spec":{"environmentdResourceRequirements":{"requests":{"cpu":"1e-100000000"}}}}`
 
 // A Materialize the operator's types cannot read stalls only itself: the
 // others in the cluster are reconciled (the informers list and watch past
@@ -42,8 +48,28 @@ func TestUnreadableMaterializeStallsOnlyItself(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	patch("bad", badCPU)
-	// What a tenant can do: the API server stores it, client-go cannot read it.
+	patchUnparsable := func(name, patch string) {
+		t.Helper()
+		if err := cp.WithGeneratedQuantityPattern(ctx, crds.MaterializeCRDName, func() error {
+			return rest.Patch(types.MergePatchType).Namespace(ns).Resource("materializes").Name(name).Body([]byte(patch)).Do(ctx).Error()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchUnparsable("bad", badCPU)
+	// One that resource.ParseQuantity would take for ever to read: the
+	// informers must not try.
+	costly := newMaterialize(ns, "costly")
+	costly.APIVersion, costly.Kind = "materialize.cloud/v1alpha1", "Materialize"
+	if body, err = json.Marshal(costly); err != nil {
+		t.Fatal(err)
+	}
+	if err := rest.Post().Namespace(ns).Resource("materializes").Body(body).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	patchUnparsable("costly", costlyCPU)
+	// What a tenant could do under upstream's CRD: the API server stores
+	// it, client-go cannot read it.
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		t.Fatal("the typed client lists the namespace: the API server no longer stores a quantity Go refuses, so this test shows nothing")
 	}
@@ -72,21 +98,27 @@ func TestUnreadableMaterializeStallsOnlyItself(t *testing.T) {
 	c := startController(t)
 	assigned("good")
 	deadline := time.After(30 * time.Second)
-	for reported := false; !reported; {
+	// The one that does not read, and the costly one, which is not read.
+	for unparsable, costly := false, false; !unparsable || !costly; {
 		select {
 		case e := <-c.events.Events:
-			reported = strings.HasPrefix(e, "Warning "+unreadable.ReasonUnreadable+" ") && strings.Contains(e, "quantit")
+			if strings.HasPrefix(e, "Warning "+unreadable.ReasonUnreadable+" ") {
+				unparsable = unparsable || strings.Contains(e, "quantities must match")
+				costly = costly || strings.Contains(e, "spec.environmentdResourceRequirements.requests[cpu]: a quantity with the exponent -100000000 is not read")
+			}
 		case <-deadline:
-			t.Fatal("no Warning Unreadable Event for the Materialize that does not read")
+			t.Fatalf("Warning Unreadable Events: for the Materialize that does not read %v, for the costly one %v", unparsable, costly)
 		}
 	}
-	if id := resourceID("bad"); id != "" {
-		t.Fatalf("the unreadable Materialize was reconciled: status.resourceId %q", id)
+	for _, name := range []string{"bad", "costly"} {
+		if id := resourceID(name); id != "" {
+			t.Fatalf("the unreadable Materialize %s was reconciled: status.resourceId %q", name, id)
+		}
 	}
 
 	// An object that stops reading while the informers watch does not end
 	// their watch for everyone else.
-	patch("good", badCPU)
+	patchUnparsable("good", badCPU)
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "later"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

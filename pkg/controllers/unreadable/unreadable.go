@@ -4,7 +4,9 @@
 //
 // The API server checks a custom resource against its schema, which is
 // looser than the Go types here: a quantity such as "1e1.5" matches the
-// schema's pattern, but resource.ParseQuantity refuses it. client-go decodes
+// pattern of upstream's schema, but resource.ParseQuantity refuses it, and
+// one such as "1e-100000000" takes it longer than anyone waits (an object
+// holding one is not decoded at all: checkQuantities). client-go decodes
 // a LIST page, or a watch stream, as a whole: one such object fails every
 // list, the informer never syncs, and no Materialize in the cluster is
 // reconciled. Here each object is decoded on its own; one that cannot be
@@ -114,7 +116,10 @@ func (r reader[T]) list(ctx context.Context, opts metav1.ListOptions) ([]T, meta
 // cache it under (the API server never sends one).
 func (r reader[T]) decode(raw []byte) (obj T, ok bool) {
 	obj = r.newObject()
-	_, _, err := r.decoder.Decode(raw, nil, obj)
+	err := checkQuantities(raw)
+	if err == nil {
+		_, _, err = r.decoder.Decode(raw, nil, obj)
+	}
 	if err == nil {
 		if a := obj.GetAnnotations(); a != nil {
 			delete(a, Annotation)
@@ -157,7 +162,9 @@ func (r reader[T]) readableStrings(fields map[string]json.RawMessage) json.RawMe
 		}
 		alone, _ := json.Marshal(map[string]any{"apiVersion": fields["apiVersion"], "kind": fields["kind"],
 			"spec": map[string]json.RawMessage{key: value}})
-		if _, _, err := r.decoder.Decode(alone, nil, r.newObject()); err != nil {
+		if checkQuantities(alone) != nil {
+			delete(members, key)
+		} else if _, _, err := r.decoder.Decode(alone, nil, r.newObject()); err != nil {
 			delete(members, key)
 		}
 	}

@@ -1,0 +1,76 @@
+// Command crd-quantity gives every quantity in generated CRD manifests
+// crds.QuantityPattern, in place of the pattern controller-gen writes for a
+// resource.Quantity, and crds.QuantityMaxLength: controller-gen's pattern
+// admits strings Kubernetes cannot parse ("1e1.5") or takes for ever to
+// ("1e-100000000"), which the API server would store and a Go client
+// reading the object would fail or hang on. The stricter schema refuses
+// them when the object is written, naming the field. (A CEL isQuantity
+// rule would refuse the first kind only, and its estimated cost on maps
+// and lists of quantities exceeds the budget of the oldest API servers the
+// chart supports.)
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/materializeinc/orchestratord/pkg/crds"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: crd-quantity CRD_FILE...")
+		os.Exit(2)
+	}
+	for _, path := range os.Args[1:] {
+		if err := tightenQuantities(path); err != nil {
+			fmt.Fprintln(os.Stderr, "crd-quantity:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func tightenQuantities(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if tightenPatterns(crd) == 0 {
+		// controller-gen wrote another pattern, or the CRD lost its
+		// quantities: either way this command no longer does its job.
+		return fmt.Errorf("%s: no quantity with controller-gen's pattern %s", path, crds.GeneratedQuantityPattern)
+	}
+	out, err := yaml.Marshal(crd)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append([]byte("---\n"), out...), 0o644)
+}
+
+// tightenPatterns replaces the quantity pattern under node and returns how
+// many it replaced.
+func tightenPatterns(node any) int {
+	n := 0
+	switch v := node.(type) {
+	case map[string]any:
+		if intOrString, _ := v["x-kubernetes-int-or-string"].(bool); intOrString && v["pattern"] == crds.GeneratedQuantityPattern {
+			v["pattern"] = crds.QuantityPattern
+			v["maxLength"] = crds.QuantityMaxLength
+			n++
+		}
+		for _, child := range v {
+			n += tightenPatterns(child)
+		}
+	case []any:
+		for _, child := range v {
+			n += tightenPatterns(child)
+		}
+	}
+	return n
+}

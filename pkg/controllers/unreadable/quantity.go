@@ -1,0 +1,194 @@
+package unreadable
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
+)
+
+// A quantity is read by resource.ParseQuantity, whose time and memory grow
+// with the digits written and with the exponent: a million digits take
+// seconds, an exponent of -100000000 more time than anyone waits, and the
+// API server stores both under upstream's CRD (its pattern admits them).
+// No quantity a person writes has more than maxQuantityDigits digits in a
+// row or an exponent beyond maxQuantityExponent, so an object with one is
+// not read at all: it is unreadable, its owner's alone to fix.
+const (
+	maxQuantityDigits   = 64
+	maxQuantityExponent = 9999
+)
+
+// quantitySpec is every quantity the three kinds' specs hold, at either
+// version: the resource requirements of environmentd, balancerd and the
+// console (a Balancer's or Console's own), the scratch volume's size, and
+// an environment variable's resourceFieldRef.divisor.
+type quantitySpec struct {
+	EnvironmentdResourceRequirements *resourceQuantities `json:"environmentdResourceRequirements"`
+	BalancerdResourceRequirements    *resourceQuantities `json:"balancerdResourceRequirements"`
+	ConsoleResourceRequirements      *resourceQuantities `json:"consoleResourceRequirements"`
+	ResourceRequirements             *resourceQuantities `json:"resourceRequirements"`
+	ScratchVolume                    json.RawMessage     `json:"environmentdScratchVolumeStorageRequirement"`
+	ExtraEnv                         []struct {
+		ValueFrom *struct {
+			ResourceFieldRef *struct {
+				Divisor json.RawMessage `json:"divisor"`
+			} `json:"resourceFieldRef"`
+		} `json:"valueFrom"`
+	} `json:"environmentdExtraEnv"`
+}
+
+type resourceQuantities struct {
+	Limits   map[string]json.RawMessage `json:"limits"`
+	Requests map[string]json.RawMessage `json:"requests"`
+}
+
+// checkQuantities returns an error naming the first quantity of raw, one
+// object, that is too costly to read. Most objects hold no long digit
+// run, and cost one scan of their bytes.
+func checkQuantities(raw []byte) error {
+	if !costlyDigits(raw) {
+		return nil
+	}
+	var obj struct {
+		Spec quantitySpec `json:"spec"`
+	}
+	// A type error elsewhere leaves the rest decoded, and the Go types
+	// would read that rest too: what was decoded is checked.
+	_ = json.Unmarshal(raw, &obj)
+	s := obj.Spec
+	for path, r := range map[string]*resourceQuantities{
+		"spec.environmentdResourceRequirements": s.EnvironmentdResourceRequirements,
+		"spec.balancerdResourceRequirements":    s.BalancerdResourceRequirements,
+		"spec.consoleResourceRequirements":      s.ConsoleResourceRequirements,
+		"spec.resourceRequirements":             s.ResourceRequirements,
+	} {
+		if r == nil {
+			continue
+		}
+		for kind, values := range map[string]map[string]json.RawMessage{"limits": r.Limits, "requests": r.Requests} {
+			for name, v := range values {
+				if err := checkQuantity(v); err != nil {
+					return fmt.Errorf("%s.%s[%s]: %w", path, kind, name, err)
+				}
+			}
+		}
+	}
+	if err := checkQuantity(s.ScratchVolume); err != nil {
+		return fmt.Errorf("spec.environmentdScratchVolumeStorageRequirement: %w", err)
+	}
+	for i, env := range s.ExtraEnv {
+		if env.ValueFrom != nil && env.ValueFrom.ResourceFieldRef != nil {
+			if err := checkQuantity(env.ValueFrom.ResourceFieldRef.Divisor); err != nil {
+				return fmt.Errorf("spec.environmentdExtraEnv[%d].valueFrom.resourceFieldRef.divisor: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// costlyDigits tells whether raw holds a run of more than
+// maxQuantityDigits digits, or an exponent (a run after e or E and a
+// sign) with more digits than maxQuantityExponent has: only then can one
+// of its quantities be too costly to read.
+func costlyDigits(raw []byte) bool {
+	maxExponentDigits := len(strconv.Itoa(maxQuantityExponent))
+	run := 0
+	inExponent := false
+	for i, c := range raw {
+		if '0' <= c && c <= '9' {
+			run++
+			if run > maxQuantityDigits || (inExponent && run > maxExponentDigits) {
+				return true
+			}
+			continue
+		}
+		signed := (c == '+' || c == '-') && i > 0 && (raw[i-1] == 'e' || raw[i-1] == 'E')
+		inExponent = c == 'e' || c == 'E' || signed
+		run = 0
+	}
+	return false
+}
+
+// checkQuantity refuses a quantity (a JSON string or number) too costly to
+// read. Whether it reads at all is the Go types' to say.
+func checkQuantity(v json.RawMessage) error {
+	s := strings.Trim(string(v), `"`)
+	run, longest := 0, 0
+	for _, c := range s {
+		if '0' <= c && c <= '9' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	if longest > maxQuantityDigits {
+		return fmt.Errorf("a quantity with %d digits in a row is not read (at most %d)", longest, maxQuantityDigits)
+	}
+	i := strings.LastIndexAny(s, "eE")
+	if i < 0 {
+		return nil
+	}
+	exponent := s[i+1:]
+	if strings.TrimLeft(exponent, "+-") == "" || strings.Trim(exponent, "+-0123456789") != "" {
+		return nil // an SI suffix (E, Ei), or not an exponent
+	}
+	e, err := strconv.ParseInt(exponent, 10, 64)
+	if err != nil || e > maxQuantityExponent || e < -maxQuantityExponent {
+		return fmt.Errorf("a quantity with the exponent %s is not read (at most %d either way)", boundedtext.Cut(exponent, 32), maxQuantityExponent)
+	}
+	return nil
+}
+
+// errCostlyQuantity refuses a response (GuardTransport).
+var errCostlyQuantity = errors.New("the operator does not read an object with this quantity")
+
+// GuardTransport wraps the transport of a client that reads Materializes,
+// Balancers or Consoles outside the informers (a reconciler's GET, the
+// object a write returns): a response carrying one whose quantity is too
+// costly to read is refused before any Go type reads it. A tenant who
+// changes its object between the informers' read and such a call would
+// otherwise hold the worker for as long as it likes. Watches are left to
+// the informers' readers, which check each object (Clientset).
+func GuardTransport(rt http.RoundTripper) http.RoundTripper {
+	return guard{rt}
+}
+
+type guard struct{ next http.RoundTripper }
+
+func (g guard) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := g.next.RoundTrip(req)
+	if err != nil || req.URL.Query().Get("watch") == "true" || resp.StatusCode < 200 || resp.StatusCode > 299 ||
+		!strings.Contains(req.URL.Path, "/materialize.cloud/") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if !costlyDigits(body) {
+		return resp, nil
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	objects := []json.RawMessage{body}
+	if json.Unmarshal(body, &list) == nil && list.Items != nil {
+		objects = list.Items
+	}
+	for _, obj := range objects {
+		if err := checkQuantities(obj); err != nil {
+			return nil, fmt.Errorf("%s %s: %w: %w", req.Method, req.URL.Path, errCostlyQuantity, err)
+		}
+	}
+	return resp, nil
+}
