@@ -87,7 +87,7 @@ down: ## Stop the local cluster and leave the machine as found.
 e2e: ## As root: the end-to-end suite on the local cluster (started by make run if needed), cert-manager included.
 	RUN_CERT_MANAGER=1 hack/cluster/run.sh
 	KUBECONFIG=$$(hack/cluster/cluster.sh kubeconfig) HELM=$$(hack/kube-binaries.sh helm)/helm CHART=$(CURDIR)/charts/orchestratord \
-	  $(GO) test -tags e2e -count=1 -v -timeout 45m ./test/e2e
+	  $(GO) test -tags e2e -count=1 -v -timeout 60m ./test/e2e
 
 .PHONY: run-local
 run-local: ## No root, no kubelet: both programs and a sample against a local etcd + kube-apiserver.

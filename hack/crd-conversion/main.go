@@ -9,10 +9,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
-	"sigs.k8s.io/yaml"
+	"github.com/materializeinc/orchestratord/hack/internal/crdfile"
 )
 
 func main() {
@@ -27,38 +28,28 @@ func main() {
 }
 
 func addConversion(path string) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var crd map[string]any
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	spec, ok := crd["spec"].(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s: no spec", path)
-	}
-	dropFileKeyRefOptionalDefault(spec)
-	spec["conversion"] = map[string]any{
-		"strategy": "Webhook",
-		"webhook": map[string]any{
-			"conversionReviewVersions": []string{"v1"},
-			"clientConfig": map[string]any{
-				"service": map[string]any{
-					"namespace": "orchestratord",
-					"name":      "orchestratord-webhook",
-					"path":      "/convert",
-					"port":      443,
+	return crdfile.Edit(path, func(crd map[string]any) error {
+		spec, ok := crd["spec"].(map[string]any)
+		if !ok {
+			return errors.New("no spec")
+		}
+		dropFileKeyRefOptionalDefault(spec)
+		spec["conversion"] = map[string]any{
+			"strategy": "Webhook",
+			"webhook": map[string]any{
+				"conversionReviewVersions": []string{"v1"},
+				"clientConfig": map[string]any{
+					"service": map[string]any{
+						"namespace": "orchestratord",
+						"name":      "orchestratord-webhook",
+						"path":      "/convert",
+						"port":      443,
+					},
 				},
 			},
-		},
-	}
-	out, err := yaml.Marshal(crd)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append([]byte("---\n"), out...), 0o644)
+		}
+		return nil
+	})
 }
 
 // dropFileKeyRefOptionalDefault removes "default" from every

@@ -14,8 +14,7 @@ import (
 	"fmt"
 	"os"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/materializeinc/orchestratord/hack/internal/crdfile"
 	"github.com/materializeinc/orchestratord/pkg/crds"
 )
 
@@ -33,24 +32,14 @@ func main() {
 }
 
 func tightenQuantities(path string) error {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var crd map[string]any
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if tightenPatterns(crd) == 0 {
-		// controller-gen wrote another pattern, or the CRD lost its
-		// quantities: either way this command no longer does its job.
-		return fmt.Errorf("%s: no quantity with controller-gen's pattern %s", path, crds.GeneratedQuantityPattern)
-	}
-	out, err := yaml.Marshal(crd)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append([]byte("---\n"), out...), 0o644)
+	return crdfile.Edit(path, func(crd map[string]any) error {
+		if tightenPatterns(crd) == 0 {
+			// controller-gen wrote another pattern, or the CRD lost its
+			// quantities: either way this command no longer does its job.
+			return fmt.Errorf("no quantity with controller-gen's pattern %s", crds.GeneratedQuantityPattern)
+		}
+		return nil
+	})
 }
 
 // tightenPatterns replaces the quantity pattern under node and returns how

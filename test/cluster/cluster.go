@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 )
@@ -139,15 +140,20 @@ func (c *Clients) RequestRolloutAndWait(ctx context.Context, timeout time.Durati
 
 // RequestRollout changes the sample's environmentdExtraEnv, which requests
 // a new generation of environmentd.
+// The operator may write the status between the read and the update
+// (a new leader's first pass, say): the update is retried on a conflict.
 func (c *Clients) RequestRollout(ctx context.Context) error {
-	obj, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
-	if err != nil {
+	mzs := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := mzs.Get(ctx, Sample, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		obj.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "E2E", Value: time.Now().Format("150405.000000")}}
+		obj.Spec.RequestRollout = ""
+		_, err = mzs.Update(ctx, obj, metav1.UpdateOptions{})
 		return err
-	}
-	obj.Spec.EnvironmentdExtraEnv = []corev1.EnvVar{{Name: "E2E", Value: time.Now().Format("150405.000000")}}
-	obj.Spec.RequestRollout = ""
-	_, err = c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Update(ctx, obj, metav1.UpdateOptions{})
-	return err
+	})
 }
 
 // WaitRolloutComplete waits until the sample's requested rollout has

@@ -294,8 +294,19 @@ func TestChaosMaterializeLeaderPausedAcrossItsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := time.Now()
-	if after, err := c.Lease(ctx, leaderelection.LeaseMaterialize); err != nil || cluster.Holder(after) == paused {
-		t.Errorf("%s still holds the Lease after a pause past it (%v)", paused, err)
+	// A standby's claim at the expiry lands within a moment of it, which
+	// a loaded machine may stretch past the pause's end: the Lease is
+	// given that moment, a retry period, not a second lease duration.
+	var holder string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, retryPeriod, true, func(ctx context.Context) (bool, error) {
+		after, err := c.Lease(ctx, leaderelection.LeaseMaterialize)
+		if err != nil {
+			return false, nil
+		}
+		holder = cluster.Holder(after)
+		return holder != paused, nil
+	}); err != nil {
+		t.Errorf("%s still holds the Lease after a pause past it (held by %q)", paused, holder)
 	}
 	if windowsSince(l.finish(t, ended)[paused], pausedAt) == 0 {
 		t.Errorf("no fenced window of %s since the pause found in its log: the audit check proved nothing", paused)

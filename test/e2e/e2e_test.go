@@ -208,9 +208,9 @@ func TestControllersRolloutRestart(t *testing.T) {
 }
 
 // Deleting the pod that holds the materialize Lease: its SIGTERM releases the
-// lease, a standby acquires it within a retry period of the release (it
-// watches the Lease; polling alone could take up to about two), and a fresh
-// rollout completes.
+// lease, a standby acquires it after the release, not at an expiry (it
+// watches the Lease; how soon is hack/bench/failover's to measure), and a
+// fresh rollout completes.
 func TestDeleteMaterializeLeaseHolder(t *testing.T) {
 	waitRolledOut(t, controllers) // a standby is ready
 	h, err := c.DeleteHolder(context.Background(), leaderelection.LeaseMaterialize, time.Minute)
@@ -219,16 +219,16 @@ func TestDeleteMaterializeLeaseHolder(t *testing.T) {
 	}
 	t.Logf("pod %s deleted: lease released %v later, acquired by %s %v after the release",
 		h.Holder, h.Released.Sub(h.Deleted), h.NewHolder, h.Acquired.Sub(h.Released))
-	if took := h.Acquired.Sub(h.Released); took > retryPeriod {
-		t.Errorf("acquired %v after the release, more than a retry period", took)
+	if took := h.Acquired.Sub(h.Released); took >= leaseDuration {
+		t.Errorf("acquired %v after the release: at an expiry, not on the release", took)
 	}
 	requestRolloutAndWait(t)
 }
 
 // Killing the materialize Lease holder outright (SIGKILL, its pod gone, so
-// nothing releases the Lease): a standby claims it once it expires, no later
-// than the lease duration plus the retry period after the last renewal, and
-// a fresh rollout completes.
+// nothing releases the Lease): a standby claims it once it expires, never
+// before, and at that first expiry, not a lease duration later (how soon
+// after it is hack/bench/failover's to measure); a fresh rollout completes.
 func TestCrashedMaterializeLeaseHolder(t *testing.T) {
 	ctx := context.Background()
 	waitRolledOut(t, controllers) // a standby is ready
@@ -245,8 +245,8 @@ func TestCrashedMaterializeLeaseHolder(t *testing.T) {
 	if sinceRenewal < leaseDuration {
 		t.Errorf("claimed %v after the last renewal, before the lease expired", sinceRenewal)
 	}
-	if sinceRenewal > leaseDuration+retryPeriod {
-		t.Errorf("claimed %v after the last renewal, later than lease duration + retry period", sinceRenewal)
+	if sinceRenewal >= 2*leaseDuration {
+		t.Errorf("claimed %v after the last renewal: not at the expiry", sinceRenewal)
 	}
 	requestRolloutAndWait(t)
 }

@@ -18,6 +18,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 
@@ -102,7 +103,13 @@ func upgradeUnderLoad(t *testing.T, what string, crdUID types.UID, change func()
 	if got := sample(t).Status.ActiveGeneration; got != before+1 {
 		t.Errorf("%s: active generation %d -> %d, want exactly the one requested (%d)", what, before, got, before+1)
 	}
-	if gens := environmentdGenerations(t); len(gens) != 1 || gens[0] != before+1 {
+	// The old generation goes after the status says the rollout is done;
+	// one the new operator added would stay.
+	var gens []uint64
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		gens = environmentdGenerations(t)
+		return len(gens) == 1 && gens[0] == before+1, nil
+	}); err != nil {
 		t.Errorf("%s: environmentd generations %v, want only %d", what, gens, before+1)
 	}
 	leasesHeldByRunningPods(t)

@@ -18,6 +18,39 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 )
 
+// slowEnvironmentd is an environmentd whose every answer takes delay: a
+// rollout in ns is started against it under a new controller, and polls
+// returns when its status was asked for so far.
+func slowEnvironmentd(t *testing.T, delay time.Duration) (ns string, ctrl *running, polls func() []time.Time) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		asked []time.Time
+	)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == environmentd.StatusPath {
+			mu.Lock()
+			asked = append(asked, time.Now())
+			mu.Unlock()
+		}
+		time.Sleep(delay)
+		_, _ = io.WriteString(w, `{"status":"Initializing"}`)
+	}))
+	t.Cleanup(slow.Close)
+	ns = newNamespace(t)
+	ctrl = startController(t, func(o *materialize.Options) {
+		o.EnvironmentdURL = func(*v1alpha1.Materialize, string, uint64) string { return slow.URL }
+	})
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, ctrl, func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), asked...)
+	}
+}
+
 // environmentd's image is the tenant's: one that answers its leader API
 // slowly (up to the client's 10 s timeout) is asked again no sooner than
 // ten times what its answers took, so a few such tenants cannot hold every
@@ -27,27 +60,7 @@ import (
 // machine only widens.
 func TestSlowEnvironmentdIsPolledLessOften(t *testing.T) {
 	const delay = 300 * time.Millisecond
-	var (
-		mu    sync.Mutex
-		polls []time.Time
-	)
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == environmentd.StatusPath {
-			mu.Lock()
-			polls = append(polls, time.Now())
-			mu.Unlock()
-		}
-		time.Sleep(delay)
-		_, _ = io.WriteString(w, `{"status":"Initializing"}`)
-	}))
-	t.Cleanup(slow.Close)
-	ns := newNamespace(t)
-	startController(t, func(o *materialize.Options) {
-		o.EnvironmentdURL = func(*v1alpha1.Materialize, string, uint64) string { return slow.URL }
-	})
-	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns, _, polls := slowEnvironmentd(t, delay)
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	go func() {
@@ -57,15 +70,10 @@ func TestSlowEnvironmentdIsPolledLessOften(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
-	waitFor(t, "four polls of environmentd", func() (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(polls) >= 4, nil
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	for i := 1; i < len(polls); i++ {
-		if gap := polls[i].Sub(polls[i-1]); gap < 10*delay {
+	waitFor(t, "four polls of environmentd", func() (bool, error) { return len(polls()) >= 4, nil })
+	got := polls()
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].Sub(got[i-1]); gap < 10*delay {
 			t.Errorf("poll %d came %v after the one before; an environmentd whose answers take %v is asked again after %v at the soonest",
 				i, gap.Round(time.Millisecond), delay, 10*delay)
 		}
@@ -78,44 +86,14 @@ func TestSlowEnvironmentdIsPolledLessOften(t *testing.T) {
 // long gone) polls at once.
 func TestANewTermDoesNotInheritSlowHolds(t *testing.T) {
 	const delay = time.Second // held for 10 s after each poll
-	var (
-		mu    sync.Mutex
-		polls []time.Time
-	)
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == environmentd.StatusPath {
-			mu.Lock()
-			polls = append(polls, time.Now())
-			mu.Unlock()
-		}
-		time.Sleep(delay)
-		_, _ = io.WriteString(w, `{"status":"Initializing"}`)
-	}))
-	t.Cleanup(slow.Close)
-	ns := newNamespace(t)
-	ctrl := startController(t, func(o *materialize.Options) {
-		o.EnvironmentdURL = func(*v1alpha1.Materialize, string, uint64) string { return slow.URL }
-	})
-	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pollCount := func() (int, time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(polls) == 0 {
-			return 0, time.Time{}
-		}
-		return len(polls), polls[len(polls)-1]
-	}
-	waitFor(t, "a poll of environmentd", func() (bool, error) { n, _ := pollCount(); return n >= 1, nil })
+	_, ctrl, polls := slowEnvironmentd(t, delay)
+	waitFor(t, "a poll of environmentd", func() (bool, error) { return len(polls()) >= 1, nil })
 	// Past the answer, so that the pass has set its hold.
 	time.Sleep(3 * delay)
-	n, last := pollCount()
+	before := polls()
 	ctrl.newTerm()
-	waitFor(t, "the new term's poll", func() (bool, error) { m, _ := pollCount(); return m > n, nil })
-	mu.Lock()
-	defer mu.Unlock()
-	if gap := polls[n].Sub(last); gap >= 5*delay {
+	waitFor(t, "the new term's poll", func() (bool, error) { return len(polls()) > len(before), nil })
+	if gap := polls()[len(before)].Sub(before[len(before)-1]); gap >= 5*delay {
 		t.Errorf("the new term polled %v after the last poll of the term before: it waited out that term's hold (%v)",
 			gap.Round(time.Millisecond), 10*delay)
 	}
