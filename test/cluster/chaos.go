@@ -69,21 +69,32 @@ func AuditLog(containing string) (events []audit.Event, since time.Time, err err
 	}
 	current := strings.TrimSpace(string(out))
 	// The API server renames a full log to audit-<time>.log (lexical order
-	// is time order) and keeps --audit-log-maxbackup of them.
-	backups, _ := filepath.Glob(strings.TrimSuffix(current, ".log") + "-*.log")
-	slices.Sort(backups)
-	files := append(backups, current)
-	if since, err = audit.Begins(files[0]); err != nil {
-		return nil, time.Time{}, err
+	// is time order) and keeps --audit-log-maxbackup of them. A rotation
+	// while the files are read would hide the renamed one: then they are
+	// read again.
+	files := func() []string {
+		backups, _ := filepath.Glob(strings.TrimSuffix(current, ".log") + "-*.log")
+		slices.Sort(backups)
+		return append(backups, current)
 	}
-	for _, path := range files {
-		read, err := audit.Read(path, containing)
-		if err != nil {
+	for range 3 {
+		before := files()
+		if since, err = audit.Begins(before[0]); err != nil {
 			return nil, time.Time{}, err
 		}
-		events = append(events, read...)
+		events = nil
+		for _, path := range before {
+			read, err := audit.Read(path, containing)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			events = append(events, read...)
+		}
+		if slices.Equal(before, files()) {
+			return events, since, nil
+		}
 	}
-	return events, since, nil
+	return nil, time.Time{}, fmt.Errorf("the audit log rotated while it was read, three times in a row")
 }
 
 // UserAgent is what a controllers pod's requests carry: its identity.
