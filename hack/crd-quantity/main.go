@@ -1,6 +1,7 @@
 // Command crd-quantity gives every quantity in generated CRD manifests
 // crds.QuantityPattern, in place of the pattern controller-gen writes for a
-// resource.Quantity, and crds.QuantityMaxLength: controller-gen's pattern
+// resource.Quantity, and crds.QuantityMaxLength, and every map of them
+// crds.QuantityMaxResources: controller-gen's pattern
 // admits strings Kubernetes cannot parse ("1e1.5") or takes for ever to
 // ("1e-100000000"), which the API server would store and a Go client
 // reading the object would fail or hang on. The stricter schema refuses
@@ -42,13 +43,22 @@ func tightenQuantities(path string) error {
 	})
 }
 
-// tightenPatterns replaces the quantity pattern under node and returns how
-// many it replaced.
+// isQuantity tells controller-gen's schema of a resource.Quantity.
+func isQuantity(schema map[string]any) bool {
+	intOrString, _ := schema["x-kubernetes-int-or-string"].(bool)
+	return intOrString && schema["pattern"] == crds.GeneratedQuantityPattern
+}
+
+// tightenPatterns tightens the quantities under node, and bounds the maps
+// of them, and returns how many quantities it tightened.
 func tightenPatterns(node any) int {
 	n := 0
 	switch v := node.(type) {
 	case map[string]any:
-		if intOrString, _ := v["x-kubernetes-int-or-string"].(bool); intOrString && v["pattern"] == crds.GeneratedQuantityPattern {
+		if values, ok := v["additionalProperties"].(map[string]any); ok && isQuantity(values) {
+			v["maxProperties"] = crds.QuantityMaxResources
+		}
+		if isQuantity(v) {
 			v["pattern"] = crds.QuantityPattern
 			v["maxLength"] = crds.QuantityMaxLength
 			n++

@@ -3,6 +3,7 @@ package crds_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -293,8 +294,10 @@ func TestUnparsableQuantitiesRejectedNamingTheField(t *testing.T) {
 	}
 	wantMessage := "should match '" + crds.QuantityPattern + "'"
 	refused := []struct{ version, resource, spec, field string }{
-		// resource.ParseQuantity would take for ever on this one.
+		// resource.ParseQuantity would take for ever on this one, and
+		// Quantity.String 30 ms on every encoding of the next.
 		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"limits":{"cpu":"1e-100000000"}}`), "spec.environmentdResourceRequirements.limits.cpu"},
+		{"v1alpha1", "balancers", balancerSpec(`"resourceRequirements":{"limits":{"cpu":"1000000000000000001e9999"}}`), "spec.resourceRequirements.limits.cpu"},
 		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":"1e1.5"}}`), "spec.environmentdResourceRequirements.requests.cpu"},
 		{"v1", "materializes", mzSpec(`"environmentdResourceRequirements":{"limits":{"memory":"1e99999999999999999999"}}`), "spec.environmentdResourceRequirements.limits.memory"},
 		{"v1alpha1", "materializes", mzSpec(`"environmentdScratchVolumeStorageRequirement":"2e0.5Gi"`), "spec.environmentdScratchVolumeStorageRequirement"},
@@ -307,6 +310,15 @@ func TestUnparsableQuantitiesRejectedNamingTheField(t *testing.T) {
 	long := create("v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"limits":{"cpu":"`+strings.Repeat("7", 65)+`"}}`))
 	if long == nil || !strings.Contains(long.Error(), "spec.environmentdResourceRequirements.limits.cpu") || !strings.Contains(strings.ToLower(long.Error()), "long") {
 		t.Errorf("a quantity of 65 characters: %v, want it refused by name", long)
+	}
+	// And a map of more quantities than crds.QuantityMaxResources.
+	var many []string
+	for i := range 33 {
+		many = append(many, fmt.Sprintf(`"example.com/r%d":"1"`, i))
+	}
+	tooMany := create("v1alpha1", "consoles", consoleSpec(`"resourceRequirements":{"requests":{`+strings.Join(many, ",")+`}}`))
+	if tooMany == nil || !strings.Contains(tooMany.Error(), "spec.resourceRequirements.requests") || !strings.Contains(tooMany.Error(), "32") {
+		t.Errorf("33 resources: %v, want them refused by name", tooMany)
 	}
 	for _, tc := range refused {
 		t.Run("refused "+tc.version+" "+tc.field, func(t *testing.T) {
@@ -323,7 +335,7 @@ func TestUnparsableQuantitiesRejectedNamingTheField(t *testing.T) {
 	// conversion webhook, which this control plane does not run.
 	admitted := []struct{ version, resource, spec string }{
 		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":2,"memory":"4Gi"},"limits":{"cpu":"1500m","memory":"1e9"}},"environmentdScratchVolumeStorageRequirement":"10Gi"`)},
-		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":"+.5","memory":"1.e-3"},"limits":{"cpu":"1E+3","memory":"1e-9999"}}`)},
+		{"v1alpha1", "materializes", mzSpec(`"environmentdResourceRequirements":{"requests":{"cpu":"+.5","memory":"1.e-3"},"limits":{"cpu":"1E+3","memory":"1e-99"}}`)},
 		{"v1alpha1", "materializes", mzSpec(`"consoleResourceRequirements":{"requests":{"cpu":"0.5","memory":"128974848"}},"environmentdExtraEnv":[{"name":"X","valueFrom":{"resourceFieldRef":{"resource":"limits.cpu","divisor":"1m"}}}]`)},
 		{"v1alpha1", "balancers", balancerSpec(`"resourceRequirements":{"limits":{"cpu":1,"memory":"1Gi"}}`)},
 		{"v1alpha1", "consoles", consoleSpec(`"resourceRequirements":{"requests":{"memory":"64Mi"}}`)},

@@ -334,6 +334,12 @@ func (r *reconciler) assignResourceID(ctx context.Context, cached *v1alpha1.Mate
 	return nil
 }
 
+// maxActiveGeneration bounds the generation the annotation may resume
+// after: the next one must not wrap to 0, and status.activeGeneration must
+// survive JSON readers that hold numbers as float64 (upstream's
+// serde_json does not, kubectl's and many others' do).
+const maxActiveGeneration = 1<<53 - 1
+
 // initialStatus is upstream's initial status with a new resourceId: the
 // upgrade window counts from the image the environment was created with,
 // and an environment recreated over an existing catalog resumes after its
@@ -348,7 +354,7 @@ func initialStatus(mz *v1alpha1.Materialize) (status v1alpha1.MaterializeStatus,
 	}
 	if last, ok := mz.Annotations[LastKnownActiveGenerationAnnotation]; ok {
 		gen, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
+		if err != nil || gen > maxActiveGeneration {
 			return status, true
 		}
 		status.ActiveGeneration = gen

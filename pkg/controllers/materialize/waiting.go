@@ -46,11 +46,14 @@ const (
 )
 
 // Bounds of what a message quotes from a pod's status, and of the pods read:
-// a tenant may label pods of its own with the environment's resource id.
+// a tenant may label pods of its own with the environment's resource id
+// (environmentd creates pods), each up to the API server's limit of about
+// 1.5 MiB, and each poll of a rollout lists them whole; past the bound the
+// message counts "≥32".
 const (
 	podDetailBytes = 200
 	waitingBytes   = 400
-	maxPodsRead    = 200
+	maxPodsRead    = 32
 )
 
 // exitMeanings are what the exit codes of environmentd and clusterd mean
