@@ -39,9 +39,9 @@ rm -f "$crds"/*.yaml
 go tool controller-gen crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config="$crds"
 # controller-gen cannot express a conversion webhook; add it (see hack/crd-conversion).
 go run ./hack/crd-conversion "$crds/materialize.cloud_materializes.yaml"
-# The quantity pattern admits strings Kubernetes cannot parse; a CEL rule
-# refuses them (see hack/crd-quantity).
-go run ./hack/crd-quantity "$crds"/materialize.cloud_{materializes,balancers,consoles}.yaml
+# Bound what one object can cost its readers: quantities, lists and maps
+# (see hack/crd-bounds).
+go run ./hack/crd-bounds "$crds"/materialize.cloud_{materializes,balancers,consoles}.yaml
 # The chart installs the same CRDs (Helm reads files only inside the chart).
 chart_crds=charts/orchestratord/files/crds
 rm -f "$chart_crds"/*.yaml

@@ -41,7 +41,7 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-// QuantityPattern and QuantityMaxLength are what hack/crd-quantity gives
+// QuantityPattern and QuantityMaxLength are what hack/crd-bounds gives
 // every quantity of the CRDs, and QuantityMaxResources every map of them
 // (a container's requests or limits). controller-gen's pattern for a
 // resource.Quantity (GeneratedQuantityPattern) admits exponents
@@ -62,3 +62,13 @@ const (
 // GeneratedQuantityPattern is the pattern controller-gen writes for a
 // resource.Quantity (k8s.io/apimachinery's OpenAPI definition).
 const GeneratedQuantityPattern = `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+
+// MaxItems and MaxProperties are what hack/crd-bounds gives every list and
+// map of the three kinds' specs that has no bound of its own: the
+// conversion webhook budgets its memory by the nodes an object holds, and
+// an object of a hundred thousand small items would take a budget every
+// tenant shares.
+const (
+	MaxItems      = 256
+	MaxProperties = 128
+)

@@ -271,7 +271,7 @@ func TestExplainHasDescriptions(t *testing.T) {
 
 // The quantity pattern controller-gen writes admits strings Kubernetes
 // cannot parse or takes for ever to; the tightened schema
-// (hack/crd-quantity) refuses them when written, naming the field, in
+// (hack/crd-bounds) refuses them when written, naming the field, in
 // every CRD and version, while every quantity people write (an integer
 // included) is admitted.
 func TestUnparsableQuantitiesRejectedNamingTheField(t *testing.T) {
@@ -348,3 +348,34 @@ func TestUnparsableQuantitiesRejectedNamingTheField(t *testing.T) {
 }
 
 var kinds = map[string]string{"materializes": "Materialize", "balancers": "Balancer", "consoles": "Console"}
+
+// Every list and map of the specs is bounded (hack/crd-bounds): one past
+// the bound is refused, naming the field, and the bound itself admitted.
+func TestCollectionsAreBounded(t *testing.T) {
+	mz, ns := clients(t)
+	ctx := context.Background()
+	create := func(spec string) error {
+		body := `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"generateName":"bounds-"},` +
+			`"spec":{"environmentdImageRef":"materialize/environmentd:v26.0.0","backendSecretName":"s",` + spec + `}}`
+		return mz.MaterializeV1alpha1().RESTClient().Post().Namespace(ns).Resource("materializes").Body([]byte(body)).Do(ctx).Error()
+	}
+	args := func(n int) string { return `"environmentdExtraArgs":["` + strings.Repeat(`--a","`, n-1) + `--a"]` }
+	labels := func(n int) string {
+		l := make([]string, n)
+		for i := range l {
+			l[i] = fmt.Sprintf(`"l%d":"v"`, i)
+		}
+		return `"podLabels":{` + strings.Join(l, ",") + `}`
+	}
+	if err := create(args(crds.MaxItems) + "," + labels(crds.MaxProperties)); err != nil {
+		t.Errorf("a list and a map at their bounds refused: %v", err)
+	}
+	for field, spec := range map[string]string{
+		"spec.environmentdExtraArgs": args(crds.MaxItems + 1),
+		"spec.podLabels":             labels(crds.MaxProperties + 1),
+	} {
+		if err := create(spec); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s one past its bound: %v, want it refused by name", field, err)
+		}
+	}
+}

@@ -65,6 +65,15 @@ var schemaAllowances = []schemaAllowance{
 		},
 	},
 	{
+		name:   "bounded-collections",
+		status: "deliberate",
+		reason: "Every list of the spec holds at most 256 items and every map at most 128 entries (`hack/crd-bounds`): the conversion webhook, which every client's read of a Materialize goes through, budgets its memory by the nodes an object holds, and one tenant's object of a hundred thousand small items would take a budget every tenant shares. Upstream's schema bounds none; an object stored under it with more is still read and converted, and is refused only when that list or map is changed.",
+		match: []schemaMatch{
+			{where: "*", path: ".spec.*", aspect: "validation:maxItems", upstream: "none", ours: "256"},
+			{where: "*", path: ".spec.*", aspect: "validation:maxProperties", upstream: "none", ours: "128"},
+		},
+	},
+	{
 		name:   "non-empty-names",
 		status: "deliberate",
 		reason: "An empty image reference, backend Secret name, certificate issuer name, or balancerd namespace or Service name is refused when the object is written; upstream accepts it and fails when it reconciles (an invalid pod, a missing object).",
