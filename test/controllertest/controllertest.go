@@ -78,12 +78,12 @@ func NewClients(t *testing.T, userAgent string) Clients {
 // Admin are the clients of the test itself.
 func Admin(t *testing.T) Clients { return NewClients(t, AdminUserAgent) }
 
-// WithGeneratedQuantityPattern runs write while the CRD named crdName
+// WithUpstreamQuantities runs write while the CRD named crdName
 // admits the quantities Kubernetes cannot parse, as upstream's CRD does
-// (controlplane.ControlPlane.WithGeneratedQuantityPattern).
-func WithGeneratedQuantityPattern(t *testing.T, crdName string, write func() error) {
+// (controlplane.ControlPlane.WithUpstreamQuantities).
+func WithUpstreamQuantities(t *testing.T, crdName string, write func() error) {
 	t.Helper()
-	if err := cp.WithGeneratedQuantityPattern(context.Background(), crdName, write); err != nil {
+	if err := cp.WithUpstreamQuantities(context.Background(), crdName, write); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,22 +11,22 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/materializeinc/orchestratord/pkg/crds"
 )
 
-// crdEdits serialises the CRD changes of WithGeneratedQuantityPattern,
-// which tests may make at once.
+// crdEdits serialises the CRD changes of WithUpstreamQuantities, which
+// tests may make at once.
 var crdEdits sync.Mutex
 
-// WithGeneratedQuantityPattern runs write while the CRD named crdName
-// serves controller-gen's quantity pattern instead of crds.QuantityPattern,
-// as upstream's CRD, or this one before the pattern was tightened, would
-// have: what a tenant could have stored then, the operator must still cope
-// with. write is retried while the API server still refuses a quantity
-// (the new schema is served a moment after the update); the CRD is
-// restored afterwards.
-func (cp *ControlPlane) WithGeneratedQuantityPattern(ctx context.Context, crdName string, write func() error) (err error) {
+// WithUpstreamQuantities runs write while the CRD named crdName serves its
+// quantities as upstream's CRD does: an int-or-string, with no pattern and
+// no length (k8s-openapi's Quantity schema), in maps of any size. What a
+// tenant could have stored then, the operator must still cope with. write
+// is retried while the API server still refuses a quantity (the new schema
+// is served a moment after the update); the CRD is restored afterwards.
+func (cp *ControlPlane) WithUpstreamQuantities(ctx context.Context, crdName string, write func() error) (err error) {
 	crdEdits.Lock()
 	defer crdEdits.Unlock()
 	client, err := apiextensionsclient.NewForConfig(cp.Config)
@@ -44,21 +44,29 @@ func (cp *ControlPlane) WithGeneratedQuantityPattern(ctx context.Context, crdNam
 			loosenQuantities(s.OpenAPIV3Schema)
 		}
 	}
-	if lax, err = defs.Update(ctx, lax, metav1.UpdateOptions{}); err != nil {
+	if _, err = defs.Update(ctx, lax, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("loosening the quantities of %s: %w", crdName, err)
 	}
 	defer func() {
-		restored := installed.DeepCopy()
-		restored.ResourceVersion = lax.ResourceVersion
-		if _, restoreErr := defs.Update(context.WithoutCancel(ctx), restored, metav1.UpdateOptions{}); restoreErr != nil && err == nil {
+		restoreErr := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			current, err := defs.Get(context.WithoutCancel(ctx), crdName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			restored := current.DeepCopy()
+			restored.Spec = *installed.Spec.DeepCopy()
+			_, err = defs.Update(context.WithoutCancel(ctx), restored, metav1.UpdateOptions{})
+			return err
+		})
+		if restoreErr != nil && err == nil {
 			err = fmt.Errorf("restoring the quantities of %s: %w", crdName, restoreErr)
 		}
 	}()
 	var last error
 	if pollErr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, startTimeout, true, func(context.Context) (bool, error) {
 		last = write()
-		if last != nil && strings.Contains(last.Error(), crds.QuantityPattern) {
-			return false, nil // the tightened pattern is still served
+		if last != nil && (strings.Contains(last.Error(), crds.QuantityPattern) || strings.Contains(last.Error(), "Too long") || strings.Contains(last.Error(), "Too many")) {
+			return false, nil // the tightened schema is still served
 		}
 		return true, nil
 	}); pollErr != nil {
@@ -67,9 +75,17 @@ func (cp *ControlPlane) WithGeneratedQuantityPattern(ctx context.Context, crdNam
 	return last
 }
 
+// loosenQuantities gives the quantities under s, and their maps, upstream's
+// schema.
 func loosenQuantities(s *apiextensionsv1.JSONSchemaProps) {
 	if s.XIntOrString && s.Pattern == crds.QuantityPattern {
-		s.Pattern, s.MaxLength = crds.GeneratedQuantityPattern, nil
+		s.Pattern, s.MaxLength = "", nil
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		if v := s.AdditionalProperties.Schema; v.XIntOrString && v.Pattern == crds.QuantityPattern {
+			s.MaxProperties = nil
+		}
+		loosenQuantities(s.AdditionalProperties.Schema)
 	}
 	for name, p := range s.Properties {
 		loosenQuantities(&p)
@@ -77,8 +93,5 @@ func loosenQuantities(s *apiextensionsv1.JSONSchemaProps) {
 	}
 	if s.Items != nil && s.Items.Schema != nil {
 		loosenQuantities(s.Items.Schema)
-	}
-	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
-		loosenQuantities(s.AdditionalProperties.Schema)
 	}
 }

@@ -208,9 +208,9 @@ func TestControllersRolloutRestart(t *testing.T) {
 }
 
 // Deleting the pod that holds the materialize Lease: its SIGTERM releases the
-// lease, a standby acquires it after the release, not at an expiry (it
-// watches the Lease; how soon is hack/bench/failover's to measure), and a
-// fresh rollout completes.
+// lease, a standby acquires it within two retry periods of the release (it
+// watches the Lease; polling alone could take about that long; how soon
+// is hack/bench/failover's to measure), and a fresh rollout completes.
 func TestDeleteMaterializeLeaseHolder(t *testing.T) {
 	waitRolledOut(t, controllers) // a standby is ready
 	h, err := c.DeleteHolder(context.Background(), leaderelection.LeaseMaterialize, time.Minute)
@@ -219,8 +219,8 @@ func TestDeleteMaterializeLeaseHolder(t *testing.T) {
 	}
 	t.Logf("pod %s deleted: lease released %v later, acquired by %s %v after the release",
 		h.Holder, h.Released.Sub(h.Deleted), h.NewHolder, h.Acquired.Sub(h.Released))
-	if took := h.Acquired.Sub(h.Released); took >= leaseDuration {
-		t.Errorf("acquired %v after the release: at an expiry, not on the release", took)
+	if took := h.Acquired.Sub(h.Released); took > 2*retryPeriod {
+		t.Errorf("acquired %v after the release, more than two retry periods: not on the release", took)
 	}
 	requestRolloutAndWait(t)
 }

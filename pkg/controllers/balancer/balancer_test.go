@@ -516,7 +516,7 @@ func TestUnreadableBalancerStallsOnlyItself(t *testing.T) {
 		return rest.Patch(types.MergePatchType).Namespace(ns).Resource("balancers").Name("bad").Body([]byte(body)).Do(context.Background()).Error()
 	}
 	// Refused by this CRD's pattern, stored under upstream's.
-	controllertest.WithGeneratedQuantityPattern(t, "balancers.materialize.cloud", func() error { return patch("1e1.5") })
+	controllertest.WithUpstreamQuantities(t, "balancers.materialize.cloud", func() error { return patch("1e1.5") })
 	ctrl := startController(t)
 	newBalancer(t, ns, "good", nil)
 	balancers.WaitResourceID(t, ns, "good")

@@ -3,6 +3,7 @@ package materialize
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
+	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
 )
 
 // UpstreamFinalizer is the finalizer upstream orchestratord puts on every
@@ -37,7 +39,10 @@ func (r *reconciler) releaseUpstreamFinalizer(ctx context.Context, mz *v1alpha1.
 	if err != nil {
 		return err
 	}
-	if _, err := r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Patch(ctx, mz.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: apply.FieldManager}); err != nil {
+	// An unreadable Materialize is released too: the patch takes effect
+	// though its answer, the object, is not read (unreadable.GuardTransport).
+	_, err = r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Patch(ctx, mz.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: apply.FieldManager})
+	if err != nil && !errors.Is(err, unreadable.ErrCostlyQuantity) {
 		return err
 	}
 	r.d.Recorder.Eventf(mz, corev1.EventTypeNormal, "FinalizerRemoved", "removed upstream orchestratord's finalizer %s", UpstreamFinalizer)

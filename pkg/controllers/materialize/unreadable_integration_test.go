@@ -14,15 +14,16 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/crds"
 )
 
-// badCPU is a cpu request controller-gen's quantity pattern admits and Go's
-// resource.ParseQuantity refuses: this CRD's tightened pattern refuses it,
-// upstream's does not, so the API server may hold such objects (written
-// while upstream's CRD was installed), which the typed client cannot read.
+// badCPU is a cpu request Go's resource.ParseQuantity refuses: this CRD's
+// quantity pattern refuses it, upstream's CRD has none, so the API server
+// may hold such objects (written while upstream's CRD was installed),
+// which the typed client cannot read.
 const badCPU = `{"spec":{"environmentdResourceRequirements":{"requests":{"cpu":"1e1.5"}}}}`
 
-// costlyCPU is a cpu request controller-gen's pattern admits that
-// resource.ParseQuantity takes longer than anyone waits to read.
-const costlyCPU = `{"spec":{"environmentdResourceRequirements":{"requests":{"cpu":"1e-100000000"}}}}`
+// costlyCPU is a cpu request upstream's CRD admits that
+// resource.ParseQuantity takes longer than anyone waits to read (once
+// Quantity.UnmarshalJSON has trimmed the space).
+const costlyCPU = `{"spec":{"environmentdResourceRequirements":{"requests":{"cpu":"1e-100000000 "}}}}`
 
 // A Materialize the operator's types cannot read stalls only itself: the
 // others in the cluster are reconciled (the informers list and watch past
@@ -50,7 +51,7 @@ func TestUnreadableMaterializeStallsOnlyItself(t *testing.T) {
 	}
 	patchUnparsable := func(name, patch string) {
 		t.Helper()
-		if err := cp.WithGeneratedQuantityPattern(ctx, crds.MaterializeCRDName, func() error {
+		if err := cp.WithUpstreamQuantities(ctx, crds.MaterializeCRDName, func() error {
 			return rest.Patch(types.MergePatchType).Namespace(ns).Resource("materializes").Name(name).Body([]byte(patch)).Do(ctx).Error()
 		}); err != nil {
 			t.Fatal(err)

@@ -121,7 +121,7 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 	switch {
 	case total == 0:
 		return WaitingClusterdPods, "catching up: no clusterd replica pods yet"
-	case ready < total:
+	case ready < total || more: // the pods not read may not be Ready
 		return WaitingClusterdPods, boundedtext.Cut(fmt.Sprintf("catching up: clusterd replica pods %d/%s ready%s", ready, of, first), waitingBytes)
 	}
 	return WaitingHydration, fmt.Sprintf("catching up: clusterd replica pods %d/%s ready, hydrating", ready, of)

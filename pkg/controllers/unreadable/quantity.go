@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +20,7 @@ import (
 // grow with the digits written and with the exponent: a million digits
 // take seconds, an exponent of -100000000 more time than anyone waits, one
 // of 9999 after 19 digits 30 ms per encoding, and the API server stores
-// them all under upstream's CRD (its pattern admits them).
+// them all under upstream's CRD (its quantities have no pattern).
 // No quantity a person writes has more than maxQuantityDigits digits in a
 // row or an exponent beyond maxQuantityExponent, so an object with one is
 // not read at all: it is unreadable, its owner's alone to fix.
@@ -52,8 +54,10 @@ type resourceQuantities struct {
 }
 
 // checkQuantities returns an error naming the first quantity of raw, one
-// object, that is too costly to read. Most objects hold no long digit
-// run, and cost one scan of their bytes.
+// object, that is too costly to read, in a fixed order (the reason an
+// Event quotes does not change from one read to the next). An object with
+// no long digit run costs one scan of its bytes; one with (a UUID's hex
+// can hold an e and three digits) one more decode of its quantities.
 func checkQuantities(raw []byte) error {
 	if !costlyDigits(raw) {
 		return nil
@@ -65,19 +69,25 @@ func checkQuantities(raw []byte) error {
 	// would read that rest too: what was decoded is checked.
 	_ = json.Unmarshal(raw, &obj)
 	s := obj.Spec
-	for path, r := range map[string]*resourceQuantities{
-		"spec.environmentdResourceRequirements": s.EnvironmentdResourceRequirements,
-		"spec.balancerdResourceRequirements":    s.BalancerdResourceRequirements,
-		"spec.consoleResourceRequirements":      s.ConsoleResourceRequirements,
-		"spec.resourceRequirements":             s.ResourceRequirements,
+	for _, r := range []struct {
+		path string
+		q    *resourceQuantities
+	}{
+		{"spec.environmentdResourceRequirements", s.EnvironmentdResourceRequirements},
+		{"spec.balancerdResourceRequirements", s.BalancerdResourceRequirements},
+		{"spec.consoleResourceRequirements", s.ConsoleResourceRequirements},
+		{"spec.resourceRequirements", s.ResourceRequirements},
 	} {
-		if r == nil {
+		if r.q == nil {
 			continue
 		}
-		for kind, values := range map[string]map[string]json.RawMessage{"limits": r.Limits, "requests": r.Requests} {
-			for name, v := range values {
-				if err := checkQuantity(v); err != nil {
-					return fmt.Errorf("%s.%s[%s]: %w", path, kind, name, err)
+		for _, m := range []struct {
+			kind   string
+			values map[string]json.RawMessage
+		}{{"limits", r.q.Limits}, {"requests", r.q.Requests}} {
+			for _, name := range slices.Sorted(maps.Keys(m.values)) {
+				if err := checkQuantity(m.values[name]); err != nil {
+					return fmt.Errorf("%s.%s[%s]: %w", r.path, m.kind, name, err)
 				}
 			}
 		}
@@ -119,9 +129,13 @@ func costlyDigits(raw []byte) bool {
 }
 
 // checkQuantity refuses a quantity (a JSON string or number) too costly to
-// read. Whether it reads at all is the Go types' to say.
+// read, as Quantity.UnmarshalJSON would read it: one pair of quotes off,
+// then the spaces around. Whether it reads at all is the Go types' to say.
 func checkQuantity(v json.RawMessage) error {
-	s := strings.Trim(string(v), `"`)
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	s := strings.TrimSpace(string(v))
 	run, longest := 0, 0
 	for _, c := range s {
 		if '0' <= c && c <= '9' {
@@ -149,8 +163,10 @@ func checkQuantity(v json.RawMessage) error {
 	return nil
 }
 
-// errCostlyQuantity refuses a response (GuardTransport).
-var errCostlyQuantity = errors.New("the operator does not read an object with this quantity")
+// ErrCostlyQuantity refuses a response (GuardTransport). A write the API
+// server answered so has taken effect: the caller that needs nothing of
+// the object it returns may count it done.
+var ErrCostlyQuantity = errors.New("the operator does not read an object with this quantity")
 
 // GuardTransport wraps the transport of a client that reads Materializes,
 // Balancers or Consoles outside the informers (a reconciler's GET, the
@@ -189,7 +205,7 @@ func (g guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	for _, obj := range objects {
 		if err := checkQuantities(obj); err != nil {
-			return nil, fmt.Errorf("%s %s: %w: %w", req.Method, req.URL.Path, errCostlyQuantity, err)
+			return nil, fmt.Errorf("%s %s: %w: %w", req.Method, req.URL.Path, ErrCostlyQuantity, err)
 		}
 	}
 	return resp, nil

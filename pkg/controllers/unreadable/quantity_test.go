@@ -27,6 +27,10 @@ var costly = map[string]string{
 	"a million decimals":          `"0.` + strings.Repeat("7", 1_000_000) + `"`,
 	"digits then a long exponent": `"123456789e-123456789"`,
 	"19 digits, then e9999":       `"1000000000000000001e9999"`,
+	// Quantity.UnmarshalJSON trims the spaces around (U+00A0 included).
+	"a trailing space": `"1e-100000000 "`,
+	"a leading space":  `" 1e-100000000"`,
+	"a no-break space": "\"1e-100000000\u00a0\"",
 }
 
 // Every quantity a person writes passes; none of the costly ones does.
@@ -141,7 +145,7 @@ func TestGuardTransportRefusesCostlyQuantities(t *testing.T) {
 		"list": func() error { _, err := mzs.List(ctx, metav1.ListOptions{}); return err },
 	} {
 		err := call()
-		if !errors.Is(err, errCostlyQuantity) || !strings.Contains(err.Error(), "spec.environmentdResourceRequirements.requests[cpu]") {
+		if !errors.Is(err, ErrCostlyQuantity) || !strings.Contains(err.Error(), "spec.environmentdResourceRequirements.requests[cpu]") {
 			t.Errorf("%s: %v, want the quantity refused by name", what, err)
 		}
 	}

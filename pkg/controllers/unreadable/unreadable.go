@@ -3,10 +3,10 @@
 // costs its owner its reconciles, never every tenant the operator's caches.
 //
 // The API server checks a custom resource against its schema, which is
-// looser than the Go types here: a quantity such as "1e1.5" matches the
-// pattern of upstream's schema, but resource.ParseQuantity refuses it, and
-// one such as "1e-100000000" takes it longer than anyone waits (an object
-// holding one is not decoded at all: checkQuantities). client-go decodes
+// looser than the Go types here: upstream's schema gives quantities no
+// pattern, so "1e1.5" is stored, which resource.ParseQuantity refuses, and
+// "1e-100000000", which it takes longer than anyone waits to read (an
+// object holding one is not decoded at all: checkQuantities). client-go decodes
 // a LIST page, or a watch stream, as a whole: one such object fails every
 // list, the informer never syncs, and no Materialize in the cluster is
 // reconciled. Here each object is decoded on its own; one that cannot be
