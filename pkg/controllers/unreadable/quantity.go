@@ -55,9 +55,8 @@ type resourceQuantities struct {
 
 // checkQuantities returns an error naming the first quantity of raw, one
 // object, that is too costly to read, in a fixed order (the reason an
-// Event quotes does not change from one read to the next). An object with
-// no long digit run costs one scan of its bytes; one with (a UUID's hex
-// can hold an e and three digits) one more decode of its quantities.
+// Event quotes does not change from one read to the next). Only an object
+// costlyDigits flags has its quantities decoded.
 func checkQuantities(raw []byte) error {
 	if !costlyDigits(raw) {
 		return nil
@@ -106,26 +105,72 @@ func checkQuantities(raw []byte) error {
 }
 
 // costlyDigits tells whether raw holds a run of more than
-// maxQuantityDigits digits, or an exponent (a run after e or E and a
-// sign) with more digits than maxQuantityExponent has: only then can one
-// of its quantities be too costly to read.
+// maxQuantityDigits digits, or a word made only of a number's characters
+// (digits, '.', signs, e and E: a quantity whose exponent resource.
+// ParseQuantity reads has no other, the spaces around aside) whose
+// exponent has more digits than maxQuantityExponent: only then can one of
+// its quantities be too costly to read. A word ends at anything but a
+// letter or digit, so a UUID's hex, in which an e is followed by three
+// digits one time in three, is not one: an everyday object costs two
+// scans of its bytes, not a decode.
 func costlyDigits(raw []byte) bool {
-	maxExponentDigits := len(strconv.Itoa(maxQuantityExponent))
 	run := 0
-	inExponent := false
-	for i, c := range raw {
-		if '0' <= c && c <= '9' {
-			run++
-			if run > maxQuantityDigits || (inExponent && run > maxExponentDigits) {
+	for _, c := range raw {
+		if isDigit(c) {
+			if run++; run > maxQuantityDigits {
 				return true
 			}
 			continue
 		}
-		signed := (c == '+' || c == '-') && i > 0 && (raw[i-1] == 'e' || raw[i-1] == 'E')
-		inExponent = c == 'e' || c == 'E' || signed
 		run = 0
 	}
+	for i := 0; i < len(raw); {
+		if !isNumberByte(raw[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(raw) && isNumberByte(raw[j]) {
+			j++
+		}
+		word := (i == 0 || !isAlphanumeric(raw[i-1])) && (j == len(raw) || !isAlphanumeric(raw[j]))
+		if word && longExponent(raw[i:j]) {
+			return true
+		}
+		i = j
+	}
 	return false
+}
+
+// longExponent tells whether w holds an e or E, then an optional sign, then
+// more digits than maxQuantityExponent has.
+func longExponent(w []byte) bool {
+	maxExponentDigits := len(strconv.Itoa(maxQuantityExponent))
+	for i, c := range w {
+		if c != 'e' && c != 'E' {
+			continue
+		}
+		j := i + 1
+		if j < len(w) && (w[j] == '+' || w[j] == '-') {
+			j++
+		}
+		k := j
+		for k < len(w) && isDigit(w[k]) {
+			k++
+		}
+		if k-j > maxExponentDigits {
+			return true
+		}
+	}
+	return false
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isNumberByte(c byte) bool {
+	return isDigit(c) || c == '.' || c == '+' || c == '-' || c == 'e' || c == 'E'
+}
+func isAlphanumeric(c byte) bool {
+	return isDigit(c) || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
 }
 
 // checkQuantity refuses a quantity (a JSON string or number) too costly to
