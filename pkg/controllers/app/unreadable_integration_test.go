@@ -47,18 +47,19 @@ func TestCostlyQuantityThroughTheBinary(t *testing.T) {
 		err := rest.Get().Namespace(ns).Resource("materializes").Name("costly").Do(ctx).Error()
 		return apierrors.IsNotFound(err)
 	})
-	events, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=costly"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Events are recorded asynchronously, so the release's may land after
+	// the object is gone.
+	events := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Events(ns)
 	reasons := map[string]bool{}
-	for _, e := range events.Items {
-		reasons[e.Reason] = true
-	}
-	if !reasons["FinalizerRemoved"] {
-		t.Errorf("Events of the costly Materialize %v: want FinalizerRemoved, the release counted as done", reasons)
-	}
-	if !reasons["Unreadable"] {
-		t.Errorf("Events of the costly Materialize %v: want Unreadable", reasons)
-	}
+	waitFor(t, 30*time.Second, "the costly Materialize's Unreadable and FinalizerRemoved Events", func() bool {
+		list, err := events.List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=costly"})
+		if err != nil {
+			return false
+		}
+		reasons = map[string]bool{}
+		for _, e := range list.Items {
+			reasons[e.Reason] = true
+		}
+		return reasons["FinalizerRemoved"] && reasons["Unreadable"]
+	})
 }
