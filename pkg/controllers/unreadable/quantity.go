@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -219,7 +220,10 @@ var ErrCostlyQuantity = errors.New("the operator does not read an object with th
 // costly to read is refused before any Go type reads it. A tenant who
 // changes its object between the informers' read and such a call would
 // otherwise hold the worker for as long as it likes. Watches are left to
-// the informers' readers, which check each object (Clientset).
+// the informers' readers, which check each object (Clientset). The guard
+// reads JSON only: it asks for JSON whatever the client prefers (CBOR,
+// when client-go's ClientsPreferCBOR gate is on), and refuses any other
+// answer rather than pass on what it did not check.
 func GuardTransport(rt http.RoundTripper) http.RoundTripper {
 	return guard{rt}
 }
@@ -227,10 +231,18 @@ func GuardTransport(rt http.RoundTripper) http.RoundTripper {
 type guard struct{ next http.RoundTripper }
 
 func (g guard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("watch") == "true" || !strings.Contains(req.URL.Path, "/materialize.cloud/") {
+		return g.next.RoundTrip(req)
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept", "application/json")
 	resp, err := g.next.RoundTrip(req)
-	if err != nil || req.URL.Query().Get("watch") == "true" || resp.StatusCode < 200 || resp.StatusCode > 299 ||
-		!strings.Contains(req.URL.Path, "/materialize.cloud/") {
+	if err != nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp, err
+	}
+	if mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mediaType != "application/json" {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%s %s: the answer's Content-Type is %q, not JSON, whose quantities are checked", req.Method, req.URL.Path, resp.Header.Get("Content-Type"))
 	}
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()

@@ -122,8 +122,18 @@ func TestGuardTransportRefusesCostlyQuantities(t *testing.T) {
 	bad := materialize("", `"1e-100000000"`, "", "")
 	good := materialize("", `"1"`, "", "")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A server answers in what was asked for: CBOR when the client
+		// prefers it and the guard did not ask for JSON.
+		if r.Header.Get("Accept") != "application/json" {
+			w.Header().Set("Content-Type", "application/cbor")
+			_, _ = io.WriteString(w, "\xa0")
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/materializes/cbor"):
+			w.Header().Set("Content-Type", "application/cbor")
+			_, _ = io.WriteString(w, "\xa0")
 		case strings.HasSuffix(r.URL.Path, "/materializes/bad"):
 			_, _ = io.WriteString(w, bad)
 		case strings.HasSuffix(r.URL.Path, "/materializes/good"):
@@ -133,7 +143,8 @@ func TestGuardTransportRefusesCostlyQuantities(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	client, err := versioned.NewForConfig(&rest.Config{Host: srv.URL, WrapTransport: GuardTransport})
+	client, err := versioned.NewForConfig(&rest.Config{Host: srv.URL, WrapTransport: GuardTransport,
+		ContentConfig: rest.ContentConfig{AcceptContentTypes: "application/cbor;q=1,application/json;q=0.9"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +161,10 @@ func TestGuardTransportRefusesCostlyQuantities(t *testing.T) {
 		if !errors.Is(err, ErrCostlyQuantity) || !strings.Contains(err.Error(), "spec.environmentdResourceRequirements.requests[cpu]") {
 			t.Errorf("%s: %v, want the quantity refused by name", what, err)
 		}
+	}
+	// An answer the guard cannot check is refused, not passed on.
+	if _, err := mzs.Get(ctx, "cbor", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "not JSON") {
+		t.Errorf("a CBOR answer: %v, want it refused", err)
 	}
 	// A watch's stream is passed through untouched (the guard reads no
 	// body it would have to buffer whole).
