@@ -15,6 +15,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 )
 
 // Lease returns one of the controllers' Leases.
@@ -44,6 +46,45 @@ func (c *Clients) HeldByRunningPod(ctx context.Context, name string) (*coordinat
 		return nil, fmt.Errorf("lease %s held by %q, not a running controllers pod (%s)", name, Holder(l), Describe(running))
 	}
 	return l, nil
+}
+
+// WaitLeasesSpread waits until the placement moves no Lease: each of the
+// three is held by a running controllers pod, and none of these leads two
+// more than another (pkg/leaderelection/spread hands a Lease over then).
+// A hand-over landing between the read of a holder and its kill would move
+// the Lease away from the victim, and the failover measured would be none.
+// It assumes every pod campaigns for every Lease, as the chart's do.
+func (c *Clients) WaitLeasesSpread(ctx context.Context, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		running, err := c.Pods(ctx, ControllersDeployment)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		led := make(map[string]int, len(running))
+		for pod := range running {
+			led[pod] = 0
+		}
+		for _, name := range []string{leaderelection.LeaseMaterialize, leaderelection.LeaseBalancer, leaderelection.LeaseConsole} {
+			l, err := c.HeldByRunningPod(ctx, name)
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			led[Holder(l)]++
+		}
+		most, least := 0, len(led)*3
+		for _, n := range led {
+			most, least = max(most, n), min(least, n)
+		}
+		last = fmt.Sprintf("Leases led per controllers pod: %v", led)
+		return most-least <= 1, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Leases not spread over the controllers pods within %v (%s): %w", timeout, last, err)
+	}
+	return nil
 }
 
 // watchLease calls each with every version of the lease after
@@ -270,6 +311,11 @@ func (c *Clients) KillHolder(ctx context.Context, lease string, wholePod bool) (
 	}
 	if l, err = c.Lease(ctx, lease); err != nil {
 		return Crash{}, err
+	}
+	// A standby's claim after the kill is what the caller measures; a
+	// holder written before it means the Lease was handed over first.
+	if h := Holder(l); h != holder && (l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(killed)) {
+		return Crash{}, fmt.Errorf("lease %s handed from %s to %q before the kill", lease, holder, h)
 	}
 	return Crash{Holder: holder, Killed: killed, LastRenewal: l.Spec.RenewTime.Time, resourceVersion: l.ResourceVersion}, nil
 }

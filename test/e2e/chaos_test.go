@@ -49,7 +49,7 @@ func startLoad(t *testing.T) *underLoad {
 	t.Helper()
 	waitRolledOut(t, webhook)
 	waitRolledOut(t, controllers)
-	leasesHeldByRunningPods(t)
+	leasesSettled(t)
 	before, err := c.Materialize.MaterializeV1alpha1().Materializes(cluster.SampleNamespace).Get(context.Background(), cluster.Sample, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

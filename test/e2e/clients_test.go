@@ -34,7 +34,10 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 	t.Helper()
 	buildNetprobeImage(t)
 	ctx := context.Background()
-	host := fmt.Sprintf("mz%s-balancerd.%s.svc.cluster.local", id, ns)
+	// Fully qualified: a name of four dots under ndots 5 would first be
+	// tried under each search domain, four lookups where one does, and a
+	// dropped answer costs a resolver timeout of the client's budget.
+	host := fmt.Sprintf("mz%s-balancerd.%s.svc.cluster.local.", id, ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "sql-and-http-client", Namespace: ns},
 		Spec: corev1.PodSpec{

@@ -170,6 +170,19 @@ func leasesHeldByRunningPods(t *testing.T) {
 	}
 }
 
+// leasesSettled waits until the Leases are held by running pods and the
+// placement moves none of them (cluster.WaitLeasesSpread), so a test that
+// picks a holder to fault picks the one that keeps the Lease until then.
+func leasesSettled(t *testing.T) {
+	t.Helper()
+	leasesHeldByRunningPods(t)
+	// A split of 3 and 0 is evened out once a Lease has been held for two
+	// lease durations.
+	if err := c.WaitLeasesSpread(context.Background(), 4*leaseDuration+time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The mission: the conversion webhook never goes down during an operator
 // rollout. Eight readers GET the sample at v1 (every read converts) for the
 // whole rollout restart.
@@ -213,6 +226,7 @@ func TestControllersRolloutRestart(t *testing.T) {
 // is hack/bench/failover's to measure), and a fresh rollout completes.
 func TestDeleteMaterializeLeaseHolder(t *testing.T) {
 	waitRolledOut(t, controllers) // a standby is ready
+	leasesSettled(t)
 	h, err := c.DeleteHolder(context.Background(), leaderelection.LeaseMaterialize, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +246,7 @@ func TestDeleteMaterializeLeaseHolder(t *testing.T) {
 func TestCrashedMaterializeLeaseHolder(t *testing.T) {
 	ctx := context.Background()
 	waitRolledOut(t, controllers) // a standby is ready
+	leasesSettled(t)
 	crash, err := c.CrashHolder(ctx, leaderelection.LeaseMaterialize)
 	if err != nil {
 		t.Fatal(err)

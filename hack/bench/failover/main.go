@@ -177,9 +177,13 @@ func pct(ds []time.Duration, p float64) time.Duration {
 }
 
 // standbyReady waits until the controllers are fully rolled out, so that a
-// standby is ready to take over.
+// standby is ready to take over, and the placement moves no Lease, so that
+// the holder read is the one faulted.
 func standbyReady(ctx context.Context, c *cluster.Clients) error {
-	return c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute)
+	if err := c.WaitRolledOut(ctx, cluster.ControllersDeployment, 5*time.Minute); err != nil {
+		return err
+	}
+	return c.WaitLeasesSpread(ctx, 3*time.Minute)
 }
 
 // handover deletes the holder's pod and returns the times from the delete to
