@@ -2,6 +2,7 @@ package controller
 
 import (
 	"container/list"
+	"strings"
 	"sync"
 )
 
@@ -9,19 +10,24 @@ import (
 // changed go before the keys a new leadership term lists to resync. A new
 // leader queues every object once; without it a change made meanwhile
 // waited behind the whole resync (27 s at 1 000 Materializes), which undid
-// a sub-second hand-over. Within each class keys keep their order, and a
-// key marked urgent while it waits in the resync class moves up.
+// a sub-second hand-over. Within each class a namespace's keys keep their
+// order, and a key marked urgent while it waits in the resync class moves
+// up.
 //
 // Changes are what tenants write, so they cannot starve the resync: after
 // urgentRun urgent keys in a row, one resync key goes, whatever waits.
+//
+// Within each class namespaces take turns (fairList): one tenant's
+// thousand queued keys delay another's next key by one key per namespace
+// waiting, not by its thousand.
 //
 // The workqueue calls it under its own lock; urgent keys are marked by
 // markUrgent from informer handlers, hence its own.
 type priorityQueue struct {
 	mu     sync.Mutex
 	marked map[string]struct{}
-	urgent list.List
-	resync list.List
+	urgent fairList
+	resync fairList
 	where  map[string]*list.Element
 	// popped are the urgent keys handed out and not yet settled: one whose
 	// reconcile asks to be requeued (a rollout polling environmentd) stays
@@ -39,6 +45,66 @@ const urgentRun = 4
 type entry struct {
 	key    string
 	urgent bool
+}
+
+// fairList is a FIFO of entries per namespace (the key's part before its
+// '/'; cluster-scoped keys share ""), served in turn: the front is the
+// first key of the namespace whose turn it is, and that namespace then
+// goes to the back of the turn. Keys of one namespace keep their order.
+type fairList struct {
+	queues map[string]*list.List
+	turn   list.List // namespaces with keys waiting
+	turnOf map[string]*list.Element
+	n      int
+}
+
+func namespaceOf(key string) string {
+	if i := strings.IndexByte(key, '/'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+func (f *fairList) Len() int { return f.n }
+
+func (f *fairList) PushBack(en *entry) *list.Element {
+	if f.queues == nil {
+		f.queues, f.turnOf = map[string]*list.List{}, map[string]*list.Element{}
+	}
+	ns := namespaceOf(en.key)
+	q := f.queues[ns]
+	if q == nil {
+		q = list.New()
+		f.queues[ns] = q
+		f.turnOf[ns] = f.turn.PushBack(ns)
+	}
+	f.n++
+	return q.PushBack(en)
+}
+
+// Remove takes e, returned by PushBack, out of the list.
+func (f *fairList) Remove(e *list.Element) {
+	ns := namespaceOf(e.Value.(*entry).key)
+	q := f.queues[ns]
+	q.Remove(e)
+	f.n--
+	if q.Len() == 0 {
+		delete(f.queues, ns)
+		f.turn.Remove(f.turnOf[ns])
+		delete(f.turnOf, ns)
+	}
+}
+
+// PopFront removes and returns the entry whose turn it is; the list must
+// not be empty.
+func (f *fairList) PopFront() *entry {
+	ns := f.turn.Front().Value.(string)
+	e := f.queues[ns].Front()
+	f.Remove(e)
+	if next, ok := f.turnOf[ns]; ok {
+		f.turn.MoveToBack(next)
+	}
+	return e.Value.(*entry)
 }
 
 func newPriorityQueue() *priorityQueue {
@@ -92,9 +158,7 @@ func (q *priorityQueue) Pop() string {
 	if from.Len() == 0 || (q.run >= urgentRun && q.resync.Len() > 0) {
 		from = &q.resync
 	}
-	e := from.Front()
-	from.Remove(e)
-	en := e.Value.(*entry)
+	en := from.PopFront()
 	if en.urgent {
 		q.run++
 		q.popped[en.key] = struct{}{}

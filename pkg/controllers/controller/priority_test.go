@@ -97,6 +97,42 @@ func TestChangesCannotStarveTheResync(t *testing.T) {
 	}
 }
 
+// One tenant's flood of changes (or of resync keys) delays another
+// tenant's change by one key per namespace waiting, not by the flood; each
+// namespace's keys keep their order.
+func TestNamespacesTakeTurns(t *testing.T) {
+	q := newTermQueue()
+	defer q.ShutDown()
+	for i := range 1000 {
+		q.addUrgent(fmt.Sprintf("flood/mz%04d", i))
+	}
+	q.addUrgent("quiet/mz")
+	q.addUrgent("other/mz")
+	if got, want := drain(q, 4), []string{"flood/mz0000", "quiet/mz", "other/mz", "flood/mz0001"}; !slices.Equal(got, want) {
+		t.Errorf("changes popped %v, want %v", got, want)
+	}
+	// A namespace that empties and queues again waits for its turn.
+	q.addUrgent("quiet/mz2")
+	if got, want := drain(q, 2), []string{"flood/mz0002", "quiet/mz2"}; !slices.Equal(got, want) {
+		t.Errorf("then %v, want %v", got, want)
+	}
+	if got := drain(q, 997); got[0] != "flood/mz0003" || got[996] != "flood/mz0999" || !slices.IsSorted(got) {
+		t.Errorf("the flood's own keys out of order: %v ... %v", got[:3], got[len(got)-3:])
+	}
+
+	for i := range 100 {
+		q.Add(fmt.Sprintf("flood/mz%04d", i))
+	}
+	q.Add("quiet/mz")
+	if got, want := drain(q, 3), []string{"flood/mz0000", "quiet/mz", "flood/mz0001"}; !slices.Equal(got, want) {
+		t.Errorf("resync popped %v, want %v", got, want)
+	}
+	drain(q, 98)
+	if q.Len() != 0 || len(q.order.where) != 0 || q.order.urgent.Len() != 0 || len(q.order.resync.queues) != 0 || q.order.resync.turn.Len() != 0 {
+		t.Errorf("left: %d queued, %d tracked, %d namespaces", q.Len(), len(q.order.where), len(q.order.resync.queues))
+	}
+}
+
 type recordingReconciler struct {
 	mu   sync.Mutex
 	keys []string
