@@ -37,7 +37,10 @@ func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 		}
 		if value, ok := lookup(EnvName(f.Name)); ok {
 			if err := fs.Set(f.Name, value); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(f.Name), value, err))
+				// Neither the value nor pflag's error, which quotes it: some
+				// values come from Secrets.
+				errs = append(errs, fmt.Errorf("%s: not a valid %s for --%s (the value is not shown: it may come from a Secret)",
+					EnvName(f.Name), f.Value.Type(), f.Name))
 			}
 		}
 	})

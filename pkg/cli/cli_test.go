@@ -49,6 +49,22 @@ func TestApplyEnvReportsBadValueWithVariableName(t *testing.T) {
 	}
 }
 
+// Some variables are set from Secrets (the chart's OpenTelemetry header):
+// a value that does not parse is not quoted back.
+func TestApplyEnvDoesNotQuoteTheValue(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.StringSlice("opentelemetry-header", nil, "")
+	err := ApplyEnv(fs, func(k string) (string, bool) {
+		if k == "ORCHESTRATORD_OPENTELEMETRY_HEADER" {
+			return `Authorization=Basic "czNjcmV0`, true
+		}
+		return "", false
+	})
+	if err == nil || !strings.Contains(err.Error(), "ORCHESTRATORD_OPENTELEMETRY_HEADER") || strings.Contains(err.Error(), "czNjcmV0") {
+		t.Fatalf("want an error naming the variable, not its value; got %v", err)
+	}
+}
+
 func TestMemoryLimitLeavesRoomForTheExecutable(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	os.Unsetenv("GOMEMLIMIT")

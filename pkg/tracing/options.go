@@ -105,9 +105,14 @@ func (o *Options) Start(log *zap.Logger, component string) (stop func(context.Co
 		return nil, fmt.Errorf("--opentelemetry-max-batch-queue-size, --opentelemetry-max-export-batch-size, --opentelemetry-sched-delay and --opentelemetry-max-export-timeout must be positive")
 	}
 	h := http.Header{}
-	for _, kv := range headers {
-		if !httpguts.ValidHeaderFieldName(kv[0]) || !httpguts.ValidHeaderFieldValue(kv[1]) {
-			return nil, fmt.Errorf("--opentelemetry-header: %q is not a valid header", kv[0])
+	for i, kv := range headers {
+		// A header may hold a credential: neither part is quoted, the name
+		// only when it is one (a value split at its '=' is not).
+		if !httpguts.ValidHeaderFieldName(kv[0]) {
+			return nil, fmt.Errorf("--opentelemetry-header: header %d has no valid name (its text is not shown: it may be a credential)", i+1)
+		}
+		if !httpguts.ValidHeaderFieldValue(kv[1]) {
+			return nil, fmt.Errorf("--opentelemetry-header: the value of header %d (%s) is not a valid header value", i+1, kv[0])
 		}
 		h.Add(kv[0], kv[1])
 	}
@@ -160,14 +165,26 @@ func (o *Options) Start(log *zap.Logger, component string) (stop func(context.Co
 // keyValues splits upstream's NAME=VALUE arguments.
 func keyValues(flag string, args []string) ([][2]string, error) {
 	var out [][2]string
-	for _, a := range args {
+	for i, a := range args {
 		k, v, ok := strings.Cut(a, "=")
 		if k = strings.TrimSpace(k); !ok || k == "" {
-			return nil, fmt.Errorf("%s: %q is not NAME=VALUE", flag, a)
+			// Not quoted: a header's may be a credential.
+			return nil, fmt.Errorf("%s: argument %d is not NAME=VALUE", flag, i+1)
 		}
 		out = append(out, [2]string{k, v})
 	}
 	return out, nil
+}
+
+// WithoutCredentials is endpoint without the user and password it may
+// carry, "" when it does not parse (it may hold one all the same).
+func WithoutCredentials(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return ""
+	}
+	u.User = nil
+	return u.String()
 }
 
 func redacted(endpoint string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,7 +39,9 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 // executable. The request is encoded here, so not even the collector's
 // generated service package (which imports gRPC) is linked.
 type client struct {
-	url     string
+	url string
+	// shown is url without its password, for messages.
+	shown   string
 	grpc    bool
 	headers http.Header
 	http    *http.Client
@@ -49,7 +52,12 @@ type client struct {
 func newClient(endpoint, protocol string, headers http.Header) (*client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("--opentelemetry-endpoint: %w", err)
+		// url.Error quotes the URL, password and all.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("--opentelemetry-endpoint: not a URL: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--opentelemetry-endpoint: %q is not an http:// or https:// URL", u.Redacted())
@@ -75,6 +83,10 @@ func newClient(endpoint, protocol string, headers http.Header) (*client, error) 
 		c.url = u.String()
 	default:
 		return nil, fmt.Errorf("--opentelemetry-protocol: %q is neither %s nor %s", protocol, ProtocolGRPC, ProtocolHTTP)
+	}
+	c.shown = c.url
+	if shown, err := url.Parse(c.url); err == nil {
+		c.shown = shown.Redacted()
 	}
 	return c, nil
 }
@@ -169,12 +181,12 @@ func (c *client) send(ctx context.Context, body []byte) (retryAfter time.Duratio
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// The collector may be restarting: retried.
-		return 0, fmt.Errorf("exporting spans to %s: %w", c.url, err)
+		return 0, fmt.Errorf("exporting spans to %s: %w", c.shown, err)
 	}
 	defer resp.Body.Close()
 	msg, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return 0, fmt.Errorf("exporting spans to %s: reading the response: %w", c.url, err)
+		return 0, fmt.Errorf("exporting spans to %s: reading the response: %w", c.shown, err)
 	}
 	if c.grpc {
 		return c.grpcResult(resp, msg)
@@ -184,16 +196,16 @@ func (c *client) send(ctx context.Context, body []byte) (retryAfter time.Duratio
 		return -1, partialSuccess(msg)
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadGateway ||
 		resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
-		return retryAfterHeader(resp.Header), fmt.Errorf("exporting spans to %s: %s", c.url, resp.Status)
+		return retryAfterHeader(resp.Header), fmt.Errorf("exporting spans to %s: %s", c.shown, resp.Status)
 	}
-	return -1, fmt.Errorf("exporting spans to %s: %s", c.url, resp.Status)
+	return -1, fmt.Errorf("exporting spans to %s: %s", c.shown, resp.Status)
 }
 
 // grpcResult reads a unary call's outcome: grpc-status in the trailers,
 // or in the headers of a response without a body.
 func (c *client) grpcResult(resp *http.Response, msg []byte) (time.Duration, error) {
 	if resp.StatusCode != http.StatusOK {
-		err := fmt.Errorf("exporting spans to %s: %s (is it an OTLP/gRPC endpoint? --opentelemetry-protocol)", c.url, resp.Status)
+		err := fmt.Errorf("exporting spans to %s: %s (is it an OTLP/gRPC endpoint? --opentelemetry-protocol)", c.shown, resp.Status)
 		if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout {
 			return 0, err
 		}
@@ -205,7 +217,7 @@ func (c *client) grpcResult(resp *http.Response, msg []byte) (time.Duration, err
 	}
 	code, err := strconv.Atoi(status)
 	if err != nil {
-		return -1, fmt.Errorf("exporting spans to %s: no grpc-status in the response", c.url)
+		return -1, fmt.Errorf("exporting spans to %s: no grpc-status in the response", c.shown)
 	}
 	if code == 0 {
 		if len(msg) < 5 {
@@ -216,7 +228,7 @@ func (c *client) grpcResult(resp *http.Response, msg []byte) (time.Duration, err
 	if m, err := url.PathUnescape(message); err == nil {
 		message = m
 	}
-	err = fmt.Errorf("exporting spans to %s: gRPC status %d: %s", c.url, code, message)
+	err = fmt.Errorf("exporting spans to %s: gRPC status %d: %s", c.shown, code, message)
 	switch code {
 	// The codes the OTLP specification retries: CANCELLED,
 	// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE,

@@ -127,13 +127,17 @@ func TestExportGivesUpOnPermanentFailures(t *testing.T) {
 		r := tc.receiver(t)
 		var attempts atomic.Int32
 		r.FailWith(func() int { attempts.Add(1); return tc.code })
-		c, err := newClient(r.URL, tc.protocol, nil)
+		// A password in the endpoint is used, never shown.
+		c, err := newClient(strings.Replace(r.URL, "://", "://user:s3cret@", 1), tc.protocol, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = c.UploadTraces(context.Background(), []*tracepb.ResourceSpans{{}})
 		if err == nil || attempts.Load() != 1 {
 			t.Errorf("%s: %d attempts, error %v; want one attempt and an error", tc.protocol, attempts.Load(), err)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: the error shows the endpoint's password: %v", tc.protocol, err)
 		}
 	}
 }
@@ -175,13 +179,27 @@ func TestOptions(t *testing.T) {
 		"--opentelemetry-endpoint=collector:4317":                                                     "not an http:// or https:// URL",
 		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-protocol=thrift":                      "--opentelemetry-protocol",
 		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-header=novalue":                       "not NAME=VALUE",
-		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-header=bad:name=v":                    "not a valid header",
+		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-header=bad:name=v":                    "header 1 has no valid name",
+		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-header=x-key=a\x01":                   "the value of header 1 (x-key)",
 		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-resource==v":                          "not NAME=VALUE",
 		"--opentelemetry-endpoint=http://c:4317 --startup-opentelemetry-filter=mz_orchestratord=loud": "--startup-opentelemetry-filter",
 		"--opentelemetry-endpoint=http://c:4317 --opentelemetry-max-export-batch-size=0":              "must be positive",
 	} {
 		if _, err := options(t, strings.Fields(args)...).Start(zap.NewNop(), "webhook"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one with %q", args, err, want)
+		}
+	}
+	// What may be a credential is never quoted: a header split at a base64
+	// value's padding, a header without '=', a password in a URL that does
+	// not parse.
+	for _, args := range [][]string{
+		{"--opentelemetry-endpoint=http://c:4317", "--opentelemetry-header=Authorization: Basic czNjcmV0=="},
+		{"--opentelemetry-endpoint=http://c:4317", "--opentelemetry-header=Bearer czNjcmV0"},
+		{"--opentelemetry-endpoint=http://user:czNjcmV0@c:4317/%zz"},
+	} {
+		_, err := options(t, args...).Start(zap.NewNop(), "webhook")
+		if err == nil || strings.Contains(err.Error(), "czNjcmV0") {
+			t.Errorf("%v: error %v, want one that does not show the credential", args, err)
 		}
 	}
 	// Without an endpoint, or with a filter that leaves out info events,

@@ -187,9 +187,10 @@ func (o *Options) complete() error {
 	}
 	// Upstream passes its tracing endpoint and Sentry settings on to
 	// environmentd; the endpoint only when it is OTLP/gRPC, which is all
-	// environmentd speaks.
+	// environmentd speaks, and here without credentials, which would sit
+	// in every environment's pod spec for its tenant to read.
 	if o.Tracing.Protocol == tracing.ProtocolGRPC {
-		o.Environment.OpenTelemetryEndpoint = o.Tracing.Endpoint
+		o.Environment.OpenTelemetryEndpoint = tracing.WithoutCredentials(o.Tracing.Endpoint)
 	}
 	o.Environment.SentryDSN, o.Environment.SentryEnvironment = o.Tracing.SentryDSN, o.Tracing.SentryEnvironment
 	if err := o.Environment.Complete(); err != nil {

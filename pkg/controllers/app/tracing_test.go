@@ -7,7 +7,8 @@ import (
 )
 
 // The controllers pass their tracing endpoint (when it speaks gRPC, as
-// environmentd does) and Sentry settings on to environmentd, as upstream.
+// environmentd does; without a user or password in it) and Sentry settings
+// on to environmentd, as upstream.
 func TestTracingPassedToEnvironmentd(t *testing.T) {
 	for _, tc := range []struct {
 		args                   []string
@@ -15,6 +16,10 @@ func TestTracingPassedToEnvironmentd(t *testing.T) {
 	}{
 		{nil, "", "", ""},
 		{[]string{"--opentelemetry-endpoint=http://otel:4317"}, "http://otel:4317", "", ""},
+		// The collector's credentials are the operator's: tenants read
+		// environmentd's pod spec.
+		{[]string{"--opentelemetry-endpoint=https://user:s3cret@otel:4317/x"}, "https://otel:4317/x", "", ""},
+		{[]string{"--opentelemetry-endpoint=http://user:s3cret@otel:4317/%zz"}, "", "", ""},
 		{[]string{"--opentelemetry-endpoint=http://otel:4318", "--opentelemetry-protocol=http/protobuf"}, "", "", ""},
 		{[]string{"--sentry-dsn=https://k@sentry.example/1", "--sentry-environment=prod"}, "", "https://k@sentry.example/1", "prod"},
 	} {
