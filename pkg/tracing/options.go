@@ -36,8 +36,11 @@ const ServiceName = "orchestratord"
 type Options struct {
 	Endpoint string
 	// Protocol is this operator's: upstream speaks gRPC only.
-	Protocol             string
-	Headers              []string
+	Protocol string
+	Headers  []string
+	// malformedHeaders counts --opentelemetry-header values that were not
+	// a comma-separated list (headerList).
+	malformedHeaders     int
 	Resource             []string
 	Filter               string
 	MaxBatchQueueSize    int
@@ -57,7 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"export spans to this OTLP collector, with its scheme (e.g. http://otel-collector:4317); empty: no tracing")
 	fs.StringVar(&o.Protocol, "opentelemetry-protocol", ProtocolGRPC,
 		"the endpoint's protocol: grpc (upstream's) or http/protobuf (POST to the endpoint's path, /v1/traces when it has none)")
-	fs.StringSliceVar(&o.Headers, "opentelemetry-header", nil, "NAME=VALUE: a header of every export, e.g. a collector's credentials (repeat the flag or separate with commas)")
+	fs.Var(&headerList{values: &o.Headers, malformed: &o.malformedHeaders}, "opentelemetry-header", "NAME=VALUE: a header of every export, e.g. a collector's credentials (repeat the flag or separate with commas)")
 	fs.StringSliceVar(&o.Resource, "opentelemetry-resource", nil,
 		"NAME=VALUE: an attribute of every span's resource, over service.name="+ServiceName+" and the others set here (repeat the flag or separate with commas)")
 	fs.StringVar(&o.Filter, "startup-opentelemetry-filter", "info",
@@ -82,6 +85,9 @@ func (o *Options) Start(log *zap.Logger, component string) (stop func(context.Co
 	if o.SentryDSN != "" || o.SentryEnvironment != "" || len(o.SentryTags) > 0 {
 		log.Warn("this operator does not report to Sentry: --sentry-dsn, --sentry-environment and --sentry-tag are not used here " +
 			"(the controllers pass --sentry-dsn and --sentry-environment on to environmentd, as upstream does); errors are logged, and traced with --opentelemetry-endpoint")
+	}
+	if o.malformedHeaders > 0 {
+		return nil, fmt.Errorf("--opentelemetry-header: %d value(s) not a comma-separated list (not shown: a header may be a credential)", o.malformedHeaders)
 	}
 	headers, err := keyValues("--opentelemetry-header", o.Headers)
 	if err != nil {
@@ -180,18 +186,28 @@ func keyValues(flag string, args []string) ([][2]string, error) {
 // carry, "" when it does not parse (it may hold one all the same).
 func WithoutCredentials(endpoint string) string {
 	u, err := url.Parse(endpoint)
-	if err != nil {
+	switch {
+	case err != nil:
 		return ""
+	case u.User == nil:
+		return endpoint // as given, as upstream passes it
 	}
-	u.User = nil
-	return u.String()
+	return withoutUser(u)
 }
 
+// redacted is the endpoint for messages: without a user, which may be a
+// token, or a password.
 func redacted(endpoint string) string {
 	if u, err := url.Parse(endpoint); err == nil {
-		return u.Redacted()
+		return withoutUser(u)
 	}
 	return "(unparsable)"
+}
+
+func withoutUser(u *url.URL) string {
+	shown := *u
+	shown.User = nil
+	return shown.String()
 }
 
 // rateLimited logs the exporter's errors (a collector away fails every

@@ -40,7 +40,7 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 // generated service package (which imports gRPC) is linked.
 type client struct {
 	url string
-	// shown is url without its password, for messages.
+	// shown is url without its user and password, for messages.
 	shown   string
 	grpc    bool
 	headers http.Header
@@ -60,7 +60,7 @@ func newClient(endpoint, protocol string, headers http.Header) (*client, error) 
 		return nil, fmt.Errorf("--opentelemetry-endpoint: not a URL: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--opentelemetry-endpoint: %q is not an http:// or https:// URL", u.Redacted())
+		return nil, fmt.Errorf("--opentelemetry-endpoint: %q is not an http:// or https:// URL", withoutUser(u))
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -84,10 +84,7 @@ func newClient(endpoint, protocol string, headers http.Header) (*client, error) 
 	default:
 		return nil, fmt.Errorf("--opentelemetry-protocol: %q is neither %s nor %s", protocol, ProtocolGRPC, ProtocolHTTP)
 	}
-	c.shown = c.url
-	if shown, err := url.Parse(c.url); err == nil {
-		c.shown = shown.Redacted()
-	}
+	c.shown = redacted(c.url)
 	return c, nil
 }
 

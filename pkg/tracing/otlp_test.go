@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,8 +128,8 @@ func TestExportGivesUpOnPermanentFailures(t *testing.T) {
 		r := tc.receiver(t)
 		var attempts atomic.Int32
 		r.FailWith(func() int { attempts.Add(1); return tc.code })
-		// A password in the endpoint is used, never shown.
-		c, err := newClient(strings.Replace(r.URL, "://", "://user:s3cret@", 1), tc.protocol, nil)
+		// A user and password in the endpoint are used, never shown.
+		c, err := newClient(strings.Replace(r.URL, "://", "://t0ken:s3cret@", 1), tc.protocol, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,8 +137,8 @@ func TestExportGivesUpOnPermanentFailures(t *testing.T) {
 		if err == nil || attempts.Load() != 1 {
 			t.Errorf("%s: %d attempts, error %v; want one attempt and an error", tc.protocol, attempts.Load(), err)
 		}
-		if err != nil && strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: the error shows the endpoint's password: %v", tc.protocol, err)
+		if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "t0ken")) {
+			t.Errorf("%s: the error shows the endpoint's credentials: %v", tc.protocol, err)
 		}
 	}
 }
@@ -189,6 +190,11 @@ func TestOptions(t *testing.T) {
 			t.Errorf("%s: error %v, want one with %q", args, err, want)
 		}
 	}
+	// Headers read as pflag's string slices: commas separate, quotes as in
+	// CSV, repeats add.
+	if o := options(t, `--opentelemetry-header=a=1,"b=2,3"`, "--opentelemetry-header=c=4"); !slices.Equal(o.Headers, []string{"a=1", "b=2,3", "c=4"}) {
+		t.Errorf("headers %q", o.Headers)
+	}
 	// What may be a credential is never quoted: a header split at a base64
 	// value's padding, a header without '=', a password in a URL that does
 	// not parse.
@@ -196,6 +202,8 @@ func TestOptions(t *testing.T) {
 		{"--opentelemetry-endpoint=http://c:4317", "--opentelemetry-header=Authorization: Basic czNjcmV0=="},
 		{"--opentelemetry-endpoint=http://c:4317", "--opentelemetry-header=Bearer czNjcmV0"},
 		{"--opentelemetry-endpoint=http://user:czNjcmV0@c:4317/%zz"},
+		{"--opentelemetry-endpoint=czNjcmV0@c:4317"},
+		{"--opentelemetry-endpoint=http://c:4317", `--opentelemetry-header=Authorization=Basic "czNjcmV0`},
 	} {
 		_, err := options(t, args...).Start(zap.NewNop(), "webhook")
 		if err == nil || strings.Contains(err.Error(), "czNjcmV0") {

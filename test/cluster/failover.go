@@ -67,9 +67,13 @@ func (c *Clients) WaitLeasesSpread(ctx context.Context, timeout time.Duration) e
 			led[pod] = 0
 		}
 		for _, name := range []string{leaderelection.LeaseMaterialize, leaderelection.LeaseBalancer, leaderelection.LeaseConsole} {
-			l, err := c.HeldByRunningPod(ctx, name)
+			l, err := c.Lease(ctx, name)
 			if err != nil {
 				last = err.Error()
+				return false, nil
+			}
+			if _, ok := led[Holder(l)]; !ok {
+				last = fmt.Sprintf("lease %s held by %q, not a running controllers pod", name, Holder(l))
 				return false, nil
 			}
 			led[Holder(l)]++
@@ -286,6 +290,7 @@ func (c *Clients) KillHolder(ctx context.Context, lease string, wholePod bool) (
 			return Crash{}, err
 		}
 	}
+	held := l
 	holder := Holder(l)
 	var pids []int
 	if wholePod {
@@ -312,12 +317,15 @@ func (c *Clients) KillHolder(ctx context.Context, lease string, wholePod bool) (
 	if l, err = c.Lease(ctx, lease); err != nil {
 		return Crash{}, err
 	}
-	// A standby's claim after the kill is what the caller measures; a
-	// holder written before it means the Lease was handed over first.
-	if h := Holder(l); h != holder && (l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(killed)) {
-		return Crash{}, fmt.Errorf("lease %s handed from %s to %q before the kill", lease, holder, h)
+	lastRenewal := held.Spec.RenewTime.Time
+	if Holder(l) == holder && l.Spec.RenewTime != nil {
+		lastRenewal = l.Spec.RenewTime.Time
 	}
-	return Crash{Holder: holder, Killed: killed, LastRenewal: l.Spec.RenewTime.Time, resourceVersion: l.ResourceVersion}, nil
+	// The new term is looked for from the Lease as read before the kill,
+	// so a standby's quick claim is seen, and so is a release: a process
+	// killed cannot release, so a release is a hand-over begun before the
+	// kill (WaitNewTerm fails on it).
+	return Crash{Holder: holder, Killed: killed, LastRenewal: lastRenewal, resourceVersion: held.ResourceVersion}, nil
 }
 
 // WaitNewTerm waits until a term of lease begins after crash: a standby's,
@@ -328,7 +336,10 @@ func (c *Clients) WaitNewTerm(ctx context.Context, lease string, crash Crash, ti
 	defer cancel()
 	var began *coordinationv1.Lease
 	err := c.watchLease(ctx, lease, crash.resourceVersion, func(l *coordinationv1.Lease) (bool, error) {
-		if Holder(l) != "" && l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.After(crash.Killed) {
+		if Holder(l) == "" {
+			return false, fmt.Errorf("lease %s released: a hand-over of %s's, not a crash (a killed process releases nothing)", lease, crash.Holder)
+		}
+		if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.Time.After(crash.Killed) {
 			began = l
 			return true, nil
 		}

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
@@ -51,15 +52,18 @@ func TestCostlyQuantityThroughTheBinary(t *testing.T) {
 	// the object is gone.
 	events := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Events(ns)
 	reasons := map[string]bool{}
-	waitFor(t, 30*time.Second, "the costly Materialize's Unreadable and FinalizerRemoved Events", func() bool {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := events.List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=costly"})
 		if err != nil {
-			return false
+			return false, nil
 		}
 		reasons = map[string]bool{}
 		for _, e := range list.Items {
 			reasons[e.Reason] = true
 		}
-		return reasons["FinalizerRemoved"] && reasons["Unreadable"]
+		return reasons["FinalizerRemoved"] && reasons["Unreadable"], nil
 	})
+	if err != nil {
+		t.Errorf("Events of the costly Materialize %v: want Unreadable, and FinalizerRemoved (the release counted as done)", reasons)
+	}
 }

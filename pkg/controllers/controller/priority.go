@@ -101,8 +101,8 @@ func (f *fairList) PopFront() *entry {
 	ns := f.turn.Front().Value.(string)
 	e := f.queues[ns].Front()
 	f.Remove(e)
-	if next, ok := f.turnOf[ns]; ok {
-		f.turn.MoveToBack(next)
+	if own, ok := f.turnOf[ns]; ok {
+		f.turn.MoveToBack(own)
 	}
 	return e.Value.(*entry)
 }

@@ -128,8 +128,12 @@ func TestNamespacesTakeTurns(t *testing.T) {
 		t.Errorf("resync popped %v, want %v", got, want)
 	}
 	drain(q, 98)
-	if q.Len() != 0 || len(q.order.where) != 0 || q.order.urgent.Len() != 0 || len(q.order.resync.queues) != 0 || q.order.resync.turn.Len() != 0 {
-		t.Errorf("left: %d queued, %d tracked, %d namespaces", q.Len(), len(q.order.where), len(q.order.resync.queues))
+	o := q.order
+	if q.Len() != 0 || len(o.where) != 0 || len(o.popped) != 0 || len(o.marked) != 0 ||
+		o.urgent.Len() != 0 || len(o.urgent.queues) != 0 || o.urgent.turn.Len() != 0 || len(o.urgent.turnOf) != 0 ||
+		o.resync.Len() != 0 || len(o.resync.queues) != 0 || o.resync.turn.Len() != 0 || len(o.resync.turnOf) != 0 {
+		t.Errorf("left: %d queued, %d tracked, %d popped, %d marked, namespaces %d urgent and %d resync",
+			q.Len(), len(o.where), len(o.popped), len(o.marked), len(o.urgent.queues), len(o.resync.queues))
 	}
 }
 

@@ -1,0 +1,44 @@
+package tracing
+
+import (
+	"encoding/csv"
+	"fmt"
+	"strings"
+)
+
+// headerList is --opentelemetry-header: a string slice as pflag's
+// StringSlice (commas separate, quotes as in CSV; the first value given
+// replaces the default, later ones add), except that a value that is not
+// such a list is counted, for Start to report, instead of refused by pflag,
+// whose error quotes the value: a header may be a collector's credential.
+type headerList struct {
+	values    *[]string
+	malformed *int
+	set       bool
+}
+
+func (h *headerList) Set(value string) error {
+	var fields []string
+	if value != "" {
+		var err error
+		if fields, err = csv.NewReader(strings.NewReader(value)).Read(); err != nil {
+			*h.malformed++
+			return nil
+		}
+	}
+	if !h.set {
+		*h.values, h.set = nil, true
+	}
+	*h.values = append(*h.values, fields...)
+	return nil
+}
+
+func (h *headerList) Type() string { return "strings" }
+
+// String shows how many headers there are, not what they hold.
+func (h *headerList) String() string {
+	if len(*h.values) == 0 {
+		return "[]"
+	}
+	return fmt.Sprintf("[%d headers]", len(*h.values))
+}
