@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/boundedtext"
@@ -56,8 +57,20 @@ type backendSecret struct {
 }
 
 func (r *reconciler) readBackendSecret(ctx context.Context, mz *v1alpha1.Materialize) backendSecret {
-	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, mz.Spec.BackendSecretName, metav1.GetOptions{})
+	name := mz.Spec.BackendSecretName
+	if !validObjectName(name) {
+		// No such Secret can exist; the client would refuse the request
+		// with an error that is not NotFound, retried for ever.
+		return backendSecret{err: apierrors.NewNotFound(corev1.Resource("secrets"), name)}
+	}
+	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, name, metav1.GetOptions{})
 	return backendSecret{secret, err}
+}
+
+// validObjectName reports whether name can name a Secret or ConfigMap: a
+// tenant's spec may hold any string ("a/b", "..", a megabyte).
+func validObjectName(name string) bool {
+	return len(validation.IsDNS1123Subdomain(name)) == 0
 }
 
 // licenseKeyState reads the backend Secret's license key. An error reading

@@ -10,12 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
+
+// maxNameShown bounds a name that is not one quoted in a condition.
+const maxNameShown = 256
 
 // preflightResult says whether a new generation can start.
 type preflightResult struct {
@@ -87,6 +91,9 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 	name := e.mz.Spec.BackendSecretName
 	secret, err := backend.secret, backend.err
 	switch {
+	case !validObjectName(name):
+		res.problem = fmt.Sprintf("spec.backendSecretName %q is not a Secret's name (a DNS subdomain of at most 253 characters)", boundedtext.Cut(name, maxNameShown))
+		return res, nil
 	case apierrors.IsNotFound(err):
 		res.problem = fmt.Sprintf("backend Secret %q (spec.backendSecretName) does not exist", name)
 		return res, nil
@@ -127,6 +134,10 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 	}
 
 	if cm := e.mz.Spec.SystemParameterConfigmapName; cm != "" && !created {
+		if !validObjectName(cm) {
+			res.problem = fmt.Sprintf("spec.systemParameterConfigmapName %q is not a ConfigMap's name (a DNS subdomain of at most 253 characters)", boundedtext.Cut(cm, maxNameShown))
+			return res, nil
+		}
 		_, err := r.d.Kube.CoreV1().ConfigMaps(e.ns()).Get(ctx, cm, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

@@ -56,6 +56,21 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		// Not a name at all: the client refuses the request itself, with an
+		// error that is not NotFound; before, the reconcile was retried for
+		// ever with no condition.
+		{"a backend Secret name that names nothing", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.BackendSecretName = "a/b"
+		}, `spec.backendSecretName "a/b" is not a Secret's name`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.BackendSecretName = "backend" })
+			}},
+		{"a system parameter ConfigMap name that names nothing", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.SystemParameterConfigmapName = ".."
+		}, `spec.systemParameterConfigmapName ".." is not a ConfigMap's name`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.SystemParameterConfigmapName = "" })
+			}},
 		{"missing system parameter ConfigMap", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
 			mz.Spec.SystemParameterConfigmapName = "params"
 		}, `ConfigMap "params" (spec.systemParameterConfigmapName) does not exist`,

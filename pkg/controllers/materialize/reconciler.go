@@ -53,8 +53,11 @@ const (
 	ReasonWaitingForApproval = rollout.ReasonWaitingForApproval
 	ReasonFailedDeploy       = rollout.ReasonFailedDeploy
 	ReasonRolloutTimeout     = rollout.ReasonRolloutTimeout
-	defaultRolloutTimeout    = 24 * time.Hour
-	defaultPollInterval      = 2 * time.Second
+	// ReasonFailedApply is the Warning Event of an environment object the
+	// API server refused with no rollout pending to record it on.
+	ReasonFailedApply     = "FailedApply"
+	defaultRolloutTimeout = 24 * time.Hour
+	defaultPollInterval   = 2 * time.Second
 	// defaultWaitingAfter: a rollout younger than this is not stuck; its
 	// pods are not read.
 	defaultWaitingAfter   = 20 * time.Second
@@ -420,7 +423,8 @@ func isSet(id string) bool { return mzuuid.IsSet(id) }
 // cannot be read (no Secret, no key, no JWT): upstream then fills nothing,
 // and neither does this; the pre-flight check says why.
 func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Materialize) (id string, ok bool, err error) {
-	secret, err := r.d.Kube.CoreV1().Secrets(mz.Namespace).Get(ctx, mz.Spec.BackendSecretName, metav1.GetOptions{})
+	backend := r.readBackendSecret(ctx, mz)
+	secret, err := backend.secret, backend.err
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
 	}
@@ -591,7 +595,14 @@ func (r *reconciler) decide(ctx context.Context, e env, in rollout.Input, envErr
 	backend := r.readBackendSecret(ctx, mz)
 	desired, pending := rollout.Pending(in)
 	if envErr != nil && !pending {
-		return decision{}, envErr // nothing to record it on: retried with backoff
+		// No rollout to record it on (a change to the ServiceAccount's
+		// labels or a certificate spec, without a new request): the
+		// condition stays the running generation's, and the owner hears of
+		// it from an Event (repeats folded by the recorder) while it is
+		// retried with backoff.
+		r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedApply, "Failed to apply environment objects: %s",
+			boundedtext.Cut(envErr.Error(), rollout.MaxMessageBytes))
+		return decision{}, envErr
 	}
 	if pending {
 		var err error

@@ -247,6 +247,48 @@ func TestRefusedGenerationIsAFailedDeploy(t *testing.T) {
 	waitRolledOut(t, ns, "mz", 2)
 }
 
+// An environment object the API server refuses while no rollout is
+// pending (a change to the ServiceAccount's labels, which needs none) has
+// no rollout to record it on: the condition stays the running generation's,
+// and a Warning Event says what was refused. Before, only a log line did.
+func TestRefusedEnvironmentObjectOutsideARolloutIsAnEvent(t *testing.T) {
+	ns := environmentNamespace(t)
+	c := startController(t)
+	ctx := context.Background()
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mz", 1)
+	drainEvents(c)
+	update(t, ns, "mz", func(mz *v1alpha1.Materialize) {
+		mz.Spec.ServiceAccountLabels = map[string]string{"team": "not a label value"}
+	})
+	deadline := time.After(30 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case e := <-c.events.Events:
+			seen = strings.HasPrefix(e, "Warning "+materialize.ReasonFailedApply+" Failed to apply environment objects: ") &&
+				strings.Contains(e, "not a label value")
+		case <-deadline:
+			t.Fatal("no Warning FailedApply Event naming the refused label")
+		}
+	}
+	if cond := upToDate(get(t, ns, "mz")); cond.Reason != materialize.ReasonApplied {
+		t.Errorf("condition %s (%s): the running generation's Applied is kept", cond.Reason, cond.Message)
+	}
+}
+
+// drainEvents empties the recorder's channel.
+func drainEvents(c *running) {
+	for {
+		select {
+		case <-c.events.Events:
+		default:
+			return
+		}
+	}
+}
+
 // denyStatefulSet makes the API server refuse to create the named
 // StatefulSet in ns, until the returned function is called.
 func denyStatefulSet(t *testing.T, ns, name string) (release func()) {
