@@ -182,12 +182,21 @@ func (l *EventLog) add(e *corev1.Event) {
 
 // Reasons lists the reasons of the Events about the named object, in order.
 func (l *EventLog) Reasons(namespace, name string) []string {
+	var out []string
+	for _, e := range l.For(namespace, name) {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+// For lists the Events about the named object, in order.
+func (l *EventLog) For(namespace, name string) []corev1.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
+	var out []corev1.Event
 	for _, e := range l.events {
 		if e.InvolvedObject.Namespace == namespace && e.InvolvedObject.Name == name {
-			out = append(out, e.Reason)
+			out = append(out, e)
 		}
 	}
 	return out

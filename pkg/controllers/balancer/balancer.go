@@ -122,6 +122,12 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	if !found || err != nil {
 		return controller.Result{}, err
 	}
+	result, err := r.reconcile(ctx, key, cr)
+	r.owner.ReportRefused(cr, err)
+	return result, err
+}
+
+func (r *reconciler) reconcile(ctx context.Context, key string, cr *v1alpha1.Balancer) (controller.Result, error) {
 	cr, id, err := r.owner.ResourceID(ctx, key, cr)
 	if err != nil {
 		return controller.Result{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -500,6 +501,38 @@ func TestFirstStatusIsReadableByUpstream(t *testing.T) {
 	}
 	if conditions, ok := stored.Status["conditions"].([]any); !ok || len(conditions) != 0 {
 		t.Errorf("status %v: want conditions: []", stored.Status)
+	}
+}
+
+// What only a change to the spec mends is said in a Warning Event on the
+// Balancer: a certificate spec cert-manager would refuse (the operator's
+// own check), and a Deployment the API server refuses as invalid
+// (requests above limits). Before, the Balancer just never got Ready.
+func TestRefusedChildrenAreWarningEvents(t *testing.T) {
+	ctrl := startController(t)
+	ns := controllertest.NewNamespace(t)
+	size := int64(4096)
+	newBalancer(t, ns, "cert", func(b *v1alpha1.Balancer) {
+		b.Spec.ExternalCertificateSpec = &v1alpha1.MaterializeCertSpec{
+			IssuerRef:           &v1alpha1.CertificateIssuerRef{Name: "ca", Kind: "Issuer"},
+			PrivateKeyAlgorithm: v1alpha1.PrivateKeyECDSA, PrivateKeySize: &size,
+		}
+	})
+	newBalancer(t, ns, "limits", func(b *v1alpha1.Balancer) {
+		b.Spec.ResourceRequirements = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}
+	})
+	for name, says := range map[string]string{"cert": "ECDSA key size must be one of 256, 384, or 521 bits", "limits": "must be less than or equal to memory limit"} {
+		controllertest.Eventually(t, "a Warning FailedApply Event on "+name, func() error {
+			for _, e := range ctrl.Events.For(ns, name) {
+				if e.Type == corev1.EventTypeWarning && e.Reason == component.ReasonFailedApply && strings.Contains(e.Message, says) {
+					return nil
+				}
+			}
+			return fmt.Errorf("Events %v", ctrl.Events.Reasons(ns, name))
+		})
 	}
 }
 

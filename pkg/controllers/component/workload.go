@@ -75,8 +75,11 @@ func ApplyExternalCertificate(ctx context.Context, dyn dynamic.Interface, defaul
 		OwnerReferences: children.UnstructuredOwner(owner, gvk),
 		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
 	})
-	if err != nil || cert == nil {
-		return err
+	if err != nil {
+		return SpecError{err}
+	}
+	if cert == nil {
+		return nil
 	}
 	return apply.Certificate(ctx, dyn, cert)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -466,4 +467,25 @@ func TestAppConfigJSON(t *testing.T) {
 	if got := DefaultConfig().Endpoint(v1alpha1.BalancerdRef{ServiceName: "b", Namespace: "n"}); got != "http://b.n.svc.cluster.local:6876" {
 		t.Errorf("Endpoint with the default scheme = %s", got)
 	}
+}
+
+// A Deployment the API server refuses as invalid (requests above limits)
+// is said in a Warning Event on the Console (component.ReportRefused).
+func TestRefusedDeploymentIsAWarningEvent(t *testing.T) {
+	ctrl := startController(t)
+	ns := controllertest.NewNamespace(t)
+	newConsole(t, ns, "limits", func(c *v1alpha1.Console) {
+		c.Spec.ResourceRequirements = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}
+	})
+	controllertest.Eventually(t, "a Warning FailedApply Event", func() error {
+		for _, e := range ctrl.Events.For(ns, "limits") {
+			if e.Type == corev1.EventTypeWarning && e.Reason == component.ReasonFailedApply && strings.Contains(e.Message, "must be less than or equal to memory limit") {
+				return nil
+			}
+		}
+		return fmt.Errorf("Events %v", ctrl.Events.Reasons(ns, "limits"))
+	})
 }

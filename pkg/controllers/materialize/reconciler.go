@@ -32,6 +32,7 @@ import (
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize/rollout"
 	"github.com/materializeinc/orchestratord/pkg/controllers/recent"
@@ -55,7 +56,7 @@ const (
 	ReasonRolloutTimeout     = rollout.ReasonRolloutTimeout
 	// ReasonFailedApply is the Warning Event of an environment object the
 	// API server refused with no rollout pending to record it on.
-	ReasonFailedApply     = "FailedApply"
+	ReasonFailedApply     = component.ReasonFailedApply
 	defaultRolloutTimeout = 24 * time.Hour
 	defaultPollInterval   = 2 * time.Second
 	// defaultWaitingAfter: a rollout younger than this is not stuck; its
