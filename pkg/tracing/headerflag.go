@@ -3,6 +3,7 @@ package tracing
 import (
 	"encoding/csv"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -20,8 +21,15 @@ type headerList struct {
 func (h *headerList) Set(value string) error {
 	var fields []string
 	if value != "" {
+		r := csv.NewReader(strings.NewReader(value))
 		var err error
-		if fields, err = csv.NewReader(strings.NewReader(value)).Read(); err != nil {
+		if fields, err = r.Read(); err != nil {
+			*h.malformed++
+			return nil
+		}
+		// One line: a second (a Secret's value with a newline) would be
+		// dropped without a word.
+		if _, err := r.Read(); err != io.EOF {
 			*h.malformed++
 			return nil
 		}
@@ -38,7 +46,7 @@ func (h *headerList) Type() string { return "strings" }
 // String shows how many headers there are, not what they hold.
 func (h *headerList) String() string {
 	if len(*h.values) == 0 {
-		return "[]"
+		return "" // no "(default [])" in --help
 	}
 	return fmt.Sprintf("[%d headers]", len(*h.values))
 }

@@ -187,7 +187,9 @@ func keyValues(flag string, args []string) ([][2]string, error) {
 func WithoutCredentials(endpoint string) string {
 	u, err := url.Parse(endpoint)
 	switch {
-	case err != nil:
+	case err != nil || u.Opaque != "":
+		// "user:pw@host:4317" parses as the scheme "user" and an opaque
+		// rest, the password in it.
 		return ""
 	case u.User == nil:
 		return endpoint // as given, as upstream passes it
@@ -205,6 +207,9 @@ func redacted(endpoint string) string {
 }
 
 func withoutUser(u *url.URL) string {
+	if u.Opaque != "" {
+		return "(not a URL with a host; not shown)"
+	}
 	shown := *u
 	shown.User = nil
 	return shown.String()

@@ -203,6 +203,8 @@ func TestOptions(t *testing.T) {
 		{"--opentelemetry-endpoint=http://c:4317", "--opentelemetry-header=Bearer czNjcmV0"},
 		{"--opentelemetry-endpoint=http://user:czNjcmV0@c:4317/%zz"},
 		{"--opentelemetry-endpoint=czNjcmV0@c:4317"},
+		{"--opentelemetry-endpoint=user:czNjcmV0@c:4317"},
+		{"--opentelemetry-endpoint=http://c:4317", "--opentelemetry-header=Authorization=czNjcmV0\nx=y"},
 		{"--opentelemetry-endpoint=http://c:4317", `--opentelemetry-header=Authorization=Basic "czNjcmV0`},
 	} {
 		_, err := options(t, args...).Start(zap.NewNop(), "webhook")

@@ -286,7 +286,7 @@ func (c *Clients) KillHolder(ctx context.Context, lease string, wholePod bool) (
 		return err == nil, nil
 	})
 	if err != nil {
-		if _, err = c.HeldByRunningPod(ctx, lease); err != nil {
+		if l, err = c.HeldByRunningPod(ctx, lease); err != nil {
 			return Crash{}, err
 		}
 	}

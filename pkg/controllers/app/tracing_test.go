@@ -20,6 +20,7 @@ func TestTracingPassedToEnvironmentd(t *testing.T) {
 		// environmentd's pod spec.
 		{[]string{"--opentelemetry-endpoint=https://user:s3cret@otel:4317/x"}, "https://otel:4317/x", "", ""},
 		{[]string{"--opentelemetry-endpoint=http://user:s3cret@otel:4317/%zz"}, "", "", ""},
+		{[]string{"--opentelemetry-endpoint=user:s3cret@otel:4317"}, "", "", ""},
 		{[]string{"--opentelemetry-endpoint=http://otel:4318", "--opentelemetry-protocol=http/protobuf"}, "", "", ""},
 		{[]string{"--sentry-dsn=https://k@sentry.example/1", "--sentry-environment=prod"}, "", "https://k@sentry.example/1", "prod"},
 	} {

@@ -189,7 +189,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls podspec.L
 	name := children.Name(id, Component)
 	args, err := r.cfg.Args(cr.Spec)
 	if err != nil {
-		return none, err
+		return none, component.SpecError{Err: err}
 	}
 	replicas := int32(DefaultReplicas)
 	if cr.Spec.Replicas != nil {

@@ -32,10 +32,18 @@ func (e SpecError) Unwrap() error { return e.Err }
 // saying why. Other errors (the API server away, a conflict) are retried
 // without a word.
 func (o Owner[T, AC]) ReportRefused(cr T, err error) {
-	var spec SpecError
-	if err == nil || !(errors.As(err, &spec) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err)) {
+	if !Refused(err) {
 		return
 	}
 	o.Recorder.Eventf(cr, corev1.EventTypeWarning, ReasonFailedApply, "Failed to apply %s's objects: %s",
 		o.Kind.App, boundedtext.Cut(err.Error(), maxRefusalBytes))
+}
+
+// Refused reports whether err is the spec's to mend: a SpecError, or the
+// API server refusing an object as invalid or forbidden (a policy, a
+// quota). Throttling, timeouts, an API server away, a fenced write or a
+// cancelled term are not: retries mend those.
+func Refused(err error) bool {
+	var spec SpecError
+	return err != nil && (errors.As(err, &spec) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err))
 }

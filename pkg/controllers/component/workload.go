@@ -76,7 +76,7 @@ func ApplyExternalCertificate(ctx context.Context, dyn dynamic.Interface, defaul
 		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
 	})
 	if err != nil {
-		return SpecError{err}
+		return SpecError{Err: err}
 	}
 	if cert == nil {
 		return nil

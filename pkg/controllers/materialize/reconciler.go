@@ -466,7 +466,7 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 	}
 	cert, err := e.certificate()
 	if err != nil {
-		return err
+		return component.SpecError{Err: err}
 	}
 	if cert != nil {
 		if err := apply.Certificate(ctx, r.d.Dynamic, cert); err != nil {
@@ -599,10 +599,12 @@ func (r *reconciler) decide(ctx context.Context, e env, in rollout.Input, envErr
 		// No rollout to record it on (a change to the ServiceAccount's
 		// labels or a certificate spec, without a new request): the
 		// condition stays the running generation's, and the owner hears of
-		// it from an Event (repeats folded by the recorder) while it is
-		// retried with backoff.
-		r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedApply, "Failed to apply environment objects: %s",
-			boundedtext.Cut(envErr.Error(), rollout.MaxMessageBytes))
+		// a refusal from an Event (repeats folded by the recorder) while it
+		// is retried with backoff; a passing error only from the log.
+		if component.Refused(envErr) {
+			r.d.Recorder.Eventf(mz, corev1.EventTypeWarning, ReasonFailedApply, "Failed to apply environment objects: %s",
+				boundedtext.Cut(envErr.Error(), rollout.MaxMessageBytes))
+		}
 		return decision{}, envErr
 	}
 	if pending {
