@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -42,6 +43,20 @@ func (h *headerList) Set(value string) error {
 }
 
 func (h *headerList) Type() string { return "strings" }
+
+// Append, Replace and GetSlice make it a pflag.SliceValue, as StringSlice
+// is: the values are read back through GetSlice, not String.
+func (h *headerList) Append(value string) error {
+	*h.values = append(*h.values, value)
+	return nil
+}
+
+func (h *headerList) Replace(values []string) error {
+	*h.values = slices.Clone(values)
+	return nil
+}
+
+func (h *headerList) GetSlice() []string { return slices.Clone(*h.values) }
 
 // String shows how many headers there are, not what they hold.
 func (h *headerList) String() string {

@@ -49,11 +49,12 @@ func tracingOf(t *testing.T, component string, args []string) cli.Observability 
 func observabilityFlags(fs *pflag.FlagSet) cli.Observability {
 	get := func(name string) string { return fs.Lookup(name).Value.String() }
 	list := func(name string) []string {
-		v := strings.Trim(get(name), "[]")
-		if v == "" {
+		// Both flags are slices; the header's String does not show them.
+		values := fs.Lookup(name).Value.(pflag.SliceValue).GetSlice()
+		if len(values) == 0 {
 			return nil
 		}
-		return strings.Split(v, ",")
+		return values
 	}
 	var o cli.Observability
 	o.Logging.Filter = get("startup-log-filter")
