@@ -99,6 +99,15 @@ func newLeaderActed(t *testing.T, holder string, crash cluster.Crash, began time
 // after began, from its log; zero if it did not.
 func materializeTermEnded(t *testing.T, pod string, began time.Time) time.Time {
 	t.Helper()
+	return operatorLogLine(t, pod, func(msg, lease string, at time.Time) bool {
+		return msg == "released lease" && strings.HasSuffix(lease, "/"+leaderelection.LeaseMaterialize) && at.After(began)
+	})
+}
+
+// operatorLogLine is the time of the first line of a controllers pod's log
+// (its current container's) that match accepts; zero if none does.
+func operatorLogLine(t *testing.T, pod string, match func(msg, lease string, at time.Time) bool) time.Time {
+	t.Helper()
 	raw, err := c.Kube.CoreV1().Pods(operatorNS).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -107,10 +116,10 @@ func materializeTermEnded(t *testing.T, pod string, began time.Time) time.Time {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct{ TS, Msg, Lease string }
-		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg != "released lease" || !strings.HasSuffix(line.Lease, "/"+leaderelection.LeaseMaterialize) {
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
-		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", line.TS); err == nil && at.After(began) {
+		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", line.TS); err == nil && match(line.Msg, line.Lease, at) {
 			return at
 		}
 	}
@@ -158,22 +167,9 @@ func readyToPromoteAt(t *testing.T, generation uint64) time.Time {
 // new term began. Lease writes are the election's own.
 func deadProcessWroteNothing(t *testing.T, crash cluster.Crash, newTerm time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	revived := time.Now().Add(time.Hour) // the restarted process never led
-	raw, err := c.Kube.CoreV1().Pods(operatorNS).GetLogs(crash.Holder, &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct{ TS, Msg string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "acquired lease" {
-			if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", line.TS); err == nil {
-				revived = at
-				break
-			}
-		}
+	revived := operatorLogLine(t, crash.Holder, func(msg, _ string, _ time.Time) bool { return msg == "acquired lease" })
+	if revived.IsZero() {
+		revived = time.Now().Add(time.Hour) // the restarted process never led
 	}
 	events, since, err := cluster.AuditLog(cluster.UserAgent(crash.Holder))
 	if err != nil {

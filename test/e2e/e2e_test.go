@@ -175,8 +175,7 @@ func leasesHeldByRunningPods(t *testing.T) {
 // picks a holder to fault picks the one that keeps the Lease until then.
 func leasesSettled(t *testing.T) {
 	t.Helper()
-	leasesHeldByRunningPods(t)
-	// A split of 3 and 0 is evened out once a Lease has been held for two
+	// Held by running pods, and a split of 3 and 0 is evened out once a Lease has been held for two
 	// lease durations.
 	if err := c.WaitLeasesSpread(context.Background(), 4*leaseDuration+time.Minute); err != nil {
 		t.Fatal(err)

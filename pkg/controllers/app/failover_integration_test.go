@@ -398,12 +398,8 @@ func TestLeadershipSpreadsOverReplicas(t *testing.T) {
 		}
 		return held, true
 	}
-	oneEach := func() bool {
-		held, ok := loads()
-		return ok && len(held) == len(leaseNames)
-	}
 	start := time.Now()
-	waitFor(t, 60*time.Second, "one lease per replica", oneEach)
+	waitSpread(t, ns, replicas) // three replicas, three leases: one each
 	t.Logf("spread over 3 replicas %v after they started", time.Since(start).Round(time.Millisecond))
 
 	victim := replicas[holder(t, ns, leaderelection.LeaseMaterialize)]
@@ -420,7 +416,7 @@ func TestLeadershipSpreadsOverReplicas(t *testing.T) {
 	added := startReplica(t, ns, ns+"-r9")
 	replicas[added.identity] = added
 	start = time.Now()
-	waitFor(t, 60*time.Second, "one lease per replica again", oneEach)
+	waitSpread(t, ns, replicas)
 	t.Logf("a new replica got its lease %v after it started", time.Since(start).Round(time.Millisecond))
 	// The line follows the Lease's write.
 	waitFor(t, 10*time.Second, "the new replica to log acquiring a lease", func() bool {

@@ -183,8 +183,8 @@ func checkQuantity(v json.RawMessage) error {
 	}
 	s := strings.TrimSpace(string(v))
 	run, longest := 0, 0
-	for _, c := range s {
-		if '0' <= c && c <= '9' {
+	for i := range len(s) {
+		if isDigit(s[i]) {
 			run++
 			longest = max(longest, run)
 		} else {
