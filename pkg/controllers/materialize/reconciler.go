@@ -691,7 +691,9 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 	switch {
 	case out.Poll:
 		after := pollAfter(r.o.PollInterval, *d.leaderTime)
-		r.slow.hold(mz.Namespace+"/"+mz.Name, in.Now, after > r.o.PollInterval, after)
+		// Held from now, after the answers: from the pass's start the
+		// spacing of the calls would lose the time before the first one.
+		r.slow.hold(mz.Namespace+"/"+mz.Name, r.o.Now(), after > r.o.PollInterval, after)
 		return controller.Result{RequeueAfter: after}, false, nil
 	case out.RecheckAfter > 0 && (license.recheck <= 0 || out.RecheckAfter < license.recheck):
 		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil
