@@ -159,17 +159,29 @@ func (c *Clients) RequestRollout(ctx context.Context) error {
 // WaitRolloutComplete waits until the sample's requested rollout has
 // completed and it is UpToDate at its current generation.
 func (c *Clients) WaitRolloutComplete(ctx context.Context, timeout time.Duration) error {
+	last := "the sample was never read"
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, false, func(ctx context.Context) (bool, error) {
 		got, err := c.Materialize.MaterializeV1alpha1().Materializes(SampleNamespace).Get(ctx, Sample, metav1.GetOptions{})
 		if err != nil {
+			last = "reading the sample: " + err.Error()
 			return false, nil
 		}
 		cond := meta.FindStatusCondition(got.Status.Conditions, "UpToDate")
+		// What the user would see, for a failure to say where it stopped.
+		last = fmt.Sprintf("generation %d, requestRollout %q, lastCompletedRolloutRequest %q, UpToDate %s",
+			got.Generation, got.Spec.RequestRollout, got.Status.LastCompletedRolloutRequest, describeCondition(cond))
 		return got.Spec.RequestRollout != "" && got.Status.LastCompletedRolloutRequest == got.Spec.RequestRollout &&
 			cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == got.Generation, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the rollout did not complete within %v: %w", timeout, err)
+		return fmt.Errorf("the rollout did not complete within %v (last seen: %s): %w", timeout, last, err)
 	}
 	return nil
+}
+
+func describeCondition(cond *metav1.Condition) string {
+	if cond == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%s at generation %d, %s: %s", cond.Status, cond.ObservedGeneration, cond.Reason, cond.Message)
 }
