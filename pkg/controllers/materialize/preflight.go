@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/boundedtext"
@@ -54,6 +55,9 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		// message, this one names neither the other Materialize nor its
 		// namespace: it may be another tenant's.
 		res.problem = "spec.environmentId is the environmentId of another Materialize, which keeps it; it must be unique across environments"
+		return res, nil
+	}
+	if res.problem = podLabelsProblem(e.mz.Spec.PodLabels); res.problem != "" {
 		return res, nil
 	}
 	ref := e.mz.Spec.EnvironmentdImageRef
@@ -266,4 +270,36 @@ func (r *reconciler) checkLicenseKey(e env, secretName string, raw []byte) strin
 			secretName, expires.Format(time.RFC3339), claims.ExpirationBehavior)
 	}
 	return ""
+}
+
+// reservedLabelDomain is the domain of the labels the operator and
+// environmentd put on environmentd's and clusterd's pods and select them
+// by: the NetworkPolicies, the StatefulSets, the pod lookups of a rollout
+// and the node-upgrade trigger.
+const reservedLabelDomain = "materialize.cloud"
+
+// podLabelsProblem says why spec.podLabels cannot go on the pods. A key in
+// the operator's domain would move the pods out of their own environment's
+// NetworkPolicies and selectors, or into another environment's in the same
+// namespace (its mz-resource-id); upstream lets a pod label override them.
+// Syntax is checked here so that the condition names the field, where the
+// API server's refusal of the StatefulSet would not.
+func podLabelsProblem(labels map[string]string) string {
+	for _, k := range sortedKeys(labels) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Sprintf("spec.podLabels: %q is not a label key: %s", boundedtext.Cut(k, maxNameShown), errs[0])
+		}
+		if errs := validation.IsValidLabelValue(labels[k]); len(errs) > 0 {
+			return fmt.Sprintf("spec.podLabels: the value of %q is not a label value: %s", k, errs[0])
+		}
+		if reservedLabelKey(k) {
+			return fmt.Sprintf("spec.podLabels: %q is in the %s domain, whose labels the operator and environmentd set on the pods and select them by", k, reservedLabelDomain)
+		}
+	}
+	return ""
+}
+
+func reservedLabelKey(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	return ok && (prefix == reservedLabelDomain || strings.HasSuffix(prefix, "."+reservedLabelDomain))
 }

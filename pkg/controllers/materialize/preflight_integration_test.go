@@ -71,6 +71,14 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
 				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.SystemParameterConfigmapName = "" })
 			}},
+		// Another environment's resource ID would put these pods in its
+		// NetworkPolicies.
+		{"a pod label in the operator's domain", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
+			mz.Spec.PodLabels = map[string]string{"team": "a", "materialize.cloud/mz-resource-id": "u1"}
+		}, `spec.podLabels: "materialize.cloud/mz-resource-id" is in the materialize.cloud domain`,
+			func(t *testing.T, ns string, _ *v1alpha1.Materialize) {
+				update(t, ns, "mz", func(mz *v1alpha1.Materialize) { mz.Spec.PodLabels = map[string]string{"team": "a"} })
+			}},
 		{"missing system parameter ConfigMap", func(t *testing.T, ns string, mz *v1alpha1.Materialize) {
 			mz.Spec.SystemParameterConfigmapName = "params"
 		}, `ConfigMap "params" (spec.systemParameterConfigmapName) does not exist`,

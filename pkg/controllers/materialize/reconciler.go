@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,7 +79,7 @@ type Options struct {
 	// upstream uses for the Materialize's authenticator.
 	EnvironmentdURL func(mz *v1alpha1.Materialize, resourceID string, generation uint64) string
 	// PollInterval is how often a rollout in progress asks environmentd
-	// (an environmentd that answers slowly: see pollAfter).
+	// (an environmentd that answers slowly: see slowLeaders).
 	PollInterval time.Duration
 	// PreflightRetry is how soon a rollout blocked by a missing Secret entry
 	// or ConfigMap (which are not watched) looks again.
@@ -690,10 +689,9 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 	mz.Status = out.Status // the Balancer and Console follow what now runs
 	switch {
 	case out.Poll:
-		after := pollAfter(r.o.PollInterval, *d.leaderTime)
 		// Held from now, after the answers: from the pass's start the
 		// spacing of the calls would lose the time before the first one.
-		r.slow.hold(mz.Namespace+"/"+mz.Name, r.o.Now(), after > r.o.PollInterval, after)
+		after := r.slow.answered(mz.Namespace+"/"+mz.Name, r.o.Now(), r.o.PollInterval, *d.leaderTime)
 		return controller.Result{RequeueAfter: after}, false, nil
 	case out.RecheckAfter > 0 && (license.recheck <= 0 || out.RecheckAfter < license.recheck):
 		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil
@@ -702,63 +700,6 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 		return controller.Result{RequeueAfter: license.recheck}, true, nil
 	}
 	return controller.Result{}, true, nil
-}
-
-// slowPollFactor spaces the polls of an environmentd that answers slowly:
-// the next one comes no sooner than this many times what the calls to it
-// took. The image is the tenant's; one that stalls each call up to the
-// client's timeout would otherwise hold a worker most of the time, and a
-// few such tenants every worker, while other tenants' changes wait.
-const slowPollFactor = 10
-
-// pollAfter is when a rollout in progress asks environmentd again: every
-// interval, or later for one whose calls took long (slowPollFactor).
-func pollAfter(interval, leaderTime time.Duration) time.Duration {
-	return max(interval, slowPollFactor*leaderTime)
-}
-
-// slowLeaders holds, per Materialize whose environmentd answered slowly,
-// the time before which no pass asks it again (pollAfter): without it,
-// events its owner causes would bring the next call at once.
-type slowLeaders struct {
-	mu    sync.Mutex
-	until map[string]time.Time
-}
-
-// hold keeps key's passes back for after from now when slow, else lets
-// them go.
-func (s *slowLeaders) hold(key string, now time.Time, slow bool, after time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slow {
-		delete(s.until, key)
-		return
-	}
-	if s.until == nil {
-		s.until = map[string]time.Time{}
-	}
-	s.until[key] = now.Add(after)
-}
-
-// wait is how long key's passes are still held back at now.
-func (s *slowLeaders) wait(key string, now time.Time) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	until, held := s.until[key]
-	if !held || !now.Before(until) {
-		delete(s.until, key)
-		return 0
-	}
-	return until.Sub(now)
-}
-
-func (s *slowLeaders) forget(key string) { s.hold(key, time.Time{}, false, 0) }
-
-// forgetAll lets every pass go.
-func (s *slowLeaders) forgetAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.until)
 }
 
 // StartTerm forgets the slow environmentds of this process's earlier

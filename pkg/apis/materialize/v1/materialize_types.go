@@ -84,7 +84,10 @@ type MaterializeSpec struct {
 	// podAnnotations are set on every environmentd pod.
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	// podLabels are set on every environmentd pod.
+	// podLabels are set on every environmentd pod and, through
+	// environmentd, its clusterd pods. Keys in the materialize.cloud domain
+	// are the operator's and environmentd's, which select the pods by them:
+	// a Materialize that sets one is not rolled out (FailedDeploy).
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// forceRollout is a UUID; changing it forces a rollout even when nothing

@@ -62,7 +62,10 @@ type MaterializeSpecApplyConfiguration struct {
 	ServiceAccountLabels map[string]string `json:"serviceAccountLabels,omitempty"`
 	// podAnnotations are set on every environmentd pod.
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
-	// podLabels are set on every environmentd pod.
+	// podLabels are set on every environmentd pod and, through
+	// environmentd, its clusterd pods. Keys in the materialize.cloud domain
+	// are the operator's and environmentd's, which select the pods by them:
+	// a Materialize that sets one is not rolled out (FailedDeploy).
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// requestRollout is a UUID; setting it to a new value requests a rollout
 	// of a new environmentd generation. The operator fills it when empty.
