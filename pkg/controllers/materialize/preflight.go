@@ -15,6 +15,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
+	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 	"github.com/materializeinc/orchestratord/pkg/licensekey"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
@@ -55,6 +56,14 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		// message, this one names neither the other Materialize nor its
 		// namespace: it may be another tenant's.
 		res.problem = "spec.environmentId is the environmentId of another Materialize, which keeps it; it must be unique across environments"
+		return res, nil
+	}
+	if len(validation.IsValidLabelValue(e.mz.Name)) > 0 {
+		// A DNS subdomain of up to 253 characters, which a label value
+		// is not past 63; the API server's refusal of the first child
+		// would name the label, not the field to mend.
+		res.problem = fmt.Sprintf("metadata.name is %d characters: the operator labels every object of the environment with it (%s), and a label value is at most %d",
+			len(e.mz.Name), mzlabels.OrganizationName, validation.LabelValueMaxLength)
 		return res, nil
 	}
 	if res.problem = podLabelsProblem(e.mz.Spec.PodLabels); res.problem != "" {

@@ -388,3 +388,25 @@ func requireStatusFields(t *testing.T, ns, name string, fields ...string) {
 		}
 	}
 }
+
+// A Materialize's name is a value of upstream's label
+// materialize.cloud/organization-name on every object of its environment;
+// a name longer than a label value (63 characters), which the API server
+// admits for the Materialize itself, is a FailedDeploy that says so, and
+// nothing is created.
+func TestANameLongerThanALabelValueIsAFailedDeploy(t *testing.T) {
+	ns := newNamespace(t)
+	startController(t, fastPreflight)
+	name := strings.Repeat("m", 64)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), newMaterialize(ns, name), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReason(t, ns, name, materialize.ReasonFailedDeploy)
+	want := "metadata.name is 64 characters: the operator labels every object of the environment with it (materialize.cloud/organization-name), and a label value is at most 63"
+	if msg := upToDate(got).Message; !strings.Contains(msg, want) {
+		t.Errorf("FailedDeploy message %q, want one containing %q", msg, want)
+	}
+	if stsExists(t, ns, got.Status.ResourceID, 1) {
+		t.Error("a generation was created despite the problem")
+	}
+}
