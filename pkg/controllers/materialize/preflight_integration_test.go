@@ -165,6 +165,24 @@ func TestUnversionedImageTagIsNamedInTheRollout(t *testing.T) {
 	}
 }
 
+// A rolloutRequestTimeout that does not parse is upstream's default, 24h,
+// as upstream; unlike upstream, the rollout's condition says so.
+func TestUnparsableRolloutTimeoutIsNamedInTheRollout(t *testing.T) {
+	env.SetAutoAdvance(false)
+	t.Cleanup(func() { env.SetAutoAdvance(true) })
+	ns := newNamespace(t)
+	startController(t)
+	mz := newMaterialize(ns, "mz")
+	mz.Spec.RolloutRequestTimeout = "soon"
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReason(t, ns, "mz", materialize.ReasonApplying)
+	if msg := upToDate(got).Message; !strings.Contains(msg, `spec.rolloutRequestTimeout "soon" is not a duration such as 24h, 90m or 1h 30m, so the default 1day applies`) {
+		t.Errorf("Applying message %q does not say the timeout is the default", msg)
+	}
+}
+
 func patchSecret(t *testing.T, ns, patch string) {
 	t.Helper()
 	_, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().Secrets(ns).Patch(context.Background(), "backend", types.MergePatchType, []byte(patch), metav1.PatchOptions{})

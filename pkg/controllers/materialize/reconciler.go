@@ -545,6 +545,23 @@ func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
 	return defaultRolloutTimeout
 }
 
+// maxTimeoutShown bounds the tenant's value quoted in timeoutNote.
+const maxTimeoutShown = 64
+
+// timeoutNote qualifies a rollout's condition messages when
+// spec.rolloutRequestTimeout is set and does not parse: the default then
+// applies, as upstream, which says nothing of it.
+func timeoutNote(timeout string) string {
+	if timeout == "" {
+		return ""
+	}
+	if _, err := humantime.Parse(timeout); err == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (spec.rolloutRequestTimeout %q is not a duration such as 24h, 90m or 1h 30m, so the default %s applies)",
+		boundedtext.Cut(timeout, maxTimeoutShown), humantime.Format(defaultRolloutTimeout))
+}
+
 // rolloutInput is what the rollout's state machine decides on, before
 // anything is observed.
 func (r *reconciler) rolloutInput(e env) rollout.Input {
@@ -562,7 +579,7 @@ func (r *reconciler) rolloutInput(e env) rollout.Input {
 		ManuallyPromote:   mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote,
 		DeleteActiveFirst: mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime,
 		Timeout:           rolloutTimeout(mz), Retry: r.o.PreflightRetry,
-		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef),
+		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef) + timeoutNote(mz.Spec.RolloutRequestTimeout),
 		// Progress is written from when the pods' wait is explained.
 		QuietFor: r.o.WaitingAfter,
 	}
