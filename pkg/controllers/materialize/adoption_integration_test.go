@@ -32,7 +32,7 @@ func TestConsoleWaitsForTheBalancer(t *testing.T) {
 		_, err := mzClient().MaterializeV1alpha1().Balancers(ns).Get(ctx, "mz", metav1.GetOptions{})
 		return err == nil, nil
 	})
-	time.Sleep(3 * materialize.BalancerWait) // a few looks at a Balancer that is not Ready
+	time.Sleep(3 * time.Second) // events of its children and the Balancer's come meanwhile
 	if _, err := mzClient().MaterializeV1alpha1().Consoles(ns).Get(ctx, "mz", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a Console exists while its Balancer is not Ready (err %v)", err)
 	}

@@ -3,7 +3,6 @@ package materialize
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -142,13 +141,12 @@ func (e env) console(image string) *mzac.ConsoleApplyConfiguration {
 	return mzac.Console(e.mz.Name, e.ns()).WithLabels(e.labels()).WithOwnerReferences(e.owner()).WithSpec(spec)
 }
 
-// BalancerWait is how often a Materialize whose Balancer is not Ready yet
-// is looked at again before its Console is applied.
-const BalancerWait = 2 * time.Second
-
 // applyComponents applies (or, when disabled, deletes) the environment's
 // Balancer and Console. As upstream, the Console waits for the Balancer to
-// be Ready: it sends its API requests there.
+// be Ready: it sends its API requests there. Upstream polls the Balancer
+// every second; here its status write, which the Balancer informer passes
+// to its owner, brings the next pass, so a Balancer that never gets Ready
+// (an image that does not start) costs nothing while it waits.
 func (r *reconciler) applyComponents(ctx context.Context, e env) (controller.Result, error) {
 	ns, name := e.ns(), e.mz.Name
 	balancers := r.d.MZ.MaterializeV1alpha1().Balancers(ns)
@@ -166,9 +164,8 @@ func (r *reconciler) applyComponents(ctx context.Context, e env) (controller.Res
 		if _, err := apply.Object(ctx, liveB, exists, e.balancer(image), controller.ExtractBalancer, balancers.Apply); err != nil {
 			return controller.Result{}, fmt.Errorf("balancer: %w", err)
 		}
-		if !exists || meta.FindStatusCondition(liveB.Status.Conditions, "Ready") == nil ||
-			!meta.IsStatusConditionTrue(liveB.Status.Conditions, "Ready") {
-			return controller.Result{RequeueAfter: BalancerWait}, nil
+		if !exists || !meta.IsStatusConditionTrue(liveB.Status.Conditions, "Ready") {
+			return controller.Result{}, nil
 		}
 	case exists:
 		if err := balancers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
