@@ -126,7 +126,7 @@ func NewCommand() *cobra.Command {
 		"ClusterRole granting environmentd its permissions, bound to its ServiceAccount in each Materialize's namespace by a RoleBinding; the controllers need bind on it (the chart's <release>-controllers-environmentd)")
 	fs.StringVar(&o.EnvironmentdURLTemplate, "environmentd-url-template", "",
 		"Go template of environmentd's internal HTTP base URL, with .Namespace .Name .ResourceID .Generation; empty means the generation Service's cluster DNS name")
-	fs.DurationVar(&o.EnvironmentdPoll, "environmentd-poll-interval", 2*time.Second, "how often a rollout in progress asks environmentd for its leader status (an environmentd that answers slowly again within 10 minutes: no sooner than ten times what its answers took)")
+	fs.DurationVar(&o.EnvironmentdPoll, "environmentd-poll-interval", 2*time.Second, "how often a rollout in progress asks environmentd for its leader status (an environmentd generation that answers slowly: after as long again as its answers took, and no sooner than ten times that when it was slow within 10 minutes before)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 50, "steady requests per second to the API server, per client: each controller writes with its own, and reads and elections share one")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "burst of requests to the API server, per client (as --kube-api-qps)")
 	o.Environment.AddFlags(fs)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -79,7 +80,7 @@ func startController(t *testing.T, tune ...func(*materialize.Options)) *running 
 	kubeInformers, mzInformers := controller.NewInformers(kube, mz)
 	events := record.NewFakeRecorder(1000)
 	deps := controller.Deps{
-		Kube: kube, MZ: mz,
+		Kube: kube, MZ: mz, Dynamic: dynamic.NewForConfigOrDie(cfg),
 		KubeInformers: kubeInformers,
 		MZInformers:   mzInformers,
 		Recorder:      events,

@@ -58,7 +58,7 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		res.problem = "spec.environmentId is the environmentId of another Materialize, which keeps it; it must be unique across environments"
 		return res, nil
 	}
-	if len(validation.IsValidLabelValue(e.mz.Name)) > 0 {
+	if !nameIsLabelValue(e.mz.Name) {
 		// A DNS subdomain of up to 253 characters, which a label value
 		// is not past 63; the API server's refusal of the first child
 		// would name the label, not the field to mend.
@@ -312,3 +312,7 @@ func reservedLabelKey(key string) bool {
 	prefix, _, ok := strings.Cut(key, "/")
 	return ok && (prefix == reservedLabelDomain || strings.HasSuffix(prefix, "."+reservedLabelDomain))
 }
+
+// nameIsLabelValue: a Materialize's name is the value of the label
+// materialize.cloud/organization-name on every object of its environment.
+func nameIsLabelValue(name string) bool { return len(validation.IsValidLabelValue(name)) == 0 }

@@ -276,7 +276,12 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// One input (the spec's resources hash is a whole generation built and
 	// marshalled) serves both the NetworkPolicies' read and the rollout.
 	in := r.rolloutInput(e)
-	envErr := r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
+	var envErr error
+	// A name no label can carry has every object refused: the preflight
+	// says so (FailedDeploy), and nothing is sent to be refused.
+	if nameIsLabelValue(mz.Name) {
+		envErr = r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
+	}
 	result, settled, err := r.rollout(ctx, e, in, envErr)
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
 		return result, err
@@ -708,7 +713,11 @@ func (r *reconciler) rollout(ctx context.Context, e env, in rollout.Input, envEr
 	case out.Poll:
 		// Held from now, after the answers: from the pass's start the
 		// spacing of the calls would lose the time before the first one.
-		after := r.slow.answered(mz.Namespace+"/"+mz.Name, r.o.Now(), r.o.PollInterval, *d.leaderTime)
+		var gen uint64
+		if mz.Status.Rollout != nil {
+			gen = mz.Status.Rollout.Generation
+		}
+		after := r.slow.answered(mz.Namespace+"/"+mz.Name, gen, r.o.Now(), r.o.PollInterval, *d.leaderTime)
 		return controller.Result{RequeueAfter: after}, false, nil
 	case out.RecheckAfter > 0 && (license.recheck <= 0 || out.RecheckAfter < license.recheck):
 		return controller.Result{RequeueAfter: out.RecheckAfter}, true, nil

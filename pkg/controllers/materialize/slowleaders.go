@@ -13,11 +13,12 @@ import (
 // changes wait.
 const slowPollFactor = 10
 
-// slowRecall is how long a slow answer counts against the next one. A
-// first slow answer in that time is waited out once (a new pod the network
-// policy agent does not know yet, a node under load) rather than ten times
-// over; an environmentd slow again within it, or one that alternates slow
-// and fast answers, is spaced by slowPollFactor.
+// slowRecall is how long a slow answer counts against the next one of the
+// same generation. A rollout's first slow answer in that time is waited out
+// once (a new pod the network policy agent does not know yet, a node under
+// load) rather than ten times over; a generation slow again within it, or
+// one that alternates slow and fast answers, is spaced by slowPollFactor.
+// A new generation starts afresh: requesting one costs a tenant a new pod.
 const slowRecall = 10 * time.Minute
 
 // slowLeaders holds, per Materialize whose environmentd answered slowly,
@@ -29,24 +30,25 @@ type slowLeaders struct {
 }
 
 type slowLeader struct {
-	until    time.Time // no pass before
-	lastSlow time.Time // the last slow answer
+	until      time.Time // no pass before
+	lastSlow   time.Time // the last slow answer
+	generation uint64    // whose answer it was
 }
 
-// answered records a pass whose calls to key's environmentd took
-// leaderTime, ending at now, and returns when the rollout asks again:
+// answered records a pass whose calls to key's environmentd generation gen
+// took leaderTime, ending at now, and returns when the rollout asks again:
 // after interval, after as long again as the calls took for a first slow
 // answer, or slowPollFactor times that for one slow within slowRecall of
 // the last. A pass is slow when slowPollFactor times its calls exceed
 // interval.
-func (s *slowLeaders) answered(key string, now time.Time, interval, leaderTime time.Duration) time.Duration {
+func (s *slowLeaders) answered(key string, gen uint64, now time.Time, interval, leaderTime time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, known := s.leaders[key]
-	recalled := known && now.Sub(prev.lastSlow) < slowRecall
+	recalled := known && prev.generation == gen && now.Sub(prev.lastSlow) < slowRecall
 	if slowPollFactor*leaderTime <= interval {
 		if recalled {
-			s.leaders[key] = slowLeader{lastSlow: prev.lastSlow}
+			s.leaders[key] = slowLeader{lastSlow: prev.lastSlow, generation: gen}
 		} else {
 			delete(s.leaders, key)
 		}
@@ -59,7 +61,7 @@ func (s *slowLeaders) answered(key string, now time.Time, interval, leaderTime t
 	if s.leaders == nil {
 		s.leaders = map[string]slowLeader{}
 	}
-	s.leaders[key] = slowLeader{until: now.Add(after), lastSlow: now}
+	s.leaders[key] = slowLeader{until: now.Add(after), lastSlow: now, generation: gen}
 	return after
 }
 

@@ -9,10 +9,11 @@ func TestSlowLeadersHoldRepeatedSlownessLonger(t *testing.T) {
 	const interval = 2 * time.Second
 	var s slowLeaders
 	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	gen := uint64(1)
 	step := func(name string, at time.Duration, took, want time.Duration) {
 		t.Helper()
 		now := t0.Add(at)
-		if got := s.answered("ns/mz", now, interval, took); got != want {
+		if got := s.answered("ns/mz", gen, now, interval, took); got != want {
 			t.Errorf("%s: asked again after %v, want %v", name, got, want)
 		}
 		held := time.Duration(0)
@@ -32,11 +33,14 @@ func TestSlowLeadersHoldRepeatedSlownessLonger(t *testing.T) {
 		t.Errorf("held %v after the second timeout, want 99s", w)
 	}
 	step("a third", 4*time.Minute, 10*time.Second, 100*time.Second)
-	step("one long after", 4*time.Minute+slowRecall, 10*time.Second, 10*time.Second)
+	gen = 2 // a new rollout
+	step("the next generation's first", 5*time.Minute, 10*time.Second, 10*time.Second)
+	step("and its second", 6*time.Minute, 10*time.Second, 100*time.Second)
+	step("one long after", 6*time.Minute+slowRecall, 10*time.Second, 10*time.Second)
 	s.forget("ns/mz")
-	step("a timeout after forget", 5*time.Minute+slowRecall, 10*time.Second, 10*time.Second)
+	step("a timeout after forget", 7*time.Minute+slowRecall, 10*time.Second, 10*time.Second)
 	s.forgetAll()
-	if w := s.wait("ns/mz", t0.Add(5*time.Minute+slowRecall)); w != 0 {
+	if w := s.wait("ns/mz", t0.Add(7*time.Minute+slowRecall)); w != 0 {
 		t.Errorf("held %v after forgetAll", w)
 	}
 }

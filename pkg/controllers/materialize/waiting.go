@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/materializeinc/orchestratord/pkg/boundedtext"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
@@ -93,6 +95,9 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 				return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d %s", gen, problem)
 			}
 		}
+		if why := r.certificateWait(ctx, e); why != "" {
+			return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d waits for %s", gen, why)
+		}
 		// Not there yet, or starting: nothing worth a status write.
 		return WaitingEnvironmentdPod, ""
 	}
@@ -125,6 +130,36 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 		return WaitingClusterdPods, boundedtext.Cut(fmt.Sprintf("catching up: clusterd replica pods %d/%s ready%s", ready, of, first), waitingBytes)
 	}
 	return WaitingHydration, fmt.Sprintf("catching up: clusterd replica pods %d/%s ready, hydrating", ready, of)
+}
+
+// certificateWait says which cert-manager Certificate environmentd's pod
+// waits for, when it has one that is not Ready: the kubelet holds the pod
+// in ContainerCreating until the Certificate's Secret exists, and says so
+// only in Events. One GET, made only while the pod shows no problem of its
+// own.
+func (r *reconciler) certificateWait(ctx context.Context, e env) string {
+	if !e.internalTLS() {
+		return ""
+	}
+	name := e.name("environmentd-external")
+	live, err := r.d.Dynamic.Resource(certificates.GVR).Namespace(e.ns()).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "" // applied on this pass; what went wrong there is its error
+	}
+	conditions, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+	for _, c := range conditions {
+		cond, _ := c.(map[string]any)
+		if cond["type"] != "Ready" {
+			continue
+		}
+		if cond["status"] == "True" {
+			return ""
+		}
+		reason, _ := cond["reason"].(string)
+		message, _ := cond["message"].(string)
+		return boundedtext.Cut(fmt.Sprintf("its Certificate %s, not Ready: %s: %s", name, reason, oneLine(message)), waitingBytes)
+	}
+	return fmt.Sprintf("its Certificate %s, not issued yet", name)
 }
 
 func podReady(p *corev1.Pod) bool {

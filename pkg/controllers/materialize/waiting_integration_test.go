@@ -8,8 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/test/fixture"
@@ -120,4 +124,62 @@ func TestStuckRolloutSaysWhy(t *testing.T) {
 			t.Errorf("waiting_for=%s %v after the rollout, want 0", kind, g)
 		}
 	}
+}
+
+// environmentd's pod waits in ContainerCreating for its cert-manager
+// Certificate's Secret, which the pod's status does not say: a rollout
+// waiting on a Certificate that is not Ready names it, with cert-manager's
+// reason, and says nothing more once it is.
+func TestRolloutWaitingForItsCertificateSaysWhich(t *testing.T) {
+	env.SetAutoAdvance(false)
+	t.Cleanup(func() { env.SetAutoAdvance(true) })
+	ctx := context.Background()
+	if err := cp.InstallCertificateCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespaceWithoutPods(t)
+	fixture.KeepBalancersReady(t, mzClient(), ns)
+	startController(t, func(o *materialize.Options) { o.WaitingAfter = -1 })
+	mz := newMaterialize(ns, "mz")
+	mz.Spec.InternalCertificateSpec = &v1alpha1.MaterializeCertSpec{IssuerRef: &v1alpha1.CertificateIssuerRef{Name: "ca", Kind: "ClusterIssuer"}}
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, "generation 1 created", func() (bool, error) {
+		id = get(t, ns, "mz").Status.ResourceID
+		return id != "" && stsExists(t, ns, id, 1), nil
+	})
+	name := "mz" + id + "-environmentd-external"
+	want := "waiting for its pod to be ready: environmentd generation 1 waits for its Certificate " + name + ", not issued yet"
+	waitFor(t, "the condition naming the Certificate", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c != nil && strings.HasSuffix(c.Message, want), nil
+	})
+	certs := dynamic.NewForConfigOrDie(cp.Config).Resource(certificates.GVR).Namespace(ns)
+	setReady := func(status, reason, message string) {
+		t.Helper()
+		cert, err := certs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cond := map[string]any{"type": "Ready", "status": status, "reason": reason, "message": message}
+		if err := unstructured.SetNestedSlice(cert.Object, []any{cond}, "status", "conditions"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := certs.Update(ctx, cert, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady("False", "DoesNotExist", "Issuing certificate as Secret does not exist")
+	want = "environmentd generation 1 waits for its Certificate " + name + ", not Ready: DoesNotExist: Issuing certificate as Secret does not exist"
+	waitFor(t, "the condition with cert-manager's reason", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c != nil && strings.HasSuffix(c.Message, want), nil
+	})
+	setReady("True", "Ready", "Certificate is up to date and has not expired")
+	waitFor(t, "the condition no longer naming the Certificate", func() (bool, error) {
+		c := upToDate(get(t, ns, "mz"))
+		return c != nil && !strings.Contains(c.Message, "Certificate"), nil
+	})
 }
