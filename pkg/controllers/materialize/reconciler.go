@@ -283,7 +283,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 		envErr = r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
 	}
 	result, settled, err := r.rollout(ctx, e, in, envErr)
-	if err != nil || !settled || mz.Status.ActiveGeneration == 0 {
+	if err != nil || !settled || mz.Status.ActiveGeneration == 0 || !nameIsLabelValue(mz.Name) {
 		return result, err
 	}
 	// As upstream: balancerd needs environmentd's Service, which exists

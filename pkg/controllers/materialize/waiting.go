@@ -90,13 +90,19 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 		if err != nil {
 			return WaitingEnvironmentdPod, ""
 		}
+		creating := false
 		for i := range items {
 			if problem, ok := podProblem(&items[i]); ok {
 				return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d %s", gen, problem)
 			}
+			creating = creating || containerCreating(&items[i])
 		}
-		if why := r.certificateWait(ctx, e); why != "" {
-			return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d waits for %s", gen, why)
+		// The kubelet holds the pod in ContainerCreating while a Secret it
+		// mounts is missing, and says so only in Events.
+		if creating {
+			if why := r.certificateWait(ctx, e); why != "" {
+				return WaitingEnvironmentdPod, fmt.Sprintf("environmentd generation %d is being created; %s", gen, why)
+			}
 		}
 		// Not there yet, or starting: nothing worth a status write.
 		return WaitingEnvironmentdPod, ""
@@ -132,11 +138,11 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 	return WaitingHydration, fmt.Sprintf("catching up: clusterd replica pods %d/%s ready, hydrating", ready, of)
 }
 
-// certificateWait says which cert-manager Certificate environmentd's pod
-// waits for, when it has one that is not Ready: the kubelet holds the pod
-// in ContainerCreating until the Certificate's Secret exists, and says so
-// only in Events. One GET, made only while the pod shows no problem of its
-// own.
+// certificateWait names environmentd's cert-manager Certificate when it is
+// not Ready, for a pod held in ContainerCreating (until the Certificate's
+// Secret exists). One GET, made only while the pod is being created and
+// shows no problem of its own. cert-manager's text is cut before it is
+// read: a tenant can write a Certificate's status.
 func (r *reconciler) certificateWait(ctx context.Context, e env) string {
 	if !e.internalTLS() {
 		return ""
@@ -157,9 +163,20 @@ func (r *reconciler) certificateWait(ctx context.Context, e env) string {
 		}
 		reason, _ := cond["reason"].(string)
 		message, _ := cond["message"].(string)
-		return boundedtext.Cut(fmt.Sprintf("its Certificate %s, not Ready: %s: %s", name, reason, oneLine(message)), waitingBytes)
+		return boundedtext.Cut(fmt.Sprintf("its Certificate %s is not Ready: %s: %s", name,
+			oneLine(boundedtext.Cut(reason, podDetailBytes)), oneLine(boundedtext.Cut(message, waitingBytes))), waitingBytes)
 	}
-	return fmt.Sprintf("its Certificate %s, not issued yet", name)
+	return fmt.Sprintf("its Certificate %s is not issued yet", name)
+}
+
+// containerCreating: a pod whose containers the kubelet has not started.
+func containerCreating(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason == "ContainerCreating" {
+			return true
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {

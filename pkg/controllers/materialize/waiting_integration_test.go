@@ -151,7 +151,11 @@ func TestRolloutWaitingForItsCertificateSaysWhich(t *testing.T) {
 		return id != "" && stsExists(t, ns, id, 1), nil
 	})
 	name := "mz" + id + "-environmentd-external"
-	want := "waiting for its pod to be ready: environmentd generation 1 waits for its Certificate " + name + ", not issued yet"
+	makePod(t, kubernetes.NewForConfigOrDie(cp.Config), ns, prefix(id, 1)+"-0", map[string]string{"materialize.cloud/mz-resource-id": id,
+		"materialize.cloud/name": prefix(id, 1), "materialize.cloud/app": "environmentd"},
+		corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "c",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}})
+	want := "waiting for its pod to be ready: environmentd generation 1 is being created; its Certificate " + name + " is not issued yet"
 	waitFor(t, "the condition naming the Certificate", func() (bool, error) {
 		c := upToDate(get(t, ns, "mz"))
 		return c != nil && strings.HasSuffix(c.Message, want), nil
@@ -172,7 +176,7 @@ func TestRolloutWaitingForItsCertificateSaysWhich(t *testing.T) {
 		}
 	}
 	setReady("False", "DoesNotExist", "Issuing certificate as Secret does not exist")
-	want = "environmentd generation 1 waits for its Certificate " + name + ", not Ready: DoesNotExist: Issuing certificate as Secret does not exist"
+	want = "environmentd generation 1 is being created; its Certificate " + name + " is not Ready: DoesNotExist: Issuing certificate as Secret does not exist"
 	waitFor(t, "the condition with cert-manager's reason", func() (bool, error) {
 		c := upToDate(get(t, ns, "mz"))
 		return c != nil && strings.HasSuffix(c.Message, want), nil
