@@ -150,17 +150,8 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 // An image tag that is not a version runs as the newest environmentd, as
 // upstream does, and the rollout's condition says so.
 func TestUnversionedImageTagIsNamedInTheRollout(t *testing.T) {
-	env.SetAutoAdvance(false)
-	t.Cleanup(func() { env.SetAutoAdvance(true) })
-	ns := newNamespace(t)
-	startController(t)
-	mz := newMaterialize(ns, "mz")
-	mz.Spec.EnvironmentdImageRef = "materialize/environmentd:dev"
-	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got := waitReason(t, ns, "mz", materialize.ReasonApplying)
-	if msg := upToDate(got).Message; !strings.Contains(msg, `image tag "dev" is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd`) {
+	msg := applyingMessage(t, func(mz *v1alpha1.Materialize) { mz.Spec.EnvironmentdImageRef = "materialize/environmentd:dev" })
+	if !strings.Contains(msg, `image tag "dev" is not a version vMAJOR.MINOR.PATCH, so it is run as the newest environmentd`) {
 		t.Errorf("Applying message %q does not explain the tag", msg)
 	}
 }
@@ -168,19 +159,26 @@ func TestUnversionedImageTagIsNamedInTheRollout(t *testing.T) {
 // A rolloutRequestTimeout that does not parse is upstream's default, 24h,
 // as upstream; unlike upstream, the rollout's condition says so.
 func TestUnparsableRolloutTimeoutIsNamedInTheRollout(t *testing.T) {
+	msg := applyingMessage(t, func(mz *v1alpha1.Materialize) { mz.Spec.RolloutRequestTimeout = "soon" })
+	if !strings.Contains(msg, `spec.rolloutRequestTimeout "soon" is not a duration such as 24h, 90m or 1h 30m, so the default 1day applies`) {
+		t.Errorf("Applying message %q does not say the timeout is the default", msg)
+	}
+}
+
+// applyingMessage creates a Materialize changed by mutate and returns its
+// first Applying message (environmentd never becomes ready).
+func applyingMessage(t *testing.T, mutate func(*v1alpha1.Materialize)) string {
+	t.Helper()
 	env.SetAutoAdvance(false)
 	t.Cleanup(func() { env.SetAutoAdvance(true) })
 	ns := newNamespace(t)
 	startController(t)
 	mz := newMaterialize(ns, "mz")
-	mz.Spec.RolloutRequestTimeout = "soon"
+	mutate(mz)
 	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got := waitReason(t, ns, "mz", materialize.ReasonApplying)
-	if msg := upToDate(got).Message; !strings.Contains(msg, `spec.rolloutRequestTimeout "soon" is not a duration such as 24h, 90m or 1h 30m, so the default 1day applies`) {
-		t.Errorf("Applying message %q does not say the timeout is the default", msg)
-	}
+	return upToDate(waitReason(t, ns, "mz", materialize.ReasonApplying)).Message
 }
 
 func patchSecret(t *testing.T, ns, patch string) {
