@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/materializeinc/orchestratord/pkg/conversion"
 	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 )
@@ -43,17 +44,31 @@ type state struct {
 }
 
 func readState(stored []byte) (state, error) {
-	var mz v1alpha1.Materialize
+	// Only the fields decided on: a spec the Go types cannot read (a
+	// quantity such as 1e1.5, which the CRD admits) failed the whole
+	// decode, and the trigger with it, on every scan.
+	var mz struct {
+		Metadata struct {
+			DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+			Annotations       map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			RequestRollout string `json:"requestRollout"`
+		} `json:"spec"`
+		Status struct {
+			LastCompletedRolloutRequest string `json:"lastCompletedRolloutRequest"`
+		} `json:"status"`
+	}
 	if err := json.Unmarshal(stored, &mz); err != nil {
 		return state{}, fmt.Errorf("decoding the Materialize: %w", err)
 	}
 	st := state{
-		deleting: mz.DeletionTimestamp != nil,
+		deleting: mz.Metadata.DeletionTimestamp != nil,
 		// Upstream's rollout_requested, with UUIDs compared as upstream
 		// reads them (absent is the nil UUID).
 		rolloutInProgress: mzuuid.Value(mz.Spec.RequestRollout) != mzuuid.Value(mz.Status.LastCompletedRolloutRequest),
 	}
-	if raw, ok := mz.Annotations[TriggerAnnotation]; ok && len(raw) <= maxTriggerRecordBytes {
+	if raw, ok := mz.Metadata.Annotations[TriggerAnnotation]; ok && len(raw) <= maxTriggerRecordBytes {
 		var rec triggerRecord
 		if json.Unmarshal([]byte(raw), &rec) == nil && !rec.At.IsZero() {
 			st.triggered = &rec

@@ -127,6 +127,24 @@ func TestReadState(t *testing.T) {
 	}
 }
 
+// A spec the Go types cannot read (a quantity the CRD's pattern admits
+// and Go refuses) does not stop the trigger: it decides on the request,
+// the last completed one, the deletion and its own record only.
+func TestReadStateOfAnUnreadableSpec(t *testing.T) {
+	const a, b = "0b8f0e6f-6f35-4e8c-9d7e-2a3a3c4c1f10", "9d1a6e61-2b4f-4c55-8a0a-4f8b2f0a6c22"
+	stored := []byte(`{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize",
+		"metadata":{"name":"mz","namespace":"ns","deletionTimestamp":"2026-12-06T12:00:00Z"},
+		"spec":{"requestRollout":"` + b + `","environmentdResourceRequirements":{"limits":{"memory":"1e1.5"}}},
+		"status":{"lastCompletedRolloutRequest":"` + a + `"}}`)
+	s, err := readState(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.rolloutInProgress || !s.deleting {
+		t.Errorf("state %+v, want a rollout in progress and the object deleting", s)
+	}
+}
+
 // The patch leaves the stored object as upstream's v1 patch leaves it
 // through the conversion: the annotation set, and requestRollout the one
 // the conversion derives from the new v1 rollout hash.
