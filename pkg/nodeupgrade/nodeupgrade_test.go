@@ -143,6 +143,20 @@ func TestReadStateOfAnUnreadableSpec(t *testing.T) {
 	if !s.rolloutInProgress || !s.deleting {
 		t.Errorf("state %+v, want a rollout in progress and the object deleting", s)
 	}
+	// Settled, not deleting, triggered before: the record is read, and the
+	// patch (the v1 rollout hash of the raw object) is made.
+	settled := []byte(`{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize",
+		"metadata":{"name":"mz","namespace":"ns","resourceVersion":"7",
+			"annotations":{"` + TriggerAnnotation + `":"{\"scope\":\"pool-a\",\"at\":\"2026-12-06T12:00:00Z\"}"}},
+		"spec":{"environmentdImageRef":"materialize/environmentd:v26.1.0","backendSecretName":"backend","requestRollout":"` + a + `",
+			"environmentdResourceRequirements":{"limits":{"memory":"1e1.5"}}},
+		"status":{"lastCompletedRolloutRequest":"` + a + `"}}`)
+	if s, err = readState(settled); err != nil || s.rolloutInProgress || s.deleting || s.triggered == nil || s.triggered.Scope != "pool-a" {
+		t.Errorf("settled state %+v (triggered %+v), error %v; want settled, not deleting, triggered by pool-a", s, s.triggered, err)
+	}
+	if _, err := forceRolloutPatch(settled, "x", triggerRecord{Scope: "pool-b", At: time.Now()}); err != nil {
+		t.Errorf("no forced rollout for an unreadable spec: %v", err)
+	}
 }
 
 // The patch leaves the stored object as upstream's v1 patch leaves it

@@ -15,7 +15,8 @@ import (
 type Deps struct {
 	Kube kubeclient.Interface
 	MZ   versioned.Interface
-	// Dynamic writes cert-manager Certificates, whose CRD may be absent.
+	// Dynamic reads and writes cert-manager Certificates, whose CRD may be
+	// absent.
 	Dynamic       dynamic.Interface
 	KubeInformers *ChildInformers
 	MZInformers   mzinformers.SharedInformerFactory

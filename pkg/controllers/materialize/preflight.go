@@ -291,6 +291,8 @@ const reservedLabelDomain = "materialize.cloud"
 // the operator's domain would move the pods out of their own environment's
 // NetworkPolicies and selectors, or into another environment's in the same
 // namespace (its mz-resource-id); upstream lets a pod label override them.
+// app.kubernetes.io/name, which the node-upgrade trigger also matches, is
+// left to the tenant, as upstream: overriding it concerns its own pods only.
 // Syntax is checked here so that the condition names the field, where the
 // API server's refusal of the StatefulSet would not.
 func podLabelsProblem(labels map[string]string) string {

@@ -161,10 +161,13 @@ func (r *reconciler) certificateWait(ctx context.Context, e env) string {
 		if cond["status"] == "True" {
 			return ""
 		}
-		reason, _ := cond["reason"].(string)
-		message, _ := cond["message"].(string)
-		return boundedtext.Cut(fmt.Sprintf("its Certificate %s is not Ready: %s: %s", name,
-			oneLine(boundedtext.Cut(reason, podDetailBytes)), oneLine(boundedtext.Cut(message, waitingBytes))), waitingBytes)
+		why := fmt.Sprintf("its Certificate %s is not Ready", name)
+		for _, field := range []string{"reason", "message"} {
+			if text, _ := cond[field].(string); text != "" {
+				why += ": " + oneLine(boundedtext.Cut(text, waitingBytes))
+			}
+		}
+		return boundedtext.Cut(why, waitingBytes)
 	}
 	return fmt.Sprintf("its Certificate %s is not issued yet", name)
 }
