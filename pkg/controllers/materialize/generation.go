@@ -70,6 +70,9 @@ func (e env) persistPubSubName(gen uint64) string {
 }
 func (e env) certificateSecretName() string { return e.name("environmentd-tls") }
 
+// certificateName is environmentd's cert-manager Certificate.
+func (e env) certificateName() string { return e.name("environmentd-external") }
+
 // meetsVersion is upstream's meets_minimum_version: an image whose tag is
 // not a version is taken to be current.
 func (e env) meetsVersion(min imageref.Version) bool {
@@ -125,7 +128,7 @@ func (e env) internalTLS() bool {
 func (e env) certificate() (*unstructured.Unstructured, error) {
 	svc := e.environmentdName()
 	cert, err := certificates.Certificate(e.cfg.Certificates().Internal, e.mz.Spec.InternalCertificateSpec, certificates.Request{
-		Name: e.name("environmentd-external"), Namespace: e.ns(), SecretName: e.certificateSecretName(),
+		Name: e.certificateName(), Namespace: e.ns(), SecretName: e.certificateSecretName(),
 		Labels: e.labels(), SecretLabels: e.defaultLabels(),
 		OwnerReferences:    children.UnstructuredOwner(e.mz, gvk),
 		AdditionalDNSNames: []string{svc, fmt.Sprintf("%s.%s.svc.cluster.local", svc, e.ns())},

@@ -279,11 +279,12 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	var envErr error
 	// A name no label can carry has every object refused: the preflight
 	// says so (FailedDeploy), and nothing is sent to be refused.
-	if nameIsLabelValue(mz.Name) {
+	labelable := nameIsLabelValue(mz.Name)
+	if labelable {
 		envErr = r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
 	}
 	result, settled, err := r.rollout(ctx, e, in, envErr)
-	if err != nil || !settled || mz.Status.ActiveGeneration == 0 || !nameIsLabelValue(mz.Name) {
+	if err != nil || !settled || mz.Status.ActiveGeneration == 0 || !labelable {
 		return result, err
 	}
 	// As upstream: balancerd needs environmentd's Service, which exists
@@ -542,30 +543,23 @@ func applyChild[T any, AC any](ctx context.Context, live T, getErr error, desire
 }
 
 // rolloutTimeout is upstream's rollout_request_timeout: the spec's value as
-// humantime reads it, else (unset or unreadable) the default.
-func rolloutTimeout(mz *v1alpha1.Materialize) time.Duration {
-	if d, err := humantime.Parse(mz.Spec.RolloutRequestTimeout); err == nil {
-		return d
+// humantime reads it, else (unset or unreadable) the default. note, for a
+// value set that does not parse, qualifies the rollout's Applying messages:
+// upstream says nothing of it.
+func rolloutTimeout(mz *v1alpha1.Materialize) (timeout time.Duration, note string) {
+	raw := mz.Spec.RolloutRequestTimeout
+	if d, err := humantime.Parse(raw); err == nil {
+		return d, ""
 	}
-	return defaultRolloutTimeout
+	if raw != "" {
+		note = fmt.Sprintf(" (spec.rolloutRequestTimeout %q is not a duration such as 24h, 90m or 1h 30m, so the default %s applies)",
+			boundedtext.Cut(raw, maxTimeoutShown), humantime.Format(defaultRolloutTimeout))
+	}
+	return defaultRolloutTimeout, note
 }
 
-// maxTimeoutShown bounds the tenant's value quoted in timeoutNote.
+// maxTimeoutShown bounds the tenant's value quoted in rolloutTimeout's note.
 const maxTimeoutShown = 64
-
-// timeoutNote qualifies a rollout's condition messages when
-// spec.rolloutRequestTimeout is set and does not parse: the default then
-// applies, as upstream, which says nothing of it.
-func timeoutNote(timeout string) string {
-	if timeout == "" {
-		return ""
-	}
-	if _, err := humantime.Parse(timeout); err == nil {
-		return ""
-	}
-	return fmt.Sprintf(" (spec.rolloutRequestTimeout %q is not a duration such as 24h, 90m or 1h 30m, so the default %s applies)",
-		boundedtext.Cut(timeout, maxTimeoutShown), humantime.Format(defaultRolloutTimeout))
-}
 
 // rolloutInput is what the rollout's state machine decides on, before
 // anything is observed.
@@ -578,13 +572,14 @@ func (r *reconciler) rolloutInput(e env) rollout.Input {
 	if status.Rollout != nil {
 		status.Rollout.Request = mzuuid.Value(status.Rollout.Request)
 	}
+	timeout, timeoutNote := rolloutTimeout(mz)
 	return rollout.Input{
 		Now: r.o.Now(), MetaGeneration: mz.Generation,
 		Request: mzuuid.Value(mz.Spec.RequestRollout), Image: mz.Spec.EnvironmentdImageRef,
 		ManuallyPromote:   mz.Spec.RolloutStrategy == v1alpha1.RolloutManuallyPromote,
 		DeleteActiveFirst: mz.Spec.RolloutStrategy == v1alpha1.RolloutImmediatelyPromoteCausingDowntime,
-		Timeout:           rolloutTimeout(mz), Retry: r.o.PreflightRetry,
-		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef) + timeoutNote(mz.Spec.RolloutRequestTimeout),
+		Timeout:           timeout, Retry: r.o.PreflightRetry,
+		Status: status, Hash: e.resourcesHash(), Note: unversionedNote(mz.Spec.EnvironmentdImageRef) + timeoutNote,
 		// Progress is written from when the pods' wait is explained.
 		QuietFor: r.o.WaitingAfter,
 	}

@@ -147,7 +147,7 @@ func (r *reconciler) certificateWait(ctx context.Context, e env) string {
 	if !e.internalTLS() {
 		return ""
 	}
-	name := e.name("environmentd-external")
+	name := e.certificateName()
 	live, err := r.d.Dynamic.Resource(certificates.GVR).Namespace(e.ns()).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "" // applied on this pass; what went wrong there is its error
