@@ -174,8 +174,9 @@ type savedField struct {
 // carryWayBack puts in out's annotation key what the plain way back
 // (plainBack) would not reproduce of the original, whose fields at changed
 // d holds (snapshot). The way back runs on out itself, which is then put
-// back as it was, so it costs no copy of out's maps. d is recycled.
-func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ, plainBack func(map[string]any)) {
+// back as it was, so it costs no copy of out's maps. d is recycled. left
+// says why a carry was not written (see putCarry).
+func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ, plainBack func(map[string]any)) (left string) {
 	var buf [16]savedField
 	saved := buf[:0]
 	for _, path := range wayBackFields {
@@ -199,8 +200,9 @@ func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ
 		}
 	}
 	sortCarried(d.out)
-	putCarry(out, key, d.out)
+	left = putCarry(out, key, d.out, d.overflow)
 	d.recycle()
+	return left
 }
 
 // differ collects carried fields. Their values are encoded into one
@@ -211,6 +213,10 @@ type differ struct {
 	want []wantValue
 	out  []carried
 	raw  []byte
+	// size bounds the carry's length so far; overflow: it would exceed
+	// maxCarryBytes, and is left out.
+	size     int
+	overflow bool
 }
 
 type wantValue struct {
@@ -231,6 +237,7 @@ func (d *differ) recycle() {
 	clear(d.out)
 	clear(d.want) // values of a request, not kept past it
 	d.want, d.out, d.raw = d.want[:0], d.out[:0], d.raw[:0]
+	d.size, d.overflow = 0, false
 	differs.Put(d)
 }
 
@@ -281,31 +288,75 @@ func (p *fieldPaths) nodes() int {
 	return n
 }
 
+// into diffs two maps compared whole, key by key, one level deep: the only
+// such field is a map of strings (serviceAccountAnnotations), and a deeper
+// value, which no schema admits, is compared and carried as one value, so
+// neither the work nor the paths allocated grow with a hostile nesting.
 func (d *differ) into(path []string, want, got map[string]any) {
-	keys := map[string]struct{}{}
-	for k := range want {
-		keys[k] = struct{}{}
+	for k, w := range want {
+		if g, gok := got[k]; !gok || !sameValue(w, g) {
+			d.add(childPath(path, k), w, true, g, gok)
+		}
 	}
-	for k := range got {
-		keys[k] = struct{}{}
-	}
-	for k := range keys {
-		p := append(append([]string(nil), path...), k)
-		w, wok := want[k]
-		g, gok := got[k]
-		wm, wIsMap := w.(map[string]any)
-		gm, gIsMap := g.(map[string]any)
-		switch {
-		case wok && gok && wIsMap && gIsMap:
-			d.into(p, wm, gm)
-		case wok != gok || !sameValue(w, g):
-			d.add(p, w, wok, g, gok)
+	for k, g := range got {
+		if _, wok := want[k]; !wok {
+			d.add(childPath(path, k), nil, false, g, true)
 		}
 	}
 }
 
+// childPath is path and k, in a slice of its own.
+func childPath(path []string, k string) []string {
+	return append(slices.Clip(path), k)
+}
+
+// add carries a field, unless the carry has outgrown maxCarryBytes
+// (counted before anything is encoded, which escaping may make six times
+// a value's size), which then is not written at all.
 func (d *differ) add(path []string, want any, wok bool, got any, gok bool) {
+	if d.overflow {
+		return
+	}
+	d.size += 32 // encodeCarry's framing of an entry
+	for _, k := range path {
+		d.size += jsonvalue.StringLen(k) + 1
+	}
+	if d.size += encodedBound(want, maxCarryBytes-d.size) + encodedBound(got, maxCarryBytes-d.size); d.size > maxCarryBytes {
+		d.overflow = true
+		return
+	}
 	d.out = append(d.out, carried{Path: path, Value: d.encode(want, wok), Derived: d.encode(got, gok)})
+}
+
+// encodedBound is at least the length of v's JSON, or more than limit: the
+// count stops there, so sizing a hostile value costs no more than that.
+func encodedBound(v any, limit int) int {
+	switch v := v.(type) {
+	case string:
+		return jsonvalue.StringLen(v)
+	case json.Number:
+		return len(v)
+	case map[string]any:
+		n := 2
+		for k, e := range v {
+			if n += jsonvalue.StringLen(k) + 2; n > limit {
+				return n
+			}
+			if n += encodedBound(e, limit-n); n > limit {
+				return n
+			}
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range v {
+			if n += encodedBound(e, limit-n) + 1; n > limit {
+				return n
+			}
+		}
+		return n
+	}
+	return 5 // null, true, false
 }
 
 func (d *differ) encode(v any, present bool) json.RawMessage {
@@ -557,15 +608,51 @@ func rawHasType(raw json.RawMessage, want string) bool {
 }
 
 // putCarry records fields in the named annotation; nothing is written when
-// there is nothing to carry.
-func putCarry(obj map[string]any, key string, fields []carried) {
+// there is nothing to carry. A carry is left out (left says why, and an
+// annotation of that name goes too) when it would be larger than the way
+// back reads (overflow: fields are not all of it), or would take the
+// object's annotations past what the API server admits: it refuses the
+// whole conversion then, and with it every read of the object, and every
+// LIST page it is on, at the other version. The object then converts
+// without it, as one whose annotation was removed.
+func putCarry(obj map[string]any, key string, fields []carried, overflow bool) (left string) {
 	fields = slices.DeleteFunc(fields, alwaysDerived)
-	if len(fields) == 0 {
-		return
+	if len(fields) == 0 && !overflow {
+		return ""
 	}
-	carry := encodeCarry(fields)
-	// Nothing writes to carry again: the annotation shares its bytes.
-	set(obj, []string{"metadata", "annotations", key}, unsafe.String(unsafe.SliceData(carry), len(carry)))
+	var carry []byte
+	if !overflow {
+		carry = encodeCarry(fields)
+	}
+	annotations, _ := lookupMap(obj, "metadata", "annotations")
+	switch {
+	case overflow || len(carry) > maxCarryBytes:
+		left = fmt.Sprintf("left out: larger than %d bytes", maxCarryBytes)
+	case annotationBytes(annotations, key)+len(key)+len(carry) > maxAnnotationBytes:
+		left = fmt.Sprintf("left out: the object's annotations would exceed the API server's %d bytes", maxAnnotationBytes)
+	default:
+		// Nothing writes to carry again: the annotation shares its bytes.
+		set(obj, []string{"metadata", "annotations", key}, unsafe.String(unsafe.SliceData(carry), len(carry)))
+		return ""
+	}
+	dropCarry(obj, key)
+	return left
+}
+
+// maxAnnotationBytes is the API server's bound on an object's annotations,
+// keys and values together (apimachinery's TotalAnnotationSizeLimitB).
+const maxAnnotationBytes = 256 << 10
+
+// annotationBytes is the size the API server counts of annotations, the
+// one named skip apart.
+func annotationBytes(annotations map[string]any, skip string) int {
+	n := 0
+	for k, v := range annotations {
+		if s, ok := v.(string); ok && k != skip {
+			n += len(k) + len(s)
+		}
+	}
+	return n
 }
 
 func rawOrNil(v any, present bool) json.RawMessage {

@@ -172,7 +172,9 @@ func toV1(obj map[string]any, owned bool, ignored func(annotation, reason string
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	carryWayBack(out, v1alpha1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1alpha1(o, m) })
+	if left := carryWayBack(out, v1alpha1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1alpha1(o, m) }); left != "" {
+		ignored(v1alpha1CarryAnnotation, left)
+	}
 	return out, nil
 }
 
@@ -190,7 +192,9 @@ func toV1alpha1(obj map[string]any, owned bool, ignored func(annotation, reason 
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
 	m.forgetHash() // the way back hashes the v1 spec it derives
-	carryWayBack(out, v1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1(o, m) })
+	if left := carryWayBack(out, v1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1(o, m) }); left != "" {
+		ignored(v1CarryAnnotation, left)
+	}
 	return out, nil
 }
 

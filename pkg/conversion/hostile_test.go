@@ -3,6 +3,7 @@ package conversion
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -65,5 +66,67 @@ func TestFittingCarryIsRestored(t *testing.T) {
 	}
 	if get(back, "spec", "inPlaceRollout") != true || len(reported) != 0 {
 		t.Errorf("inPlaceRollout %v, reported %v", get(back, "spec", "inPlaceRollout"), reported)
+	}
+}
+
+// A carry that would take the object's annotations past the API server's
+// 256 KiB, or be larger than the way back reads, is left out and reported:
+// the API server would refuse the whole conversion (every read of the
+// object at the other version, and every LIST page it is on).
+func TestOversizedCarryIsLeftOut(t *testing.T) {
+	full := func(in map[string]any) {
+		// Annotations a tenant may write: just under the API server's bound.
+		annotations, _ := lookupMap(in, "metadata", "annotations")
+		room := maxAnnotationBytes - annotationBytes(annotations, "") - len("big") - 20
+		set(in, []string{"metadata", "annotations", "big"}, strings.Repeat("a", room))
+	}
+	longRole := func(in map[string]any) {
+		set(in, []string{"spec", "environmentdIamRoleArn"}, strings.Repeat("<", 3000))
+	}
+	for name, tc := range map[string]struct {
+		to     string
+		in     string
+		mutate func(map[string]any)
+		key    string
+	}{
+		"annotations full":  {V1, alphaWhole, full, v1alpha1CarryAnnotation},
+		"carry over 16 KiB": {V1, alphaWhole, longRole, v1alpha1CarryAnnotation},
+	} {
+		in := mustDecode(t, tc.in)
+		tc.mutate(in)
+		var reported []string
+		out, err := ConvertOwned(in, tc.to, func(annotation, reason string) { reported = append(reported, annotation+": "+reason) })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		annotations, _ := lookupMap(out, "metadata", "annotations")
+		if _, ok := annotations[tc.key]; ok {
+			t.Errorf("%s: carry written, %d bytes", name, len(annotations[tc.key].(string)))
+		}
+		if n := annotationBytes(annotations, ""); n > maxAnnotationBytes {
+			t.Errorf("%s: annotations of %d bytes, more than the API server admits", name, n)
+		}
+		if len(reported) != 1 || !strings.HasPrefix(reported[0], tc.key+": left out") {
+			t.Errorf("%s: reported %q, want the carry left out once", name, reported)
+		}
+	}
+}
+
+// The diff of a map compared whole costs what the map holds, not the
+// square of how deep a hostile client nests a value in it.
+func TestDeepValueInACarriedMapIsDiffedOnce(t *testing.T) {
+	const depth = 3000
+	nested := strings.Repeat(`{"a":`, depth) + `"x"` + strings.Repeat(`}`, depth)
+	in := mustDecode(t, `{"apiVersion":"materialize.cloud/v1alpha1","kind":"Materialize","metadata":{"name":"mz","namespace":"ns"},
+ "spec":{"environmentdImageRef":"mz:v1","backendSecretName":"b","serviceAccountAnnotations":{"eks.amazonaws.com/role-arn":`+nested+`,"other":`+nested+`}}}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Convert(in, V1); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	// Copying the path at every level took 16·depth²/2 bytes a value.
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+		t.Errorf("%d bytes allocated for values nested %d deep", allocated, depth)
 	}
 }

@@ -43,7 +43,7 @@ func referenceConvert(obj map[string]any, apiVersion string) (map[string]any, er
 			}
 		}
 		back := plainToV1alpha1(runtime.DeepCopyJSON(converted), &memo{})
-		putCarry(converted, v1alpha1CarryAnnotation, referenceDiff(original, back))
+		putCarry(converted, v1alpha1CarryAnnotation, referenceDiff(original, back), false)
 		return converted, nil
 	default:
 		alphaCarry := takeCarry(out, v1alpha1CarryAnnotation)
@@ -53,7 +53,7 @@ func referenceConvert(obj map[string]any, apiVersion string) (map[string]any, er
 			return nil, err
 		}
 		back := plainToV1(runtime.DeepCopyJSON(converted), &memo{})
-		putCarry(converted, v1CarryAnnotation, referenceDiff(original, back))
+		putCarry(converted, v1CarryAnnotation, referenceDiff(original, back), false)
 		return converted, nil
 	}
 }

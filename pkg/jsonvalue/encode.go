@@ -164,6 +164,39 @@ func AppendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// StringLen is the length of what AppendString appends for s, found
+// without writing it.
+func StringLen(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); {
+		if len(s)-i >= 8 {
+			if i = skipPlainHTML(s, i); i == len(s) {
+				break
+			}
+		}
+		if b := s[i]; b < utf8.RuneSelf {
+			switch {
+			case plain[b]:
+			case b == '\\' || b == '"' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+				n++
+			default:
+				n += 5
+			}
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			n += 5
+		case c == '\u2028' || c == '\u2029':
+			n += 3
+		}
+		i += size
+	}
+	return n
+}
+
 const hexDigits = "0123456789abcdef"
 
 // plain marks the ASCII bytes a string holds as they are.

@@ -22,9 +22,13 @@ const (
 // Estimate returns an upper bound of the heap that decoding data costs,
 // without allocating (unless data nests deeper than 16), and the largest
 // such cost of one value nested at elementDepth (an object or array inside elementDepth-1 others; a
-// ConversionReview's objects are at depth 4). Malformed input is estimated
-// as far as it can be scanned; Decode refuses it anyway.
-func Estimate(data string, elementDepth int) (total, largestElement int64) {
+// ConversionReview's objects are at depth 4). escapeGrowth is how many
+// bytes longer than data its strings are once Append writes them again:
+// it escapes '<', '>' and '&' (five bytes more each) and U+2028 and U+2029
+// (three more) as encoding/json does, so a body of them answers at up to
+// six times its size. Malformed input is estimated as far as it can be
+// scanned; Decode refuses it anyway.
+func Estimate(data string, elementDepth int) (total, largestElement, escapeGrowth int64) {
 	type frame struct {
 		object, expectKey bool
 		members           int64
@@ -41,12 +45,12 @@ func Estimate(data string, elementDepth int) (total, largestElement int64) {
 				stack[len(stack)-1].members++
 			}
 			if len(stack) >= MaxDepth {
-				return total, largestElement
+				return total, largestElement, escapeGrowth
 			}
 			stack = append(stack, frame{object: c == '{', expectKey: c == '{', start: total})
 		case c == '}' || c == ']':
 			if len(stack) == 0 {
-				return total, largestElement
+				return total, largestElement, escapeGrowth
 			}
 			f := stack[len(stack)-1]
 			switch {
@@ -70,14 +74,20 @@ func Estimate(data string, elementDepth int) (total, largestElement int64) {
 		case c == '"':
 			start, rewritten := i+1, false
 			for i++; ; i++ {
-				if i = SkipPlain(data, i); i >= len(data) || data[i] == '"' {
+				if i = skipPlainHTML(data, i); i >= len(data) || data[i] == '"' {
 					break
 				}
-				if data[i] == '\\' {
+				switch c := data[i]; {
+				case c == '\\':
 					rewritten = true
 					i++
-				} else if data[i] >= 0x80 {
+				case c == '<' || c == '>' || c == '&':
+					escapeGrowth += 5
+				case c >= 0x80:
 					rewritten = true
+					if c == 0xe2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xa8 || data[i+2] == 0xa9) {
+						escapeGrowth += 3 // U+2028, U+2029
+					}
 				}
 			}
 			size := int64(min(i, len(data)) - start)
@@ -112,7 +122,7 @@ func Estimate(data string, elementDepth int) (total, largestElement int64) {
 			}
 		}
 	}
-	return total, largestElement
+	return total, largestElement, escapeGrowth
 }
 
 func isNumberByte(c byte) bool {

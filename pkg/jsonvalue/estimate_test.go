@@ -62,7 +62,7 @@ func TestEstimateBoundsTheDecodedHeap(t *testing.T) {
 		"nested":            repeated(strings.Repeat(`[`, 40)+strings.Repeat(`]`, 40), 2000),
 	}
 	for name, data := range shapes {
-		estimate, _ := Estimate(data, 0)
+		estimate, _, _ := Estimate(data, 0)
 		live := liveHeapOf(t, data)
 		t.Logf("%-18s body %8d  live %9d  estimate %9d  (%.2f)", name, len(data), live, estimate, float64(estimate)/float64(live))
 		if estimate < live {
@@ -79,8 +79,8 @@ func TestEstimateBoundsTheDecodedHeap(t *testing.T) {
 func TestEstimateLargestElement(t *testing.T) {
 	small, big := string(fixture.V1alpha1Materialize(1)), members(100, `"x"`)
 	review := `{"request":{"objects":[` + small + `,` + big + `,` + small + `]}}`
-	total, largest := Estimate(review, 4)
-	bigTotal, _ := Estimate(big, 0)
+	total, largest, _ := Estimate(review, 4)
+	bigTotal, _, _ := Estimate(big, 0)
 	if largest != bigTotal {
 		t.Errorf("largest element %d, want the large object's %d", largest, bigTotal)
 	}
@@ -95,7 +95,7 @@ func FuzzEstimate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data string) {
-		total, largest := Estimate(data, 2)
+		total, largest, _ := Estimate(data, 2)
 		if total < 0 || largest < 0 || largest > total {
 			t.Fatalf("Estimate(%q) = %d, %d", data, total, largest)
 		}
@@ -107,4 +107,48 @@ func TestEstimateDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(10, func() { Estimate(data, 4) }); n != 0 {
 		t.Errorf("Estimate allocated %v times", n)
 	}
+}
+
+// Append writes a body's values in at most the body's length plus
+// escapeGrowth: the webhook charges a response from it before the
+// response exists. Its own output, escaped already, grows by nothing.
+func TestEstimateEscapeGrowthIsAppendsGrowth(t *testing.T) {
+	for _, data := range []string{
+		`{"a":"plain","b":["x",1,true,null]}`,
+		`{"arn":"` + strings.Repeat("<", 1000) + `","k<&>":"&amp;"}`,
+		`["\u2028\u2029", "` + "\u2028 \u2029 <>&" + `", "é\u003c"]`,
+		`{"escaped":"\u003c\u003e\u0026 \" \\ \n"}`,
+		`"` + strings.Repeat("a<b>c&d\u2028", 300) + `"`,
+	} {
+		v, err := DecodeString(data)
+		if err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		out, err := Append(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compact, err := Append(nil, mustDecode(t, string(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, growth := Estimate(data, 0)
+		_, _, compactGrowth := Estimate(string(compact), 0)
+		if compactGrowth != 0 {
+			t.Errorf("%q: an already escaped body grows by %d", compact, compactGrowth)
+		}
+		if int64(len(out)) > int64(len(data))+growth {
+			t.Errorf("%q: encoded %d bytes, %d more than the body's %d, more than the estimated %d",
+				data, len(out), int64(len(out))-int64(len(data)), len(data), growth)
+		}
+	}
+}
+
+func mustDecode(t *testing.T, s string) any {
+	t.Helper()
+	v, err := DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

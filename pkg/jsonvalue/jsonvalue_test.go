@@ -189,3 +189,15 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	})
 }
+
+// StringLen is what AppendString appends, for any bytes.
+func FuzzStringLen(f *testing.F) {
+	for _, s := range []string{"", "plain", "<a href=\"x\">&</a>", "\x00\x1f\n\t\\\"", "\u2028\u2029é", "\xff\xfe", strings.Repeat("<x>", 40)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := StringLen(s), len(AppendString(nil, s)); got != want {
+			t.Fatalf("StringLen(%q) = %d, AppendString wrote %d bytes", s, got, want)
+		}
+	})
+}

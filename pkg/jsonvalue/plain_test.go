@@ -91,12 +91,12 @@ func TestLongStringsMatchEncodingJSON(t *testing.T) {
 			if c >= 0x80 || c == '\\' {
 				charged += unquoteFactor * int64(len(s))
 			}
-			if got, _ := Estimate(`"`+s+`"`, 0); got != charged {
+			if got, _, _ := Estimate(`"`+s+`"`, 0); got != charged {
 				t.Fatalf("Estimate(%q) = %d, want %d", s, got, charged)
 			}
 		}
 		// Input that ends in a string, or in its escape.
-		if got, _ := Estimate(`"`+withByteAt(p+1, p, '\\'), 0); got != boxedStringBytes+unquoteFactor*int64(p+1) {
+		if got, _, _ := Estimate(`"`+withByteAt(p+1, p, '\\'), 0); got != boxedStringBytes+unquoteFactor*int64(p+1) {
 			t.Fatalf("Estimate of a string cut after its backslash at %d = %d", p, got)
 		}
 		checkDecode(t, []byte(`"`+withByteAt(p+1, p, 'x')))

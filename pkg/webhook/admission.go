@@ -46,10 +46,14 @@ func InFlightMemoryFor(goMemoryLimit int64) int64 {
 // reviewCost is the heap a review of body costs beyond its body buffer:
 // the decoded objects, the conversion of the largest one (a copy, and
 // its carry annotation) and the response, which append may leave at up to
-// twice the size it grows to.
-func reviewCost(body string) int64 {
-	decoded, largest := jsonvalue.Estimate(body, objectsDepth)
-	return decoded + 2*largest + 3*int64(len(body)) + 4096
+// twice the size it grows to, and which escaping may make up to six times
+// the body's (escapeGrowth). responseShare is the response's part of it;
+// carry annotations beyond it are charged as the response grows
+// (ConvertHandler.convert).
+func reviewCost(body string) (cost, responseShare int64) {
+	decoded, largest, escapeGrowth := jsonvalue.Estimate(body, objectsDepth)
+	responseShare = 2 * (int64(len(body)) + escapeGrowth)
+	return decoded + 2*largest + int64(len(body)) + responseShare + 4096, responseShare
 }
 
 // errNoMemory is a body that outgrew the in-flight budget while it arrived.
@@ -68,6 +72,9 @@ type budget struct {
 	mu              sync.Mutex
 	memory, reviews int64
 	connections     int64
+	// peak is the most memory charged at once, which the tests hold to
+	// the heap the reviews took.
+	peak int64
 }
 
 // connectionReserve is the memory reviews leave for new connections: 16 of
@@ -88,6 +95,7 @@ func (b *budget) charge(n, limit int64) bool {
 		return false
 	}
 	b.memory += n
+	b.peak = max(b.peak, b.memory)
 	return true
 }
 
@@ -126,6 +134,7 @@ func (b *budget) admitReview(cost, limit, maxReviews int64) bool {
 	}
 	b.reviews++
 	b.memory += cost
+	b.peak = max(b.peak, b.memory)
 	return true
 }
 

@@ -54,7 +54,7 @@ func BenchmarkReviewStages(b *testing.B) {
 	b.Run("estimate", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			reviewCost(body)
+			_, _ = reviewCost(body)
 		}
 	})
 	b.Run("decode", func(b *testing.B) {

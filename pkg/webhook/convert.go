@@ -145,7 +145,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse("bad_request", &reviewError{http.StatusBadRequest, "body is not valid UTF-8"})
 		return
 	}
-	cost := reviewCost(body)
+	cost, responseShare := reviewCost(body)
 	// Besides what reviews leave for connections (its own among them), it
 	// could never be admitted.
 	if connectionReserve+requestMemory+charged+cost > memory {
@@ -170,6 +170,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse("bad_request", &reviewError{http.StatusBadRequest, msg})
 		return
 	}
+	review.responseShare, review.held = responseShare, requestMemory+charged+cost
 	h.Metrics.objects.Observe(float64(len(review.objects)))
 	if span.IsRecording() {
 		// A copy (tracing.Text): the review's strings share the body's buffer.
@@ -186,7 +187,16 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	header()
 	resp.out = append(resp.out, '[')
 	result := "success"
-	if failure := boundedtext.Cut(h.convert(ctx, log, review, resp), maxMessageBytes); failure == "" {
+	failure, outgrown := h.convert(ctx, log, review, resp)
+	if outgrown != nil {
+		result := "bad_request"
+		if outgrown.status == http.StatusTooManyRequests {
+			result = "throttled"
+		}
+		refuse(result, outgrown)
+		return
+	}
+	if failure = boundedtext.Cut(failure, maxMessageBytes); failure == "" {
 		resp.out = append(resp.out, `],"result":{"metadata":{},"status":"Success"}}}`...)
 		markProven(r.Context())
 	} else {
@@ -206,6 +216,10 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		span.SetAttributes(attribute.String("result", result))
 	}
 }
+
+// responseCharge is the step in which a response that outgrows its share
+// of a review's charge is charged more.
+const responseCharge = 64 << 10
 
 // jsonContentType is every answer's Content-Type, shared: Header.Set
 // would allocate it per review. net/http only reads it.
@@ -328,6 +342,9 @@ type review struct {
 	body                   string
 	uid, desiredAPIVersion string
 	objects                []any
+	// responseShare is what the review was charged for its response;
+	// held, all it was charged.
+	responseShare, held int64
 }
 
 // parseReview reads the fields of a ConversionReview the webhook uses;
@@ -374,7 +391,10 @@ func parseReview(body string) (*review, string) {
 // convert appends every object converted, comma-separated, to resp, or
 // returns why one could not be: one failure fails the review, as the API
 // server requires.
-func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *review, resp *response) (failure string) {
+// outgrown refuses a review whose response outgrew what the budget has
+// room for: 429 while other reviews hold the rest (the API server
+// retries), 413 when it would not fit in the whole budget.
+func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *review, resp *response) (failure string, outgrown *reviewError) {
 	to := versionLabel(rv.desiredAPIVersion)
 	defer func() {
 		// A bug must cost one request, never the process or a hung connection.
@@ -385,20 +405,25 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 		}
 	}()
 	if rv.uid == "" {
-		return "request.uid is empty"
+		return "request.uid is empty", nil
 	}
 	// Counted once the review succeeds: a LIST page is 500 objects, nearly
 	// always of one version.
 	converted := map[string]float64{}
+	// The carry annotations a conversion adds (up to 16 KiB each) can make
+	// the response outgrow its share of the charge: the rest is charged as
+	// it grows, a chunk at a time, or the review fails before it is built.
+	allowed, extra := rv.responseShare, int64(0)
+	defer func() { h.refund(extra) }()
 	for i, v := range rv.objects {
 		obj, ok := v.(map[string]any)
 		if !ok {
 			h.Metrics.conversions.WithLabelValues("failure", "", to).Inc()
-			return fmt.Sprintf("objects[%d]: not a JSON object", i)
+			return fmt.Sprintf("objects[%d]: not a JSON object", i), nil
 		}
 		// A client that gave up gets no more work done for it.
 		if err := ctx.Err(); err != nil {
-			return "request ended: " + err.Error()
+			return "request ended: " + err.Error(), nil
 		}
 		from, _ := obj["apiVersion"].(string)
 		result, err := conversion.ConvertOwned(obj, rv.desiredAPIVersion, func(annotation, reason string) {
@@ -408,23 +433,34 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 		})
 		if err != nil {
 			h.Metrics.conversions.WithLabelValues("failure", versionLabel(from), to).Inc()
-			return fmt.Sprintf("objects[%d] (%s): %v", i, objectName(obj), err)
+			return fmt.Sprintf("objects[%d] (%s): %v", i, objectName(obj), err), nil
 		}
 		if i > 0 {
 			resp.out = append(resp.out, ',')
 		}
 		if resp.out, err = jsonvalue.Append(resp.out, result); err != nil {
-			return fmt.Sprintf("objects[%d] (%s): encoding: %v", i, objectName(obj), err)
+			return fmt.Sprintf("objects[%d] (%s): encoding: %v", i, objectName(obj), err), nil
 		}
 		// The decoded object is garbage once written.
 		rv.objects[i] = nil
+		if over := resp.size() - allowed; over > 0 {
+			more := (over + responseCharge - 1) / responseCharge * responseCharge
+			if memory := h.memoryLimit(); !h.chargeUpTo(more, memory) {
+				if connectionReserve+rv.held+extra+more > memory {
+					return "", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
+						"the converted objects outgrow the webhook's in-flight memory for a review (%d MiB); page the request", (memory-connectionReserve)>>20)}
+				}
+				return "", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
+			}
+			allowed, extra = allowed+more, extra+more
+		}
 		resp.next()
 		converted[versionLabel(from)]++
 	}
 	for from, n := range converted {
 		h.Metrics.conversions.WithLabelValues("success", from, to).Add(n)
 	}
-	return ""
+	return "", nil
 }
 
 // carryLabel keeps the carry metric's label to the two annotation names.

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/materializeinc/orchestratord/test/hostile"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -174,7 +175,7 @@ func TestMetricLabelsAreAClosedSet(t *testing.T) {
 func TestInFlightBudget(t *testing.T) {
 	h := newHandler(t)
 	body := reviewBody("materialize.cloud/v1", alphaObject)
-	cost := reviewCost(body)
+	cost, _ := reviewCost(body)
 	// Room for what reviews leave for connections, the request, its body
 	// buffer (its declared length and one byte) and one review, no more.
 	h.MaxInFlightMemory = connectionReserve + requestMemory + cost + int64(len(body)) + 1
@@ -385,5 +386,46 @@ func TestBodyBufferGrowth(t *testing.T) {
 		if growths > tc.maxGrowths || most > tc.maxBufferLength {
 			t.Errorf("%s: %d growths, largest buffer %d bytes; want at most %d and %d", tc.name, growths, most, tc.maxGrowths, tc.maxBufferLength)
 		}
+	}
+}
+
+// Carry annotations can make a response outgrow its share of the review's
+// charge (up to 16 KiB for each small object): the rest is charged as the
+// response grows. A review that then finds no room is answered 429 while
+// other reviews hold it, 413 when it would not fit in the whole budget,
+// and leaves nothing charged.
+func TestResponseOutgrowingItsChargeIsCharged(t *testing.T) {
+	body := hostile.Reviews(512 << 10)["carried-role"]
+	cost, _ := reviewCost(body)
+	h := newHandler(t)
+	h.MaxInFlightMemory = 1 << 30
+	if rec := post(t, h, body); rec.Code != http.StatusOK || !strings.HasSuffix(rec.Body.String(), `"status":"Success"}}}`) {
+		t.Fatalf("within the budget: answered %d, %d bytes", rec.Code, rec.Body.Len())
+	}
+	admitted := connectionReserve + requestMemory + cost + int64(len(body)) + 1
+	needed := connectionReserve + h.budget.peak
+	if needed <= admitted {
+		t.Fatalf("peak charge %d: the carries were not charged beyond the %d admitted", needed, admitted)
+	}
+
+	// Room for the review as admitted, not for its carries.
+	h.MaxInFlightMemory = admitted + 64<<10
+	rec := post(t, h, body)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "outgrow the webhook's in-flight memory") {
+		t.Fatalf("beyond the whole budget: answered %d %.300q; want 413 saying why", rec.Code, rec.Body)
+	}
+
+	// Room for all of it, held in part by another review.
+	h.MaxInFlightMemory = needed
+	if !h.budget.charge(needed-admitted, h.MaxInFlightMemory) {
+		t.Fatal("the budget refused the other review's share")
+	}
+	rec = post(t, h, body)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("beyond what is left: answered %d %.300q; want 429 with Retry-After", rec.Code, rec.Body)
+	}
+	h.budget.refund(needed - admitted)
+	if h.budget.memory != 0 || h.budget.reviews != 0 {
+		t.Errorf("after the reviews: %d bytes and %d reviews still charged", h.budget.memory, h.budget.reviews)
 	}
 }

@@ -12,6 +12,9 @@ type response struct {
 	full  [][]byte
 	out   []byte
 	first *[]byte
+	// setAside is the capacity of full's chunks; pooled, the first
+	// chunk's when the answer began, which the pool holds anyway.
+	setAside, pooled int64
 }
 
 const (
@@ -29,12 +32,13 @@ var responses = sync.Pool{New: func() any { return new([]byte) }}
 
 func newResponse() *response {
 	first := responses.Get().(*[]byte)
-	return &response{out: (*first)[:0], first: first}
+	return &response{out: (*first)[:0], first: first, pooled: int64(cap(*first))}
 }
 
 // next sets the chunk aside once it is full, after an object is appended.
 func (r *response) next() {
 	if len(r.out) >= responseChunk {
+		r.setAside += int64(cap(r.out))
 		r.full = append(r.full, r.out)
 		r.out = make([]byte, 0, responseChunk+responseChunk/4)
 	}
@@ -45,8 +49,11 @@ func (r *response) reset() {
 	if len(r.full) > 0 {
 		r.out = r.full[0]
 	}
-	r.full, r.out = nil, r.out[:0]
+	r.full, r.out, r.setAside = nil, r.out[:0], 0
 }
+
+// size is the memory the answer has taken so far beyond its pooled chunk.
+func (r *response) size() int64 { return r.setAside + int64(cap(r.out)) - r.pooled }
 
 func (r *response) writeTo(w io.Writer) {
 	for _, b := range r.full {

@@ -45,6 +45,12 @@ func Reviews(size int) map[string]string {
 		fmt.Fprintf(&labels, `"%x":""`, i)
 	}
 	envEntries := `,"environmentdExtraEnv":[{"name":"a"}` + strings.Repeat(`,{"name":"a"}`, 64<<10/13) + `]`
+	// Each '<' is written back as \u003c: six bytes for one.
+	escaped := `,"environmentdExtraArgs":["` + strings.Repeat("<", 64<<10) + `"]`
+	// A role v1 moves into the ServiceAccount's annotations, which the way
+	// back carries twice (its value, and the map derived from it), escaped
+	// once more inside the annotation: a carry of about 14 KiB per object.
+	carriedRole := `,"environmentdIamRoleArn":"` + strings.Repeat("<", 1000) + `"`
 	return map[string]string{
 		"realistic": review(func(i int) string { return string(fixture.V1alpha1Materialize(i)) }),
 		"realistic-to-v1alpha1": reviewTo("materialize.cloud/v1alpha1", func(i int) string {
@@ -64,6 +70,8 @@ func Reviews(size int) map[string]string {
 		}),
 		"one-member-maps": review(func(i int) string { return small(i, envEntries) }),
 		"small-objects":   review(func(i int) string { return small(i, "") }),
+		"html-escaped":    review(func(i int) string { return small(i, escaped) }),
+		"carried-role":    review(func(i int) string { return small(i, carriedRole) }),
 		"empty-strings":   review(func(i int) string { return small(i, emptyStrings) }),
 		"labels": review(func(i int) string {
 			return strings.Replace(small(i, ""), `"generation":1`, `"generation":1,"labels":{`+labels.String()+`}`, 1)
