@@ -214,6 +214,37 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a tenant's annotations filled to the API server's bound cannot fail a cluster-wide v1 LIST", func(t *testing.T) {
+		// Just under the 256 KiB the API server admits, and a spec the
+		// way back to v1alpha1 needs a carry for (a request that is not
+		// the hash's UUID, a long role): the carry would take the
+		// converted object past the bound, and the API server would
+		// refuse the whole conversion.
+		full := alphaMaterialize(ns, "full")
+		full.Spec.RequestRollout = "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"
+		full.Spec.EnvironmentdIamRoleArn = "arn:aws:iam::123456789012:role/" + strings.Repeat("r", 2000)
+		full.Annotations = map[string]string{"filler": strings.Repeat("a", 256<<10-len("filler")-16)}
+		if _, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, full, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := mz.MaterializeV1().Materializes(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("cluster-wide v1 LIST failed after a tenant's object with full annotations: %v", err)
+		}
+		found := false
+		for _, item := range list.Items {
+			if item.Name == "full" && item.Namespace == ns {
+				found = true
+				if _, ok := item.Annotations[conversion.AnnotationPrefix+"v1alpha1"]; ok {
+					t.Error("a carry was written past the bound")
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the object is missing from the LIST")
+		}
+	})
+
 	t.Run("profiles are served with --profiling", func(t *testing.T) {
 		resp, err := http.Get("http://" + hook.health + "/debug/pprof/")
 		if err != nil {
