@@ -233,7 +233,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Balancer, id string, lbls podspec.L
 			// from balancerd pods that still run.
 			WithStrategy(appsv1ac.DeploymentStrategy().WithRollingUpdate(appsv1ac.RollingUpdateDeployment().WithMaxSurge(intstr.FromString("100%")))).
 			WithTemplate(template))
-	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace).Get,
+	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace),
 		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
@@ -243,6 +243,6 @@ func (r *reconciler) service(cr *v1alpha1.Balancer, id string, lbls podspec.Labe
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(podspec.HeadlessService(name, podspec.ServicePort("http", r.cfg.HTTPPort), podspec.ServicePort("pgwire", r.cfg.SQLPort)))
-	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace).Get,
+	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace),
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }

@@ -76,31 +76,48 @@ type Child[T metav1.Object, AC any] struct {
 	Kind, Name string
 	Desired    AC
 	Cached     func(name string) (T, error)
-	Get        func(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	Extract    func(T, string) (AC, error)
-	Write      func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+	// Slim is an object as the informer caches it (Cache.Slim), which is
+	// what Apply remembers of its write.
+	Slim    func(T) T
+	Get     func(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Extract func(T, string) (AC, error)
+	Write   func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
+}
+
+// Cache is a child kind's informer cache in one namespace
+// (controller.NamespaceLister).
+type Cache[T any] interface {
+	Get(name string) (T, error)
+	Slim(obj T) T
 }
 
 // Apply applies Desired unless the object already holds it, remembers what
 // it wrote in r under ownerKey, and returns the object as it now is. It
 // refuses an object that another owner controls.
 func (c Child[T, AC]) Apply(ctx context.Context, r *recent.Writes, owner metav1.Object, ownerKey string) (T, error) {
+	_, _, now, err := c.Change(ctx, r, owner, ownerKey)
+	return now, err
+}
+
+// Change is Apply, returning also the object as it was before (existed:
+// there was one), as the cache or this controller's last write knew it.
+func (c Child[T, AC]) Change(ctx context.Context, r *recent.Writes, owner metav1.Object, ownerKey string) (before T, existed bool, now T, err error) {
 	var zero T
 	live, err := c.Cached(c.Name)
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return zero, err
+		return zero, false, zero, err
 	}
 	key := c.Kind + "/" + c.Name
 	live, found, err = recent.Current(ctx, r, ownerKey, key, live, found, func(ctx context.Context) (T, error) {
 		return c.Get(ctx, c.Name, metav1.GetOptions{})
 	})
 	if err != nil {
-		return zero, err
+		return zero, false, zero, err
 	}
 	if found {
 		if ref := metav1.GetControllerOfNoCopy(live); ref != nil && ref.UID != owner.GetUID() {
-			return zero, fmt.Errorf("%s %s/%s is controlled by %s %s (uid %s), not by this object",
+			return zero, false, zero, fmt.Errorf("%s %s/%s is controlled by %s %s (uid %s), not by this object",
 				c.Kind, live.GetNamespace(), c.Name, ref.Kind, ref.Name, ref.UID)
 		}
 	}
@@ -112,13 +129,17 @@ func (c Child[T, AC]) Apply(ctx context.Context, r *recent.Writes, owner metav1.
 			return obj, err
 		})
 	if err != nil {
-		return zero, fmt.Errorf("applying %s %s: %w", c.Kind, c.Name, err)
+		return zero, false, zero, fmt.Errorf("applying %s %s: %w", c.Kind, c.Name, err)
 	}
 	if !wrote {
-		return live, nil
+		return live, found, live, nil
 	}
-	r.Put(ownerKey, key, out)
-	return out, nil
+	remembered := out
+	if c.Slim != nil {
+		remembered = c.Slim(out)
+	}
+	r.Put(ownerKey, key, remembered)
+	return live, found, out, nil
 }
 
 // ChildClient is the part of a child kind's typed client that Child uses,
@@ -129,13 +150,12 @@ type ChildClient[T, AC any] interface {
 }
 
 // NewChild is the child object of the given kind and name, applied as
-// desired through client and read from the informer through cached (the
-// lister's Get).
-func NewChild[T metav1.Object, AC any](kind, name string, desired AC, cached func(name string) (T, error),
+// desired through client and read from the informer's cache.
+func NewChild[T metav1.Object, AC any](kind, name string, desired AC, cache Cache[T],
 	client ChildClient[T, AC], extract func(T, string) (AC, error),
 ) Child[T, AC] {
 	return Child[T, AC]{
 		Kind: kind, Name: name, Desired: desired,
-		Cached: cached, Get: client.Get, Extract: extract, Write: client.Apply,
+		Cached: cache.Get, Slim: cache.Slim, Get: client.Get, Extract: extract, Write: client.Apply,
 	}
 }

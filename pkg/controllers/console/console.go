@@ -235,7 +235,7 @@ func (r *reconciler) configMap(cr *v1alpha1.Console, id string, lbls podspec.Lab
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithData(map[string]string{AppConfigKey: AppConfigJSON(cr.Spec)})
-	return component.NewChild("ConfigMap", name, desired, r.configMaps.In(cr.Namespace).Get,
+	return component.NewChild("ConfigMap", name, desired, r.configMaps.In(cr.Namespace),
 		r.kube.CoreV1().ConfigMaps(cr.Namespace), corev1ac.ExtractConfigMap)
 }
 
@@ -287,7 +287,7 @@ func (r *reconciler) deployment(cr *v1alpha1.Console, id string, lbls podspec.La
 			WithReplicas(replicas).
 			WithSelector(podspec.Selector(lbls.Selector(name))).
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(lbls.Pod(name)).WithSpec(pod)))
-	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace).Get,
+	return component.NewChild("Deployment", name, desired, r.deployments.In(cr.Namespace),
 		r.kube.AppsV1().Deployments(cr.Namespace), appsv1ac.ExtractDeployment), nil
 }
 
@@ -297,7 +297,7 @@ func (r *reconciler) service(cr *v1alpha1.Console, id string, lbls podspec.Label
 		WithLabels(lbls.Object()).
 		WithOwnerReferences(children.OwnerReference(cr, gvk)).
 		WithSpec(podspec.HeadlessService(name, podspec.ServicePort("http", r.cfg.HTTPPort)))
-	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace).Get,
+	return component.NewChild("Service", name, desired, r.services.In(cr.Namespace),
 		r.kube.CoreV1().Services(cr.Namespace), corev1ac.ExtractService)
 }
 
@@ -318,6 +318,6 @@ func (r *reconciler) networkPolicy(cr *v1alpha1.Console, id string, lbls podspec
 			WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(from...).
 				WithPorts(networkingv1ac.NetworkPolicyPort().
 					WithProtocol(corev1.ProtocolTCP).WithPort(intstr.FromInt32(r.cfg.HTTPPort)))))
-	return component.NewChild("NetworkPolicy", name, desired, r.networkPolicies.In(cr.Namespace).Get,
+	return component.NewChild("NetworkPolicy", name, desired, r.networkPolicies.In(cr.Namespace),
 		r.kube.NetworkingV1().NetworkPolicies(cr.Namespace), networkingv1ac.ExtractNetworkPolicy)
 }

@@ -49,30 +49,10 @@ func NewInformers(kube kubeclient.Interface, mz versioned.Interface) (*ChildInfo
 // operator's entries.
 // Objects that are not Kubernetes objects (a tombstone) pass through.
 func TrimForCache(obj any) (any, error) {
-	var out any
-	var err error
 	switch o := obj.(type) {
 	case *Stub:
 		// Informers may transform what they hold again (a resync).
 		return o, nil
-	case *corev1.ServiceAccount:
-		out, err = stub(o, corev1ac.ExtractServiceAccount, nil)
-	case *rbacv1.RoleBinding:
-		out, err = stub(o, rbacv1ac.ExtractRoleBinding, nil)
-	case *networkingv1.NetworkPolicy:
-		// The reconciler lists a Materialize's NetworkPolicies by the
-		// resource id label; other children are found by name.
-		var id any
-		if v, ok := o.Labels[children.ResourceIDLabel]; ok {
-			id = resourceID(v)
-		}
-		out, err = stub(o, networkingv1ac.ExtractNetworkPolicy, id)
-	case *corev1.ConfigMap:
-		out, err = stub(o, corev1ac.ExtractConfigMap, nil)
-	case *corev1.Service:
-		out, err = stub(o, corev1ac.ExtractService, clusterIP(o.Spec.ClusterIP))
-	case *appsv1.StatefulSet:
-		out, err = stub(o, appsv1ac.ExtractStatefulSet, keepStatefulSet(o))
 	case *v1alpha1.Materialize:
 		o.ManagedFields = nil
 		return withoutDigest(o), nil
@@ -80,12 +60,9 @@ func TrimForCache(obj any) (any, error) {
 		return digested(o, ExtractBalancer), nil
 	case *v1alpha1.Console:
 		return digested(o, ExtractConsole), nil
-	case *appsv1.Deployment:
-		// FixSelector GETs the whole Deployment before it changes one.
-		out, err = stub(o, appsv1ac.ExtractDeployment, keepDeployment(o))
 	}
-	if err == nil && out != nil {
-		return out, nil
+	if s, err := stubOf(obj); err == nil && s != nil {
+		return s, nil
 	}
 	return withoutDigest(dropOtherManagers(obj)), nil
 }
@@ -97,6 +74,36 @@ var (
 	ExtractBalancer = apply.ExtractDeduced[*v1alpha1.Balancer](mzac.Balancer)
 	ExtractConsole  = apply.ExtractDeduced[*v1alpha1.Console](mzac.Console)
 )
+
+// stubOf is the Stub of a child of a kind the informers stub, without
+// changing obj; nil for other kinds, an error when its owned fields cannot
+// be extracted.
+func stubOf(obj any) (*Stub, error) {
+	switch o := obj.(type) {
+	case *corev1.ServiceAccount:
+		return stub(o, corev1ac.ExtractServiceAccount, nil)
+	case *rbacv1.RoleBinding:
+		return stub(o, rbacv1ac.ExtractRoleBinding, nil)
+	case *networkingv1.NetworkPolicy:
+		// The reconciler lists a Materialize's NetworkPolicies by the
+		// resource id label; other children are found by name.
+		var id any
+		if v, ok := o.Labels[children.ResourceIDLabel]; ok {
+			id = resourceID(v)
+		}
+		return stub(o, networkingv1ac.ExtractNetworkPolicy, id)
+	case *corev1.ConfigMap:
+		return stub(o, corev1ac.ExtractConfigMap, nil)
+	case *corev1.Service:
+		return stub(o, corev1ac.ExtractService, clusterIP(o.Spec.ClusterIP))
+	case *appsv1.StatefulSet:
+		return stub(o, appsv1ac.ExtractStatefulSet, keepStatefulSet(o))
+	case *appsv1.Deployment:
+		// FixSelector GETs the whole Deployment before it changes one.
+		return stub(o, appsv1ac.ExtractDeployment, keepDeployment(o))
+	}
+	return nil, nil
+}
 
 // digested keeps a custom resource whole but for its labels and
 // managedFields: in their place, the digest of the fields this operator
@@ -144,7 +151,7 @@ func withoutDigest(obj any) any {
 // (identity, ownership, deletion), the digest of the fields this operator
 // owns in live, and kept of its kind; an error when the owned fields
 // cannot be extracted.
-func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), kept any) (any, error) {
+func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), kept any) (*Stub, error) {
 	digest, err := ownedDigest(live, extract)
 	if err != nil {
 		return nil, err

@@ -305,6 +305,17 @@ func (n NamespaceLister[T]) Get(name string) (T, error) {
 	return n.l.typed(obj), nil
 }
 
+// Slim is obj as the informer will cache it: a reconciler that remembers
+// its own write until the informer has it (recent.Writes) holds no more
+// than the cache will. obj is not changed; a kind the informers keep whole
+// is returned as it is.
+func (n NamespaceLister[T]) Slim(obj T) T {
+	if s, err := stubOf(obj); err == nil && s != nil {
+		return n.l.rebuild(s)
+	}
+	return obj
+}
+
 // List returns the children whose labels match selector, by a scan of
 // every cached child of the kind (the informers keep no namespace index;
 // a stub keeps no labels but a NetworkPolicy's resource id).

@@ -423,7 +423,14 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 		WithLivenessProbe(probe).
 		WithReadinessProbe(probe)
 	if r := firstResources(s.EnvironmentdResourceRequirements, c.environmentdResources); r != nil {
-		container.WithResources(corev1ac.ResourceRequirements().WithRequests(r.Requests).WithLimits(r.Limits))
+		// A side not set stays null here, as the resources hash of every
+		// running environment was computed with it; applyGeneration leaves
+		// it out of what it applies (withoutNullResources).
+		resources := corev1ac.ResourceRequirements().WithRequests(r.Requests).WithLimits(r.Limits)
+		for _, claim := range r.Claims {
+			resources.WithClaims(corev1ac.ResourceClaim().WithName(claim.Name).WithRequest(claim.Request))
+		}
+		container.WithResources(resources)
 	}
 	if c.EnableSecurityContext {
 		container.WithSecurityContext(podspec.ContainerSecurityContext())
@@ -513,6 +520,28 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// withoutNullResources drops the sides of its containers' resources that
+// were not set: a null the live object never holds would make the no-op
+// check differ for ever, and the StatefulSet be applied on every pass of a
+// rollout.
+func withoutNullResources(sts *appsv1ac.StatefulSetApplyConfiguration) {
+	if sts.Spec == nil || sts.Spec.Template == nil || sts.Spec.Template.Spec == nil {
+		return
+	}
+	for i := range sts.Spec.Template.Spec.Containers {
+		r := sts.Spec.Template.Spec.Containers[i].Resources
+		if r == nil {
+			continue
+		}
+		if r.Requests != nil && *r.Requests == nil {
+			r.Requests = nil
+		}
+		if r.Limits != nil && *r.Limits == nil {
+			r.Limits = nil
+		}
+	}
 }
 
 // convert copies a typed object into its apply configuration, which mirrors

@@ -40,6 +40,10 @@ type env struct {
 
 func (e env) ns() string { return e.mz.Namespace }
 
+// key is the Materialize's work queue key, under which its reconciler
+// remembers its writes (recent.Writes).
+func (e env) key() string { return e.mz.Namespace + "/" + e.mz.Name }
+
 func (e env) owner() *metav1ac.OwnerReferenceApplyConfiguration {
 	return children.OwnerReference(e.mz, gvk)
 }

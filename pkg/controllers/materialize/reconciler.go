@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
@@ -456,8 +455,8 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 	kube := r.d.Kube
 	if e.mz.Spec.ServiceAccountName == "" {
 		sa := e.serviceAccount()
-		live, err := r.accounts.In(e.ns()).Get(*sa.Name)
-		if err := applyChild(ctx, live, err, sa, corev1acExtractServiceAccount, kube.CoreV1().ServiceAccounts(e.ns()).Apply); err != nil {
+		if _, err := applyChild(ctx, r, e, component.NewChild("ServiceAccount", *sa.Name, sa, r.accounts.In(e.ns()),
+			kube.CoreV1().ServiceAccounts(e.ns()), corev1acExtractServiceAccount)); err != nil {
 			return fmt.Errorf("service account: %w", err)
 		}
 	}
@@ -465,8 +464,8 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 	// namespace (RBAC lets the controllers create the binding with bind on
 	// that one ClusterRole, holding none of its permissions).
 	binding := e.roleBinding(r.o.EnvironmentdClusterRole)
-	liveBinding, err := r.bindings.In(e.ns()).Get(*binding.Name)
-	if err := applyChild(ctx, liveBinding, err, binding, rbacacExtractRoleBinding, kube.RbacV1().RoleBindings(e.ns()).Apply); err != nil {
+	if _, err := applyChild(ctx, r, e, component.NewChild("RoleBinding", *binding.Name, binding, r.bindings.In(e.ns()),
+		kube.RbacV1().RoleBindings(e.ns()), rbacacExtractRoleBinding)); err != nil {
 		return fmt.Errorf("role binding: %w", err)
 	}
 	cert, err := e.certificate()
@@ -490,17 +489,17 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 // start without them. Once per rollout.
 func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env, generationNext bool) error {
 	kube := r.d.Kube
-	get := r.policies.In(e.ns()).Get
-	if generationNext {
-		get = func(name string) (*networkingv1.NetworkPolicy, error) {
-			return kube.NetworkingV1().NetworkPolicies(e.ns()).Get(ctx, name, metav1.GetOptions{})
-		}
-	}
+	client := kube.NetworkingV1().NetworkPolicies(e.ns())
 	wanted := map[string]bool{}
 	for _, policy := range e.networkPolicies() {
 		wanted[*policy.Name] = true
-		live, err := get(*policy.Name)
-		if err := applyChild(ctx, live, err, policy, networkingacExtractNetworkPolicy, kube.NetworkingV1().NetworkPolicies(e.ns()).Apply); err != nil {
+		child := component.NewChild("NetworkPolicy", *policy.Name, policy, r.policies.In(e.ns()), client, networkingacExtractNetworkPolicy)
+		if generationNext {
+			child.Cached = func(name string) (*networkingv1.NetworkPolicy, error) {
+				return client.Get(ctx, name, metav1.GetOptions{})
+			}
+		}
+		if _, err := applyChild(ctx, r, e, child); err != nil {
 			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
 		}
 	}
@@ -531,15 +530,13 @@ func (r *reconciler) generationToCreate(e env, in rollout.Input) bool {
 	return apierrors.IsNotFound(err)
 }
 
-// applyChild applies a child read from a lister (err is the lister's).
-func applyChild[T any, AC any](ctx context.Context, live T, getErr error, desired AC,
-	extract func(T, string) (AC, error), write func(context.Context, AC, metav1.ApplyOptions) (T, error),
-) error {
-	if getErr != nil && !apierrors.IsNotFound(getErr) {
-		return getErr
-	}
-	_, err := apply.Object(ctx, live, getErr == nil, desired, extract, write)
-	return err
+// applyChild applies one of the environment's children as the Balancer's
+// and Console's are applied (component.Child): not written when it holds
+// what is desired, refused when another owner controls it, and remembered
+// until the informer has seen the write, so a pass that comes before it
+// does not apply it again.
+func applyChild[T metav1.Object, AC any](ctx context.Context, r *reconciler, e env, child component.Child[T, AC]) (T, error) {
+	return child.Apply(ctx, r.recent, e.mz, e.key())
 }
 
 // rolloutTimeout is upstream's rollout_request_timeout: the spec's value as
@@ -853,40 +850,33 @@ func (r *reconciler) forcePromote(ctx context.Context, mz *v1alpha1.Materialize)
 func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) (changed bool, err error) {
 	g := e.generation(gen)
 	kube := r.d.Kube
+	services := kube.CoreV1().Services(e.ns())
 	for _, svc := range []*corev1ac.ServiceApplyConfiguration{g.service, g.persistPubSub} {
-		live, err := r.services.In(e.ns()).Get(*svc.Name)
-		if err := applyChild(ctx, live, err, svc, corev1acExtractService, kube.CoreV1().Services(e.ns()).Apply); err != nil {
+		if _, err := applyChild(ctx, r, e, component.NewChild("Service", *svc.Name, svc, r.services.In(e.ns()), services, corev1acExtractService)); err != nil {
 			return false, err
 		}
 	}
-	liveCM, err := r.configMaps.In(e.ns()).Get(*g.listeners.Name)
-	if err := applyChild(ctx, liveCM, err, g.listeners, corev1acExtractConfigMap, kube.CoreV1().ConfigMaps(e.ns()).Apply); err != nil {
+	if _, err := applyChild(ctx, r, e, component.NewChild("ConfigMap", *g.listeners.Name, g.listeners, r.configMaps.In(e.ns()),
+		kube.CoreV1().ConfigMaps(e.ns()), corev1acExtractConfigMap)); err != nil {
 		return false, err
 	}
-	liveSTS, getErr := r.statefulSets.In(e.ns()).Get(*g.statefulSet.Name)
-	if getErr != nil && !apierrors.IsNotFound(getErr) {
-		return false, getErr
-	}
-	var written *appsv1.StatefulSet
-	wrote, err := apply.Object(ctx, liveSTS, getErr == nil, g.statefulSet, appsacExtractStatefulSet,
-		func(ctx context.Context, ac *appsv1ac.StatefulSetApplyConfiguration, opts metav1.ApplyOptions) (*appsv1.StatefulSet, error) {
-			out, err := kube.AppsV1().StatefulSets(e.ns()).Apply(ctx, ac, opts)
-			written = out
-			return out, err
-		})
-	if err != nil || !wrote {
+	withoutNullResources(g.statefulSet)
+	before, existed, now, err := component.NewChild("StatefulSet", *g.statefulSet.Name, g.statefulSet, r.statefulSets.In(e.ns()),
+		kube.AppsV1().StatefulSets(e.ns()), appsacExtractStatefulSet).Change(ctx, r.recent, e.mz, e.key())
+	if err != nil {
 		return false, err
 	}
 	// A new spec (metadata.generation) means new pods; an apply the API
 	// server found to change nothing (a quantity written another way) does
 	// not.
-	return getErr != nil || written.Generation != liveSTS.Generation, nil
+	return !existed || now.Generation != before.Generation, nil
 }
 
 func (r *reconciler) applyPublicService(ctx context.Context, e env, gen uint64) error {
 	svc := e.publicService(gen)
-	live, err := r.services.In(e.ns()).Get(*svc.Name)
-	return applyChild(ctx, live, err, svc, corev1acExtractService, r.d.Kube.CoreV1().Services(e.ns()).Apply)
+	_, err := applyChild(ctx, r, e, component.NewChild("Service", *svc.Name, svc, r.services.In(e.ns()),
+		r.d.Kube.CoreV1().Services(e.ns()), corev1acExtractService))
+	return err
 }
 
 // deleteGeneration removes a generation's objects that still exist,

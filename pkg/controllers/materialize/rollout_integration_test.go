@@ -560,3 +560,41 @@ func TestFirstStatusWriteStartsTheRollout(t *testing.T) {
 	requireStatusFields(t, ns, "mz", "resourceId", "observedGeneration", "activeGeneration",
 		"lastCompletedRolloutRequest", "resourcesHash", "conditions")
 }
+
+// A rollout applies its StatefulSet once, whatever the spec's resources
+// say: one side of them set alone (requests without limits) was applied
+// as null for the other, which the live object never holds, so the no-op
+// check never matched and every pass of the rollout applied it again.
+func TestOneSidedResourcesApplyTheStatefulSetOnce(t *testing.T) {
+	ns := environmentNamespace(t)
+	startController(t)
+	since := time.Now()
+	mz := newMaterialize(ns, "requests-only")
+	mz.Spec.EnvironmentdResourceRequirements = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "requests-only", 1)
+	events, err := cp.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applies := 0
+	for _, ev := range events {
+		if ev.UserAgent == userAgent && ev.IsWrite() && ev.StageTimestamp.After(since) && ev.ObjectRef != nil &&
+			ev.ObjectRef.Namespace == ns && ev.ObjectRef.Resource == "statefulsets" {
+			applies++
+		}
+	}
+	if applies != 1 {
+		t.Errorf("the rollout applied its StatefulSet %d times, want 1", applies)
+	}
+	sts, err := kubernetes.NewForConfigOrDie(cp.Config).AppsV1().StatefulSets(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(sts.Items) != 1 {
+		t.Fatalf("StatefulSets: %v, %v", sts, err)
+	}
+	if got := sts.Items[0].Spec.Template.Spec.Containers[0].Resources; got.Requests.Memory().String() != "1Gi" || got.Limits != nil {
+		t.Errorf("environmentd's resources %+v, want the requests alone", got)
+	}
+}
