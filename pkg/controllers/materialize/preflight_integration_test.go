@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
+	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
 	"github.com/materializeinc/orchestratord/test/fixture"
 	"github.com/materializeinc/orchestratord/test/standin/licensekey"
@@ -424,5 +425,36 @@ func TestANameLongerThanALabelValueIsAFailedDeploy(t *testing.T) {
 	}
 	if stsExists(t, ns, got.Status.ResourceID, 1) {
 		t.Error("a generation was created despite the problem")
+	}
+}
+
+// The operator fills spec.environmentId as upstream does, by an update
+// that owns only what it sets: a user who manages the Materialize by
+// server-side apply (kubectl apply --server-side, Argo CD, Terraform)
+// requests the next rollout without a conflict. Applying the user's own
+// requestRollout back with the environmentId made the operator co-own
+// it, and the user's next apply of it was refused.
+func TestSpecFillLeavesTheUsersFieldsToTheUser(t *testing.T) {
+	ctx := context.Background()
+	ns := environmentNamespace(t)
+	startController(t)
+	applyAsUser := func(request string) error {
+		ac := mzac.Materialize("mine", ns).WithSpec(mzac.MaterializeSpec().
+			WithEnvironmentdImageRef("materialize/environmentd:v26.1.0").WithBackendSecretName("backend").WithRequestRollout(request))
+		_, err := mzClient().MaterializeV1alpha1().Materializes(ns).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "user"})
+		return err
+	}
+	if err := applyAsUser(uuid.NewString()); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitRolledOut(t, ns, "mine", 1); got.Spec.EnvironmentID == "" {
+		t.Fatal("spec.environmentId was not filled")
+	}
+	next := uuid.NewString()
+	if err := applyAsUser(next); err != nil {
+		t.Fatalf("the user's next rollout request: %v", err)
+	}
+	if got := get(t, ns, "mine"); got.Spec.RequestRollout != next || got.Spec.EnvironmentID == "" {
+		t.Errorf("after the user's apply: requestRollout %q (want %q), environmentId %q", got.Spec.RequestRollout, next, got.Spec.EnvironmentID)
 	}
 }

@@ -6,6 +6,7 @@ package materialize
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -371,10 +373,13 @@ func initialStatus(mz *v1alpha1.Materialize) (status v1alpha1.MaterializeStatus,
 }
 
 // fillSpec gives a Materialize its requestRollout and environmentId when
-// they are missing; both are applied together so neither is dropped, with
-// the resourceVersion they were decided on (see assignResourceID). filled is
-// true when the reconcile must stop and wait for the update: this write, or
-// one the cache has not seen yet.
+// they are missing, as upstream fills them: by an update that sets only
+// those (a merge patch), so the operator owns no field it did not set; a
+// user who manages the Materialize by server-side apply then changes
+// requestRollout without a conflict. The patch carries the resourceVersion
+// the fill was decided on (see assignResourceID). filled is true when the
+// reconcile must stop and wait for the update: this write, or one the
+// cache has not seen yet.
 func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize) (filled bool, err error) {
 	if isSet(cached.Spec.RequestRollout) && isSet(cached.Spec.EnvironmentID) {
 		return false, nil
@@ -390,13 +395,9 @@ func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize)
 	if isSet(request) && isSet(envID) {
 		return true, nil // filled already; the cache is behind
 	}
-	spec := mzac.MaterializeSpec()
-	write := false
+	fill := map[string]string{}
 	if !isSet(request) {
-		spec.WithRequestRollout(uuid.NewString())
-		write = true
-	} else {
-		spec.WithRequestRollout(request)
+		fill["requestRollout"] = uuid.NewString()
 	}
 	if !isSet(envID) {
 		licensed, ok, err := r.licensedEnvironmentID(ctx, mz)
@@ -404,19 +405,20 @@ func (r *reconciler) fillSpec(ctx context.Context, cached *v1alpha1.Materialize)
 			return true, err
 		}
 		if ok {
-			spec.WithEnvironmentID(licensed)
-			write = true
+			fill["environmentId"] = licensed
 		}
 		// Otherwise the pre-flight check says what is missing, and the
 		// next pass fills it.
-	} else {
-		spec.WithEnvironmentID(envID)
 	}
-	if !write {
+	if len(fill) == 0 {
 		return false, nil
 	}
-	desired := mzac.Materialize(mz.Name, mz.Namespace).WithResourceVersion(mz.ResourceVersion).WithSpec(spec)
-	_, err = r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Apply(ctx, desired, apply.Options())
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]string{"resourceVersion": mz.ResourceVersion}, "spec": fill})
+	if err != nil {
+		return true, err
+	}
+	_, err = r.d.MZ.MaterializeV1alpha1().Materializes(mz.Namespace).Patch(ctx, mz.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: apply.FieldManager})
 	return true, err
 }
 
