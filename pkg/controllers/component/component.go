@@ -78,7 +78,7 @@ type Child[T metav1.Object, AC any] struct {
 	Cached     func(name string) (T, error)
 	// Slim is an object as the informer caches it (Cache.Slim), which is
 	// what Apply remembers of its write.
-	Slim    func(T) T
+	Slim    func(obj T, ownedDigest string) T
 	Get     func(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Extract func(T, string) (AC, error)
 	Write   func(ctx context.Context, ac AC, opts metav1.ApplyOptions) (T, error)
@@ -88,7 +88,7 @@ type Child[T metav1.Object, AC any] struct {
 // (controller.NamespaceLister).
 type Cache[T any] interface {
 	Get(name string) (T, error)
-	Slim(obj T) T
+	Slim(obj T, ownedDigest string) T
 }
 
 // Apply applies Desired unless the object already holds it, remembers what
@@ -135,8 +135,9 @@ func (c Child[T, AC]) Change(ctx context.Context, r *recent.Writes, owner metav1
 		return live, found, live, nil
 	}
 	remembered := out
-	if c.Slim != nil {
-		remembered = c.Slim(out)
+	if digest, err := apply.Digest(c.Desired); err == nil && c.Slim != nil {
+		// Until the informer has it, the object holds what was applied.
+		remembered = c.Slim(out, digest)
 	}
 	r.Put(ownerKey, key, remembered)
 	return live, found, out, nil

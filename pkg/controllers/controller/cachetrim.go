@@ -61,7 +61,7 @@ func TrimForCache(obj any) (any, error) {
 	case *v1alpha1.Console:
 		return digested(o, ExtractConsole), nil
 	}
-	if s, err := stubOf(obj); err == nil && s != nil {
+	if s, err := stubOf(obj, ""); err == nil && s != nil {
 		return s, nil
 	}
 	return withoutDigest(dropOtherManagers(obj)), nil
@@ -77,13 +77,14 @@ var (
 
 // stubOf is the Stub of a child of a kind the informers stub, without
 // changing obj; nil for other kinds, an error when its owned fields cannot
-// be extracted.
-func stubOf(obj any) (*Stub, error) {
+// be extracted. digest, when not empty, is the digest of the fields this
+// operator owns in obj, known already: they are not extracted.
+func stubOf(obj any, digest string) (*Stub, error) {
 	switch o := obj.(type) {
 	case *corev1.ServiceAccount:
-		return stub(o, corev1ac.ExtractServiceAccount, nil)
+		return stub(o, corev1ac.ExtractServiceAccount, nil, digest)
 	case *rbacv1.RoleBinding:
-		return stub(o, rbacv1ac.ExtractRoleBinding, nil)
+		return stub(o, rbacv1ac.ExtractRoleBinding, nil, digest)
 	case *networkingv1.NetworkPolicy:
 		// The reconciler lists a Materialize's NetworkPolicies by the
 		// resource id label; other children are found by name.
@@ -91,16 +92,16 @@ func stubOf(obj any) (*Stub, error) {
 		if v, ok := o.Labels[children.ResourceIDLabel]; ok {
 			id = resourceID(v)
 		}
-		return stub(o, networkingv1ac.ExtractNetworkPolicy, id)
+		return stub(o, networkingv1ac.ExtractNetworkPolicy, id, digest)
 	case *corev1.ConfigMap:
-		return stub(o, corev1ac.ExtractConfigMap, nil)
+		return stub(o, corev1ac.ExtractConfigMap, nil, digest)
 	case *corev1.Service:
-		return stub(o, corev1ac.ExtractService, clusterIP(o.Spec.ClusterIP))
+		return stub(o, corev1ac.ExtractService, clusterIP(o.Spec.ClusterIP), digest)
 	case *appsv1.StatefulSet:
-		return stub(o, appsv1ac.ExtractStatefulSet, keepStatefulSet(o))
+		return stub(o, appsv1ac.ExtractStatefulSet, keepStatefulSet(o), digest)
 	case *appsv1.Deployment:
 		// FixSelector GETs the whole Deployment before it changes one.
-		return stub(o, appsv1ac.ExtractDeployment, keepDeployment(o))
+		return stub(o, appsv1ac.ExtractDeployment, keepDeployment(o), digest)
 	}
 	return nil, nil
 }
@@ -151,10 +152,12 @@ func withoutDigest(obj any) any {
 // (identity, ownership, deletion), the digest of the fields this operator
 // owns in live, and kept of its kind; an error when the owned fields
 // cannot be extracted.
-func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), kept any) (*Stub, error) {
-	digest, err := ownedDigest(live, extract)
-	if err != nil {
-		return nil, err
+func stub[T metav1.Object, AC any](live T, extract func(T, string) (AC, error), kept any, digest string) (*Stub, error) {
+	if digest == "" {
+		var err error
+		if digest, err = ownedDigest(live, extract); err != nil {
+			return nil, err
+		}
 	}
 	return newStub(live, digest, kept)
 }

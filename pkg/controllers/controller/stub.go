@@ -305,12 +305,14 @@ func (n NamespaceLister[T]) Get(name string) (T, error) {
 	return n.l.typed(obj), nil
 }
 
-// Slim is obj as the informer will cache it: a reconciler that remembers
-// its own write until the informer has it (recent.Writes) holds no more
-// than the cache will. obj is not changed; a kind the informers keep whole
-// is returned as it is.
-func (n NamespaceLister[T]) Slim(obj T) T {
-	if s, err := stubOf(obj); err == nil && s != nil {
+// Slim is obj, which this operator has just applied, as the informer will
+// cache it, with ownedDigest (apply.Digest of what was applied) as the
+// digest of the fields it owns: a reconciler that remembers its write
+// until the informer has it (recent.Writes) holds no more than the cache
+// will, and extracts nothing. obj is not changed; a kind the informers
+// keep whole is returned as it is.
+func (n NamespaceLister[T]) Slim(obj T, ownedDigest string) T {
+	if s, err := stubOf(obj, ownedDigest); err == nil && s != nil {
 		return n.l.rebuild(s)
 	}
 	return obj
