@@ -174,9 +174,9 @@ type savedField struct {
 // carryWayBack puts in out's annotation key what the plain way back
 // (plainBack) would not reproduce of the original, whose fields at changed
 // d holds (snapshot). The way back runs on out itself, which is then put
-// back as it was, so it costs no copy of out's maps. d is recycled. left
-// says why a carry was not written (see putCarry).
-func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ, plainBack func(map[string]any)) (left string) {
+// back as it was, so it costs no copy of out's maps. d is recycled.
+// leftOut says why a carry was not written (see putCarry).
+func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ, plainBack func(map[string]any)) (leftOut string) {
 	var buf [16]savedField
 	saved := buf[:0]
 	for _, path := range wayBackFields {
@@ -200,9 +200,9 @@ func carryWayBack(out map[string]any, key string, changed *fieldPaths, d *differ
 		}
 	}
 	sortCarried(d.out)
-	left = putCarry(out, key, d.out, d.overflow)
+	leftOut = putCarry(out, key, d.out, d.overflow)
 	d.recycle()
-	return left
+	return leftOut
 }
 
 // differ collects carried fields. Their values are encoded into one
@@ -314,8 +314,8 @@ func childPath(path []string, k string) []string {
 // (counted before anything is encoded, which escaping may make six times
 // a value's size), which then is not written at all.
 func (d *differ) add(path []string, want any, wok bool, got any, gok bool) {
-	if d.overflow {
-		return
+	if d.overflow || alwaysDerived(carried{Path: path}) {
+		return // putCarry drops what is always derived
 	}
 	d.size += 32 // encodeCarry's framing of an entry
 	for _, k := range path {
@@ -608,14 +608,14 @@ func rawHasType(raw json.RawMessage, want string) bool {
 }
 
 // putCarry records fields in the named annotation; nothing is written when
-// there is nothing to carry. A carry is left out (left says why, and an
+// there is nothing to carry. A carry is left out (leftOut says why, and an
 // annotation of that name goes too) when it would be larger than the way
 // back reads (overflow: fields are not all of it), or would take the
 // object's annotations past what the API server admits: it refuses the
 // whole conversion then, and with it every read of the object, and every
 // LIST page it is on, at the other version. The object then converts
 // without it, as one whose annotation was removed.
-func putCarry(obj map[string]any, key string, fields []carried, overflow bool) (left string) {
+func putCarry(obj map[string]any, key string, fields []carried, overflow bool) (leftOut string) {
 	fields = slices.DeleteFunc(fields, alwaysDerived)
 	if len(fields) == 0 && !overflow {
 		return ""
@@ -627,16 +627,16 @@ func putCarry(obj map[string]any, key string, fields []carried, overflow bool) (
 	annotations, _ := lookupMap(obj, "metadata", "annotations")
 	switch {
 	case overflow || len(carry) > maxCarryBytes:
-		left = fmt.Sprintf("left out: larger than %d bytes", maxCarryBytes)
+		leftOut = fmt.Sprintf("left out: larger than %d bytes", maxCarryBytes)
 	case annotationBytes(annotations, key)+len(key)+len(carry) > maxAnnotationBytes:
-		left = fmt.Sprintf("left out: the object's annotations would exceed the API server's %d bytes", maxAnnotationBytes)
+		leftOut = fmt.Sprintf("left out: the object's annotations would exceed the API server's %d bytes", maxAnnotationBytes)
 	default:
 		// Nothing writes to carry again: the annotation shares its bytes.
 		set(obj, []string{"metadata", "annotations", key}, unsafe.String(unsafe.SliceData(carry), len(carry)))
 		return ""
 	}
 	dropCarry(obj, key)
-	return left
+	return leftOut
 }
 
 // maxAnnotationBytes is the API server's bound on an object's annotations,

@@ -172,8 +172,8 @@ func toV1(obj map[string]any, owned bool, ignored func(annotation, reason string
 	// What v1 cannot hold is what the plain way back would not reproduce.
 	// The way back hashes the same v1 spec, so the hash is reused: this is
 	// the path of every read from storage.
-	if left := carryWayBack(out, v1alpha1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1alpha1(o, m) }); left != "" {
-		ignored(v1alpha1CarryAnnotation, left)
+	if leftOut := carryWayBack(out, v1alpha1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1alpha1(o, m) }); leftOut != "" {
+		ignored(v1alpha1CarryAnnotation, leftOut)
 	}
 	return out, nil
 }
@@ -192,8 +192,8 @@ func toV1alpha1(obj map[string]any, owned bool, ignored func(annotation, reason 
 		return nil, fmt.Errorf("restoring %s: %w", v1alpha1CarryAnnotation, err)
 	}
 	m.forgetHash() // the way back hashes the v1 spec it derives
-	if left := carryWayBack(out, v1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1(o, m) }); left != "" {
-		ignored(v1CarryAnnotation, left)
+	if leftOut := carryWayBack(out, v1CarryAnnotation, changed, d, func(o map[string]any) { plainToV1(o, m) }); leftOut != "" {
+		ignored(v1CarryAnnotation, leftOut)
 	}
 	return out, nil
 }

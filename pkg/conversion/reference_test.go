@@ -86,8 +86,11 @@ func referenceDiffInto(out *[]carried, path []string, want, got map[string]any) 
 		g, gok := got[k]
 		wm, wIsMap := w.(map[string]any)
 		gm, gIsMap := g.(map[string]any)
+		// serviceAccountAnnotations is compared whole, its values each as
+		// one value (differ.into).
+		wholeValue := len(p) == 3 && p[0] == "spec" && p[1] == "serviceAccountAnnotations"
 		switch {
-		case wok && gok && wIsMap && gIsMap:
+		case wok && gok && wIsMap && gIsMap && !wholeValue:
 			referenceDiffInto(out, p, wm, gm)
 		case wok != gok || !reflect.DeepEqual(w, g):
 			*out = append(*out, carried{Path: p, Value: rawOrNil(w, wok), Derived: rawOrNil(g, gok)})

@@ -177,6 +177,9 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		span.SetAttributes(attribute.String("uid", tracing.Text(review.uid)), // at most maxUIDBytes
 			attribute.String("desiredAPIVersion", versionLabel(review.desiredAPIVersion)), attribute.Int("objects", len(review.objects)))
 	}
+	// What the response took beyond its share is refunded once it is
+	// written and recycled (deferred calls run last first).
+	defer func() { h.refund(review.extra) }()
 	resp := newResponse()
 	defer resp.recycle()
 	header := func() {
@@ -343,8 +346,9 @@ type review struct {
 	uid, desiredAPIVersion string
 	objects                []any
 	// responseShare is what the review was charged for its response;
-	// held, all it was charged.
-	responseShare, held int64
+	// held, all it was charged; extra, what its response took beyond
+	// responseShare, charged as it grew (convert).
+	responseShare, held, extra int64
 }
 
 // parseReview reads the fields of a ConversionReview the webhook uses;
@@ -413,8 +417,7 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 	// The carry annotations a conversion adds (up to 16 KiB each) can make
 	// the response outgrow its share of the charge: the rest is charged as
 	// it grows, a chunk at a time, or the review fails before it is built.
-	allowed, extra := rv.responseShare, int64(0)
-	defer func() { h.refund(extra) }()
+	allowed := rv.responseShare
 	for i, v := range rv.objects {
 		obj, ok := v.(map[string]any)
 		if !ok {
@@ -427,7 +430,8 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 		}
 		from, _ := obj["apiVersion"].(string)
 		result, err := conversion.ConvertOwned(obj, rv.desiredAPIVersion, func(annotation, reason string) {
-			// A tenant's hand-written annotation: logged and counted, never trusted.
+			// A tenant's hand-written annotation, never trusted, or a carry
+			// left out for its size: logged and counted.
 			log.Info("carry annotation ignored", zap.String("object", objectName(obj)), zap.String("annotation", annotation), zap.String("reason", echo(reason)))
 			h.Metrics.carry.WithLabelValues(carryLabel(annotation)).Inc()
 		})
@@ -446,13 +450,13 @@ func (h *ConvertHandler) convert(ctx context.Context, log *zap.Logger, rv *revie
 		if over := resp.size() - allowed; over > 0 {
 			more := (over + responseCharge - 1) / responseCharge * responseCharge
 			if memory := h.memoryLimit(); !h.chargeUpTo(more, memory) {
-				if connectionReserve+rv.held+extra+more > memory {
+				if connectionReserve+rv.held+rv.extra+more > memory {
 					return "", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
 						"the converted objects outgrow the webhook's in-flight memory for a review (%d MiB); page the request", (memory-connectionReserve)>>20)}
 				}
 				return "", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 			}
-			allowed, extra = allowed+more, extra+more
+			allowed, rv.extra = allowed+more, rv.extra+more
 		}
 		resp.next()
 		converted[versionLabel(from)]++

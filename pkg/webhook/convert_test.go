@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"github.com/materializeinc/orchestratord/test/hostile"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,8 @@ import (
 	"go.uber.org/zap"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/test/hostile"
 )
 
 func newHandler(t *testing.T) *ConvertHandler {
@@ -407,6 +408,13 @@ func TestResponseOutgrowingItsChargeIsCharged(t *testing.T) {
 	if needed <= admitted {
 		t.Fatalf("peak charge %d: the carries were not charged beyond the %d admitted", needed, admitted)
 	}
+	// The answer's memory stays charged while it is written.
+	var whileWritten int64
+	w := &chargeProbe{tailWriter: tailWriter{header: http.Header{}}, budget: &h.budget, seen: &whileWritten}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(body)))
+	if connectionReserve+whileWritten <= admitted {
+		t.Errorf("while the answer was written %d bytes were charged: what it took beyond the %d admitted was refunded before", whileWritten, admitted-connectionReserve)
+	}
 
 	// Room for the review as admitted, not for its carries.
 	h.MaxInFlightMemory = admitted + 64<<10
@@ -428,4 +436,18 @@ func TestResponseOutgrowingItsChargeIsCharged(t *testing.T) {
 	if h.budget.memory != 0 || h.budget.reviews != 0 {
 		t.Errorf("after the reviews: %d bytes and %d reviews still charged", h.budget.memory, h.budget.reviews)
 	}
+}
+
+// chargeProbe records the most the budget holds while an answer is written.
+type chargeProbe struct {
+	tailWriter
+	budget *budget
+	seen   *int64
+}
+
+func (w *chargeProbe) Write(p []byte) (int, error) {
+	w.budget.mu.Lock()
+	*w.seen = max(*w.seen, w.budget.memory)
+	w.budget.mu.Unlock()
+	return w.tailWriter.Write(p)
 }

@@ -425,12 +425,9 @@ func (e env) statefulSet(gen uint64) *appsv1ac.StatefulSetApplyConfiguration {
 	if r := firstResources(s.EnvironmentdResourceRequirements, c.environmentdResources); r != nil {
 		// A side not set stays null here, as the resources hash of every
 		// running environment was computed with it; applyGeneration leaves
-		// it out of what it applies (withoutNullResources).
-		resources := corev1ac.ResourceRequirements().WithRequests(r.Requests).WithLimits(r.Limits)
-		for _, claim := range r.Claims {
-			resources.WithClaims(corev1ac.ResourceClaim().WithName(claim.Name).WithRequest(claim.Request))
-		}
-		container.WithResources(resources)
+		// it out of what it applies (withoutNullResources). Claims are
+		// not applied: nothing sets the pod's resourceClaims they name.
+		container.WithResources(corev1ac.ResourceRequirements().WithRequests(r.Requests).WithLimits(r.Limits))
 	}
 	if c.EnableSecurityContext {
 		container.WithSecurityContext(podspec.ContainerSecurityContext())
@@ -523,9 +520,9 @@ func firstNonEmpty(ss ...string) string {
 }
 
 // withoutNullResources drops the sides of its containers' resources that
-// were not set: a null the live object never holds would make the no-op
-// check differ for ever, and the StatefulSet be applied on every pass of a
-// rollout.
+// were not set, or set empty: a null or {} the live object never holds
+// would make the no-op check differ for ever, and the StatefulSet be
+// applied on every pass of a rollout.
 func withoutNullResources(sts *appsv1ac.StatefulSetApplyConfiguration) {
 	if sts.Spec == nil || sts.Spec.Template == nil || sts.Spec.Template.Spec == nil {
 		return
@@ -535,10 +532,10 @@ func withoutNullResources(sts *appsv1ac.StatefulSetApplyConfiguration) {
 		if r == nil {
 			continue
 		}
-		if r.Requests != nil && *r.Requests == nil {
+		if r.Requests != nil && len(*r.Requests) == 0 {
 			r.Requests = nil
 		}
-		if r.Limits != nil && *r.Limits == nil {
+		if r.Limits != nil && len(*r.Limits) == 0 {
 			r.Limits = nil
 		}
 	}
