@@ -89,6 +89,14 @@ type reviewError struct {
 	msg    string
 }
 
+// result is the latency metric's result label of a refused review.
+func (e *reviewError) result() string {
+	if e.status == http.StatusTooManyRequests {
+		return "throttled"
+	}
+	return "bad_request"
+}
+
 func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// While tracing is off this is an atomic load: no allocation.
@@ -130,11 +138,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, charged, rerr := h.readBody(w, r, memory)
 	defer h.refund(charged)
 	if rerr != nil {
-		result := "bad_request"
-		if rerr.status == http.StatusTooManyRequests {
-			result = "throttled"
-		}
-		refuse(result, rerr)
+		refuse(rerr.result(), rerr)
 		return
 	}
 	// JSON between systems is UTF-8 (RFC 8259), and the API server's always
@@ -192,11 +196,7 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	result := "success"
 	failure, outgrown := h.convert(ctx, log, review, resp)
 	if outgrown != nil {
-		result := "bad_request"
-		if outgrown.status == http.StatusTooManyRequests {
-			result = "throttled"
-		}
-		refuse(result, outgrown)
+		refuse(outgrown.result(), outgrown)
 		return
 	}
 	if failure = boundedtext.Cut(failure, maxMessageBytes); failure == "" {
