@@ -130,8 +130,11 @@ var unexercised = map[string]map[string]string{
 		// from the API server (it may have been deleted since). Whether a
 		// reconcile runs in that window depends on timing. Without the
 		// grant such a reconcile fails and is retried.
-		"|services|get":                         "read-your-writes of a Service the cache has not seen yet (recent.Current)",
-		"networking.k8s.io|networkpolicies|get": "read-your-writes of the console's NetworkPolicy the cache has not seen yet (recent.Current)",
+		"|services|get":                              "read-your-writes of a Service the cache has not seen yet (recent.Current)",
+		"networking.k8s.io|networkpolicies|get":      "read-your-writes of a NetworkPolicy the cache has not seen yet (recent.Current)",
+		"apps|statefulsets|get":                      "read-your-writes of environmentd's StatefulSet the cache has not seen yet (recent.Current)",
+		"|serviceaccounts|get":                       "read-your-writes of environmentd's ServiceAccount the cache has not seen yet (recent.Current)",
+		"rbac.authorization.k8s.io|rolebindings|get": "read-your-writes of environmentd's RoleBinding the cache has not seen yet (recent.Current)",
 		// A Balancer or Console the materialize reconciler applies names its
 		// resource id in its spec, which is recorded with its first Ready
 		// condition; one a user creates without spec.resourceId has a random

@@ -113,7 +113,7 @@ func NewCommand() *cobra.Command {
 		"take a Lease over as soon as the kubelet reports its holder's process terminated, not when it expires (needs list and watch on pods in the holders' namespace; docs/leader-election.md)")
 	fs.StringVar(&o.TerminationMessagePath, "termination-message-path", "/dev/termination-log",
 		"the container's terminationMessagePath: this process writes its incarnation there, which the kubelet reports once it has terminated")
-	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run")
+	fs.StringSliceVar(&o.Controllers, "controllers", knownControllers, "reconcilers to run, each named once")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", ":8080", "address of the Prometheus metrics endpoint")
 	fs.StringVar(&o.HealthAddress, "health-address", ":8081", "address of /healthz (fails when a held Lease is overdue) and /readyz")
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on the health address")
@@ -155,13 +155,15 @@ func (o *Options) addNodeUpgradeFlags(fs *pflag.FlagSet) {
 }
 
 func (o *Options) complete() error {
-	for _, c := range o.Controllers {
-		known := false
-		for _, k := range knownControllers {
-			known = known || c == k
-		}
-		if !known {
+	for i, c := range o.Controllers {
+		if !slices.Contains(knownControllers, c) {
 			return fmt.Errorf("--controllers: unknown controller %q (want some of %s)", c, strings.Join(knownControllers, ","))
+		}
+		// A name given twice (the flag appends: the chart's list and an
+		// extra argument) would run two campaigns for one Lease with one
+		// identity, both leading it.
+		if slices.Contains(o.Controllers[:i], c) {
+			return fmt.Errorf("--controllers: %q is named twice", c)
 		}
 	}
 	if len(o.Controllers) == 0 {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -37,5 +38,16 @@ func TestTracingPassedToEnvironmentd(t *testing.T) {
 		if e := o.Environment; e.OpenTelemetryEndpoint != tc.endpoint || e.SentryDSN != tc.dsn || e.SentryEnvironment != tc.sentEnv {
 			t.Errorf("%q: environmentd gets endpoint %q, Sentry %q %q", tc.args, e.OpenTelemetryEndpoint, e.SentryDSN, e.SentryEnvironment)
 		}
+	}
+}
+
+// A controller named twice in --controllers (the flag appends: the chart's
+// list and an extra argument) is refused: two campaigns for one Lease with
+// one identity would both lead it.
+func TestAControllerNamedTwiceIsRefused(t *testing.T) {
+	o := &Options{Controllers: []string{"materialize", "balancer", "console", "balancer"}, EnvironmentdClusterRole: "role",
+		LeaderElectionNamespace: "ops", LeaderElectionIdentity: "pod"}
+	if err := o.complete(); err == nil || !strings.Contains(err.Error(), `"balancer" is named twice`) {
+		t.Errorf("complete() = %v, want balancer named twice", err)
 	}
 }
