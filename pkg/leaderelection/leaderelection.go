@@ -598,7 +598,10 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	}
 
 	switch {
-	case errors.Is(endCause, errShutdown):
+	case errors.Is(endCause, errShutdown), ctx.Err() != nil:
+		// A fence during the shutdown's drain (the API server away) ends a
+		// term that was stopping anyway: a shutdown, not a lost lease,
+		// which the controllers take for a failure.
 		return outcomeShutdown
 	case errors.Is(endCause, errHandOver):
 		return outcomeRestart // a standby again

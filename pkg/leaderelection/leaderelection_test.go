@@ -849,3 +849,28 @@ func TestShutdownDrainIsBounded(t *testing.T) {
 		t.Errorf("holder = %q, want released", got)
 	}
 }
+
+// A fence during the shutdown's drain (its renewals failing, the API
+// server away) ends a term that was stopping anyway: Run returns nil, as
+// for any shutdown, not ErrLeadershipLost, which the controllers take for
+// a controller's failure (exit status 1, "controller failed").
+func TestFenceDuringTheDrainIsAShutdown(t *testing.T) {
+	lease := unique("test-drain-fenced")
+	a := newTestCandidate(t, "a", "default", fast)
+	a.cfg.DrainTimeout = failureBound
+	leading := make(chan time.Time, 1)
+	ra := a.run(t, lease, func(ctx context.Context) {
+		leading <- time.Now()
+		<-Stopping(ctx)
+		<-ctx.Done() // still draining when the fence comes
+	})
+	recv(t, leading, "a to lead")
+	ra.cancel()
+	a.fail.Store(true)
+	if err := ra.wait(t); err != nil {
+		t.Errorf("Run = %v, want nil: a fence during the drain ends a shutdown", err)
+	}
+	if n := a.logs.FilterMessage("lost lease").Len(); n != 1 {
+		t.Errorf(`a logged "lost lease" %d times, want 1 (the fence is still said)`, n)
+	}
+}
