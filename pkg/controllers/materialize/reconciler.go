@@ -457,7 +457,7 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 	kube := r.d.Kube
 	if e.mz.Spec.ServiceAccountName == "" {
 		sa := e.serviceAccount()
-		if _, err := applyChild(ctx, r, e, component.NewChild("ServiceAccount", *sa.Name, sa, r.accounts.In(e.ns()),
+		if _, _, _, err := applyChild(ctx, r, e, component.NewChild("ServiceAccount", *sa.Name, sa, r.accounts.In(e.ns()),
 			kube.CoreV1().ServiceAccounts(e.ns()), corev1acExtractServiceAccount)); err != nil {
 			return fmt.Errorf("service account: %w", err)
 		}
@@ -466,7 +466,7 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 	// namespace (RBAC lets the controllers create the binding with bind on
 	// that one ClusterRole, holding none of its permissions).
 	binding := e.roleBinding(r.o.EnvironmentdClusterRole)
-	if _, err := applyChild(ctx, r, e, component.NewChild("RoleBinding", *binding.Name, binding, r.bindings.In(e.ns()),
+	if _, _, _, err := applyChild(ctx, r, e, component.NewChild("RoleBinding", *binding.Name, binding, r.bindings.In(e.ns()),
 		kube.RbacV1().RoleBindings(e.ns()), rbacacExtractRoleBinding)); err != nil {
 		return fmt.Errorf("role binding: %w", err)
 	}
@@ -501,7 +501,7 @@ func (r *reconciler) applyNetworkPolicies(ctx context.Context, e env, generation
 				return client.Get(ctx, name, metav1.GetOptions{})
 			}
 		}
-		if _, err := applyChild(ctx, r, e, child); err != nil {
+		if _, _, _, err := applyChild(ctx, r, e, child); err != nil {
 			return fmt.Errorf("network policy %s: %w", *policy.Name, err)
 		}
 	}
@@ -537,8 +537,9 @@ func (r *reconciler) generationToCreate(e env, in rollout.Input) bool {
 // what is desired, refused when another owner controls it, and remembered
 // until the informer has seen the write, so a pass that comes before it
 // does not apply it again.
-func applyChild[T metav1.Object, AC any](ctx context.Context, r *reconciler, e env, child component.Child[T, AC]) (T, error) {
-	return child.Apply(ctx, r.recent, e.mz, e.key())
+// It returns what Child.Change does.
+func applyChild[T metav1.Object, AC any](ctx context.Context, r *reconciler, e env, child component.Child[T, AC]) (before T, existed bool, now T, err error) {
+	return child.Change(ctx, r.recent, e.mz, e.key())
 }
 
 // rolloutTimeout is upstream's rollout_request_timeout: the spec's value as
@@ -854,17 +855,17 @@ func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) (ch
 	kube := r.d.Kube
 	services := kube.CoreV1().Services(e.ns())
 	for _, svc := range []*corev1ac.ServiceApplyConfiguration{g.service, g.persistPubSub} {
-		if _, err := applyChild(ctx, r, e, component.NewChild("Service", *svc.Name, svc, r.services.In(e.ns()), services, corev1acExtractService)); err != nil {
+		if _, _, _, err := applyChild(ctx, r, e, component.NewChild("Service", *svc.Name, svc, r.services.In(e.ns()), services, corev1acExtractService)); err != nil {
 			return false, err
 		}
 	}
-	if _, err := applyChild(ctx, r, e, component.NewChild("ConfigMap", *g.listeners.Name, g.listeners, r.configMaps.In(e.ns()),
+	if _, _, _, err := applyChild(ctx, r, e, component.NewChild("ConfigMap", *g.listeners.Name, g.listeners, r.configMaps.In(e.ns()),
 		kube.CoreV1().ConfigMaps(e.ns()), corev1acExtractConfigMap)); err != nil {
 		return false, err
 	}
 	withoutNullResources(g.statefulSet)
-	before, existed, now, err := component.NewChild("StatefulSet", *g.statefulSet.Name, g.statefulSet, r.statefulSets.In(e.ns()),
-		kube.AppsV1().StatefulSets(e.ns()), appsacExtractStatefulSet).Change(ctx, r.recent, e.mz, e.key())
+	before, existed, now, err := applyChild(ctx, r, e, component.NewChild("StatefulSet", *g.statefulSet.Name, g.statefulSet, r.statefulSets.In(e.ns()),
+		kube.AppsV1().StatefulSets(e.ns()), appsacExtractStatefulSet))
 	if err != nil {
 		return false, err
 	}
@@ -876,7 +877,7 @@ func (r *reconciler) applyGeneration(ctx context.Context, e env, gen uint64) (ch
 
 func (r *reconciler) applyPublicService(ctx context.Context, e env, gen uint64) error {
 	svc := e.publicService(gen)
-	_, err := applyChild(ctx, r, e, component.NewChild("Service", *svc.Name, svc, r.services.In(e.ns()),
+	_, _, _, err := applyChild(ctx, r, e, component.NewChild("Service", *svc.Name, svc, r.services.In(e.ns()),
 		r.d.Kube.CoreV1().Services(e.ns()), corev1acExtractService))
 	return err
 }

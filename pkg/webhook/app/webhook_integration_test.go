@@ -34,6 +34,28 @@ import (
 
 // The tests share one API server and one CRD, so they run one after another.
 
+// createThenListAtV1 creates a tenant's object at v1alpha1 and returns it
+// as a cluster-wide v1 LIST, which converts every object in one review,
+// holds it: one object the webhook cannot convert fails the LIST for all.
+func createThenListAtV1(t *testing.T, mz versioned.Interface, obj *v1alpha1.Materialize) v1.Materialize {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := mz.MaterializeV1alpha1().Materializes(obj.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := mz.MaterializeV1().Materializes(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("cluster-wide v1 LIST failed after a tenant's object %s: %v", obj.Name, err)
+	}
+	for _, item := range list.Items {
+		if item.Name == obj.Name && item.Namespace == obj.Namespace {
+			return item
+		}
+	}
+	t.Fatalf("%s/%s is missing from the LIST", obj.Namespace, obj.Name)
+	return v1.Materialize{}
+}
+
 func alphaMaterialize(ns, name string) *v1alpha1.Materialize {
 	return &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -190,27 +212,12 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 			`{"path":["kind"],"value":"Secret","derived":"Materialize"},` +
 			`{"path":["apiVersion"],"value":"v1","derived":"materialize.cloud/v1"},` +
 			`{"path":["spec","environmentdImageRef"],"value":{"not":"a string"},"derived":"materialize/environmentd:v26.1.0"}]`}
-		if _, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, tampered, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		item := createThenListAtV1(t, mz, tampered)
+		if _, ok := item.Annotations[conversion.AnnotationPrefix+"v1"]; ok {
+			t.Error("the ignored annotation is still on the converted object")
 		}
-		list, err := mz.MaterializeV1().Materializes(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatalf("cluster-wide v1 LIST failed after a tenant's tampered object: %v", err)
-		}
-		found := false
-		for _, item := range list.Items {
-			if item.Name == "tampered" && item.Namespace == ns {
-				found = true
-				if _, ok := item.Annotations[conversion.AnnotationPrefix+"v1"]; ok {
-					t.Error("the ignored annotation is still on the converted object")
-				}
-				if item.Spec.EnvironmentdImageRef != tampered.Spec.EnvironmentdImageRef {
-					t.Errorf("environmentdImageRef %q", item.Spec.EnvironmentdImageRef)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("the tampered object is missing from the LIST")
+		if item.Spec.EnvironmentdImageRef != tampered.Spec.EnvironmentdImageRef {
+			t.Errorf("environmentdImageRef %q", item.Spec.EnvironmentdImageRef)
 		}
 	})
 
@@ -224,24 +231,9 @@ func TestConversionThroughTheAPIServer(t *testing.T) {
 		full.Spec.RequestRollout = "6f1f4a8e-3c2b-4e4f-9a7e-0c4b8d2e1f00"
 		full.Spec.EnvironmentdIamRoleArn = "arn:aws:iam::123456789012:role/" + strings.Repeat("r", 2000)
 		full.Annotations = map[string]string{"filler": strings.Repeat("a", 256<<10-len("filler")-16)}
-		if _, err := mz.MaterializeV1alpha1().Materializes(ns).Create(ctx, full, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		list, err := mz.MaterializeV1().Materializes(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatalf("cluster-wide v1 LIST failed after a tenant's object with full annotations: %v", err)
-		}
-		found := false
-		for _, item := range list.Items {
-			if item.Name == "full" && item.Namespace == ns {
-				found = true
-				if _, ok := item.Annotations[conversion.AnnotationPrefix+"v1alpha1"]; ok {
-					t.Error("a carry was written past the bound")
-				}
-			}
-		}
-		if !found {
-			t.Errorf("the object is missing from the LIST")
+		item := createThenListAtV1(t, mz, full)
+		if _, ok := item.Annotations[conversion.AnnotationPrefix+"v1alpha1"]; ok {
+			t.Error("a carry was written past the bound")
 		}
 	})
 
