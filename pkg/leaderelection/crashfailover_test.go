@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +175,37 @@ func deref32(p *int32) int32 {
 		return 0
 	}
 	return *p
+}
+
+// A process that lost its Lease and rejoins the election (the controllers
+// do, in process) leads under a new term, even with its incarnation on the
+// Lease: its lost term has ended, so the Lease's history must show two.
+func TestRejoinAfterAFenceIsANewTerm(t *testing.T) {
+	ns := createNamespace(t, unique("crash-rejoin"))
+	lease := "test-crash-rejoin"
+	pod := holderPod(t, ns, "holder")
+	d := durations{lease: 6 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
+	a := newTestCandidate(t, "holder", ns, d)
+	a.cfg.Incarnation = incarnationOf(t, pod)
+	first := newRecorder()
+	r := a.run(t, lease, first.lead)
+	recv(t, first.started, "the first term to lead")
+	before := getLease(t, ns, lease)
+
+	a.fail.Store(true)
+	if err := r.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("Run = %v, want ErrLeadershipLost", err)
+	}
+	a.fail.Store(false)
+	second := newRecorder()
+	a.run(t, lease, second.lead)
+	recv(t, second.started, "the rejoined term to lead")
+	after := getLease(t, ns, lease)
+	if deref(after.Spec.HolderIdentity) != "holder" {
+		t.Fatalf("holder = %q, want the rejoined process", deref(after.Spec.HolderIdentity))
+	}
+	if !after.Spec.AcquireTime.After(before.Spec.AcquireTime.Time) || deref32(after.Spec.LeaseTransitions) != deref32(before.Spec.LeaseTransitions)+1 {
+		t.Errorf("the rejoin carried the lost term on: acquired %v -> %v, transitions %d -> %d", before.Spec.AcquireTime, after.Spec.AcquireTime,
+			deref32(before.Spec.LeaseTransitions), deref32(after.Spec.LeaseTransitions))
+	}
 }

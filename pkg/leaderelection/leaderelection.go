@@ -22,9 +22,13 @@
 //     the lead context is cancelled. Run waits for lead to return — the
 //     Lease is still renewed meanwhile — and only then releases the Lease.
 //   - Fast takeover. Standbys watch their Lease and, when it is released
-//     (holderIdentity empty) or deleted, restart client-go's elector, whose
-//     first attempt acquires a released Lease at once instead of waiting for
-//     the next RetryPeriod poll.
+//     (holderIdentity empty), restart client-go's elector, whose first
+//     attempt acquires a released Lease at once instead of waiting for the
+//     next RetryPeriod poll.
+//   - No second writer by another's hand. A leader whose watch shows its
+//     Lease held by another, released by another or deleted ends its term
+//     at once rather than at its renew deadline, and a Lease seen deleted
+//     is created again only a lease duration later.
 //
 // The clock-skew assumptions are client-go's: candidates only compare local
 // monotonic durations, so clocks may differ but must advance at about the
@@ -39,12 +43,15 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/zapr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sle "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
@@ -242,10 +249,11 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 		logger = zap.NewNop()
 	}
 	c := &candidate{
-		cfg:  cfg,
-		name: name,
-		lead: lead,
-		log:  logger.With(zap.String("lease", cfg.Namespace+"/"+name), zap.String("identity", cfg.Identity)),
+		cfg:     cfg,
+		name:    name,
+		lead:    lead,
+		log:     logger.With(zap.String("lease", cfg.Namespace+"/"+name), zap.String("identity", cfg.Identity)),
+		notOurs: make(chan struct{}, 1),
 	}
 	// client-go's own lines duplicate ours; keep only its warnings and
 	// errors (e.g. why a renewal or a release failed).
@@ -319,6 +327,16 @@ type candidate struct {
 	log         *zap.Logger
 	clientGoLog klog.Logger
 	metrics     leaseMetrics
+
+	// notOurs is signalled, without blocking, whenever the Lease watch
+	// shows the Lease held by another, released or deleted; a leading
+	// term then asks the API server (watchHolder).
+	notOurs chan struct{}
+	// presence is the Lease as the watch last saw it; a Create waits on it.
+	presence presence
+	// claimedVersion is the resourceVersion of the last claim the watch
+	// wrote (take), which began a term the elector then carries on.
+	claimedVersion atomic.Pointer[string]
 }
 
 // releaseIfHeld releases the Lease if the API server names this replica its
@@ -348,6 +366,7 @@ func (c *candidate) releaseIfHeld() {
 func (c *candidate) newFencedLock() *fencedLock {
 	lock := newFencedLock(c.newLeaseLock(), c.cfg.RenewDeadline)
 	lock.releaseNotBefore = func() time.Time { return c.cfg.Terms.releaseNotBefore(c.name) }
+	lock.mayCreate = func() error { return c.presence.mayCreate(c.cfg.LeaseDuration) }
 	return lock
 }
 
@@ -355,6 +374,12 @@ func (c *candidate) newLeaseLock() *leaseLock {
 	return &leaseLock{
 		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
 		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
+		claimed: func() string {
+			if v := c.claimedVersion.Load(); v != nil {
+				return *v
+			}
+			return ""
+		},
 	}
 }
 
@@ -543,6 +568,11 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	leadDone := make(chan struct{})
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
+	select { // a signal from before this term; what is after it comes again
+	case <-c.notOurs:
+	default:
+	}
+	watchers.Go(func() { c.watchHolder(leadCtx, end) })
 	if c.cfg.Placement != nil {
 		watchers.Go(func() { c.watchHandOver(leadDone, d.begin) })
 	}
@@ -640,6 +670,56 @@ func (c *candidate) watchHandOver(leadDone <-chan struct{}, beginStop func(error
 			}
 		}
 	}
+}
+
+// watchHolder ends the term with ErrLeadershipLost as soon as the Lease is
+// held by another, released by another or deleted. A standby may then lead
+// at once (it finds itself named, or the Lease free), and the renew
+// deadline would leave two leaders writing for up to that long. A watch
+// event may be older than this term, so the API server is asked first.
+func (c *candidate) watchHolder(leadCtx context.Context, end func(error, string)) {
+	for {
+		select {
+		case <-leadCtx.Done():
+			return
+		case <-c.notOurs:
+		}
+		if reason := c.heldElsewhere(leadCtx); reason != "" {
+			end(ErrLeadershipLost, reason)
+			return
+		}
+	}
+}
+
+// heldElsewhere reads the Lease and says why this replica no longer holds
+// it, "" when it does or the read failed (the fence covers an API server
+// that is away).
+func (c *candidate) heldElsewhere(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
+	defer cancel()
+	lease, err := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace).Get(ctx, c.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "lease deleted"
+	case err != nil:
+		return ""
+	}
+	switch holder := deref(lease.Spec.HolderIdentity); holder {
+	case c.cfg.Identity:
+		return ""
+	case "":
+		return "lease released by another writer"
+	default:
+		// Whoever may write Leases wrote it; bounded all the same.
+		return fmt.Sprintf("lease taken by %.253q", holder)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // fence ends the term with ErrLeadershipLost once RenewDeadline has passed

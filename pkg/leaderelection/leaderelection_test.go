@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
 	"github.com/materializeinc/orchestratord/test/promtest"
@@ -228,13 +229,6 @@ var runs atomic.Int32
 // unique suffixes name so that tests can run again (-count) against the same
 // control plane.
 func unique(name string) string { return fmt.Sprintf("%s-%d", name, runs.Add(1)) }
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
 
 func ref[T any](v T) *T { return &v }
 
@@ -872,5 +866,84 @@ func TestFenceDuringTheDrainIsAShutdown(t *testing.T) {
 	}
 	if n := a.logs.FilterMessage("lost lease").Len(); n != 1 {
 		t.Errorf(`a logged "lost lease" %d times, want 1 (the fence is still said)`, n)
+	}
+}
+
+// lostReason is the reason of the one "lost lease" line c logged.
+func lostReason(t *testing.T, c *testCandidate) string {
+	t.Helper()
+	lines := c.logs.FilterMessage("lost lease").All()
+	if len(lines) != 1 {
+		t.Fatalf(`%s logged "lost lease" %d times, want 1`, c.id, len(lines))
+	}
+	reason, _ := lines[0].ContextMap()["reason"].(string)
+	return reason
+}
+
+// A Lease another writer names itself holder of (an admin forcing a
+// failover, a standby's claim) ends the leader's term as soon as its watch
+// shows it, not at its renew deadline: the new holder may lead at once.
+func TestALeaseTakenByAnotherEndsTheTermAtOnce(t *testing.T) {
+	lease := unique("test-taken")
+	a := newTestCandidate(t, "a", "default", slow)
+	la := newRecorder()
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+
+	leases := adminClient(t).CoordinationV1().Leases("default")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // a renews meanwhile
+		l := getLease(t, "default", lease)
+		l.Spec.HolderIdentity = ref("z")
+		_, err := leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
+	}
+	if got, want := lostReason(t, a), `lease taken by "z"`; got != want {
+		t.Errorf("a lost its lease for %q, want %q (not the renew deadline, %v)", got, want, slow.renew)
+	}
+	if got := holder(t, "default", lease); got != "z" {
+		t.Errorf("holder after a's term = %q, want z", got)
+	}
+}
+
+// A Lease deleted under its leader ends the term as soon as the leader's
+// watch shows it gone, and a standby creates it again only a lease duration
+// after it saw it go, as at an expiry: never while the leader may write on.
+func TestADeletedLeaseEndsTheTermAndIsCreatedALeaseDurationLater(t *testing.T) {
+	lease := unique("test-deleted")
+	d := durations{lease: 4 * time.Second, renew: 3 * time.Second, retry: 250 * time.Millisecond}
+	a := newTestCandidate(t, "a", "default", d)
+	b := newTestCandidate(t, "b", "default", d)
+	la, lb := newRecorder(), newRecorder()
+	ra := a.run(t, lease, la.lead)
+	recv(t, la.started, "a to lead")
+	b.run(t, lease, lb.lead)
+	time.Sleep(4 * d.retry) // b's watch has listed the lease (a Run that never saw it creates at once)
+
+	deletedAt := time.Now()
+	if err := adminClient(t).CoordinationV1().Leases("default").Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.wait(t); !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("a's Run = %v, want ErrLeadershipLost", err)
+	}
+	if got, want := lostReason(t, a), "lease deleted"; got != want {
+		t.Errorf("a lost its lease for %q, want %q", got, want)
+	}
+	aReturned := recv(t, la.returned, "a's lead to return")
+	bLeads := recv(t, lb.started, "b to lead")
+	if !bLeads.After(aReturned) {
+		t.Errorf("b led at %v, before a's lead returned at %v", bLeads, aReturned)
+	}
+	if waited := bLeads.Sub(deletedAt); waited < d.lease {
+		t.Errorf("b led %v after the deletion, before a lease duration (%v)", waited, d.lease)
+	}
+	if got := holder(t, "default", lease); got != "b" {
+		t.Errorf("holder = %q, want b", got)
 	}
 }

@@ -21,12 +21,16 @@ import (
 // (a process restarted in the same pod, or one rejoining after a lost
 // Lease) starts a new term — AcquireTime and LeaseTransitions move — where
 // client-go would carry the old term on, so the two lives stay apart in the
-// Lease's history.
+// Lease's history. The one record naming this identity that a term carries
+// on is the claim its own watch has just written (claimed).
 type leaseLock struct {
 	namespace, name string
 	identity        string
 	client          coordinationv1client.LeasesGetter
 	incarnation     *takeover.Incarnation // nil: no annotation
+	// claimed returns the resourceVersion of the last claim this Run's
+	// watch wrote ("" for none): that claim began the term already.
+	claimed func() string
 
 	lease  *coordinationv1.Lease // last read or written
 	termed bool                  // this term has written the Lease
@@ -76,9 +80,11 @@ func (l *leaseLock) Update(ctx context.Context, rec resourcelock.LeaderElectionR
 	case rec.HolderIdentity != l.identity:
 	case l.termed:
 		rec.AcquireTime, rec.LeaderTransitions = l.acquired, l.transitions
-	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == l.identity && !l.claimedByThisProcess(lease):
-		// client-go renews a Lease naming its identity as its own; this
-		// process has not led under it yet, so it is a new term.
+	case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == l.identity && !l.claimedJustNow(lease):
+		// client-go renews a Lease naming its identity as its own; no term
+		// of this Run has led under this record, so it is a new one. The
+		// incarnation cannot tell: a process rejoining after a lost Lease
+		// is the same incarnation, and its lost term has ended.
 		rec.AcquireTime = rec.RenewTime
 		rec.LeaderTransitions++
 	}
@@ -125,15 +131,10 @@ func (l *leaseLock) began(rec resourcelock.LeaderElectionRecord) {
 	}
 }
 
-// claimedByThisProcess tells whether the Lease already names this very
-// process: a standby's claim (watch.go) started the term before the elector
-// renewed it.
-func (l *leaseLock) claimedByThisProcess(lease *coordinationv1.Lease) bool {
-	if l.incarnation == nil {
-		return false
-	}
-	inc, ok := takeover.ParseHolder(lease.Annotations, l.identity)
-	return ok && inc.ID == l.incarnation.ID
+// claimedJustNow tells whether lease is the claim this Run's watch wrote
+// (watch.go), which started the term before the elector renewed it.
+func (l *leaseLock) claimedJustNow(lease *coordinationv1.Lease) bool {
+	return l.claimed != nil && lease.ResourceVersion != "" && lease.ResourceVersion == l.claimed()
 }
 
 // annotate sets HolderAnnotation for this process when it is the holder;

@@ -36,6 +36,9 @@ type fencedLock struct {
 	// mayAcquire, when set, is asked before a write that would make us the
 	// holder of a Lease someone else (or no one) held: the placement (package spread).
 	mayAcquire func() bool
+	// mayCreate, when set, is asked before the Lease is created: a Lease
+	// seen deleted is created again only later (presence.mayCreate).
+	mayCreate func() error
 	// releaseNotBefore, when set, is when a release may be written (Terms).
 	releaseNotBefore func() time.Time
 
@@ -92,6 +95,11 @@ func (l *fencedLock) takingReleased(rec resourcelock.LeaderElectionRecord) bool 
 }
 
 func (l *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if l.mayCreate != nil {
+		if err := l.mayCreate(); err != nil {
+			return fmt.Errorf("lease %s: %w", l.Describe(), err)
+		}
+	}
 	if l.mayAcquire != nil && l.takingReleased(rec) && !l.mayAcquire() {
 		return fmt.Errorf("lease %s: %w", l.Describe(), errDeferring)
 	}

@@ -2,6 +2,8 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,8 +20,11 @@ import (
 // watch informs on the single Lease (a metadata.name field selector in the
 // namespace) and signals released, without blocking, whenever the Lease is
 // seen without a holder — client-go's release writes an empty holderIdentity
-// and leaseDurationSeconds=1 — or is deleted. Run restarts its standby
-// elector on that signal; it ignores it while leading.
+// and leaseDurationSeconds=1. Run restarts its standby elector on that
+// signal; it ignores it while leading. It signals notOurs whenever the
+// Lease is seen held by another, released or deleted, and keeps presence.
+// A deletion restarts nothing: the Lease is created again only a lease
+// duration later (presence.mayCreate).
 func (c *candidate) watch(ctx context.Context, released chan<- string) {
 	leases := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace)
 	lw := kubeclient.ListWatch(c.cfg.Client, leases, kubeclient.Named(c.name))
@@ -45,6 +50,10 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		if !ok {
 			return
 		}
+		c.presence.seen()
+		if deref(lease.Spec.HolderIdentity) != c.cfg.Identity {
+			c.signalNotOurs()
+		}
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			holderPod.Stop()
 			signal("lease released")
@@ -62,10 +71,64 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    onLease,
 			UpdateFunc: func(_, obj any) { onLease(obj) },
-			DeleteFunc: func(any) { expiry.stop(); holderPod.Stop(); signal("lease deleted") },
+			DeleteFunc: func(any) {
+				c.presence.deleted()
+				expiry.stop()
+				holderPod.Stop()
+				c.signalNotOurs()
+			},
 		},
 	})
 	informer.RunWithContext(ctx)
+}
+
+func (c *candidate) signalNotOurs() {
+	select {
+	case c.notOurs <- struct{}{}:
+	default: // one pending signal is enough
+	}
+}
+
+// presence is the Lease as this Run's watch saw it last. The elector
+// creates the Lease only when it finds none, and a Lease deleted under a
+// leader that has not yet seen it go would let a standby lead at once
+// while the old leader writes on until its renew deadline. So a Lease is
+// created only by a Run that never saw it (a first install; the leader's
+// own rejoin, once its term has ended), or a lease duration after its
+// deletion was seen, as if it had expired then; and never while the watch
+// still shows it.
+type presence struct {
+	mu        sync.Mutex
+	present   bool
+	deletedAt time.Time
+}
+
+func (p *presence) seen() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.present = true
+}
+
+func (p *presence) deleted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.present, p.deletedAt = false, time.Now()
+}
+
+func (p *presence) mayCreate(leaseDuration time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.present:
+		return errors.New("not creating the lease: its watch has not yet seen it deleted")
+	case p.deletedAt.IsZero():
+		return nil
+	}
+	if since := time.Since(p.deletedAt); since < leaseDuration {
+		return fmt.Errorf("not creating the lease until a lease duration (%v) after it was seen deleted, %v ago, as at an expiry: its last holder may not have seen it go yet",
+			leaseDuration, since.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // expiryClaim takes over a Lease whose holder stopped renewing, as soon as
@@ -163,6 +226,7 @@ func (c *candidate) take(ctx context.Context, current *coordinationv1.Lease, msg
 	if err := lock.claim(ctx, current, c.cfg.LeaseDuration); err != nil {
 		return false
 	}
+	c.claimedVersion.Store(&lock.lease.ResourceVersion)
 	previous := ""
 	if current.Spec.HolderIdentity != nil {
 		previous = *current.Spec.HolderIdentity
