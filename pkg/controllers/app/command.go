@@ -33,7 +33,6 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/controllers/console"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
-	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/healthserver"
 	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
@@ -425,7 +424,7 @@ func (o *Options) newControllers(deps controller.Deps, clients map[string]*lease
 				Waiting: waiting,
 				Config:  o.Environment,
 				// Promotions are writes: the lease fence bounds them too.
-				Leader:          &environmentd.Client{Wrap: fence.Transport},
+				Leader:          clients[name].environmentd(),
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
 				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
 				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,

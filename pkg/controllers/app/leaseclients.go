@@ -14,6 +14,7 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	"github.com/materializeinc/orchestratord/pkg/controllers/unreadable"
+	"github.com/materializeinc/orchestratord/pkg/environmentd"
 	"github.com/materializeinc/orchestratord/pkg/kubeclient"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection"
 	"github.com/materializeinc/orchestratord/pkg/leaderelection/fence"
@@ -86,6 +87,17 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	c.stopEvents = broadcaster.Shutdown
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: identity})
 	return c, nil
+}
+
+// environmentd is the client of environmentd's leader API for this
+// controller's terms. The fence refuses a promotion sent past the renew
+// deadline (fence.Transport), and the connections are the controller's,
+// so the fence also aborts a promotion still on the wire, as it aborts the
+// API server's writes; on a shared keep-alive pool it would go on.
+func (c *leaseClients) environmentd() *environmentd.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = c.conns.Dial
+	return &environmentd.Client{HTTP: &http.Client{Timeout: environmentd.DefaultTimeout, Transport: t}, Wrap: fence.Transport}
 }
 
 // abort resets the controller's connections when its term is fenced: a
