@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ func RegisterClientMetrics(reg prometheus.Registerer) {
 	registerOnce.Do(func() {
 		q := newQueueMetrics(reg)
 		workqueue.SetProvider(q)
+		queueProvider.Store(q)
 		rc := newRESTMetrics(reg)
 		metrics.Register(metrics.RegisterOpts{
 			RequestLatency:     rc.latency,
@@ -28,7 +30,22 @@ func RegisterClientMetrics(reg prometheus.Registerer) {
 	})
 }
 
-var registerOnce sync.Once
+var (
+	registerOnce  sync.Once
+	queueProvider atomic.Pointer[queueMetrics]
+)
+
+// queueStopped zeroes the gauges of the work queue name once a term's
+// queue has shut down. client-go stops updating them then, so a standby
+// would show the last term's work in progress for ever, and the
+// stuck-worker alert (docs/monitoring.md) would fire on it.
+func queueStopped(name string) {
+	if m := queueProvider.Load(); m != nil {
+		m.depth.WithLabelValues(name).Set(0)
+		m.unfinished.WithLabelValues(name).Set(0)
+		m.longestRunning.WithLabelValues(name).Set(0)
+	}
+}
 
 // queueMetrics is a workqueue.MetricsProvider; every queue is labelled by
 // its name (the controller's).

@@ -217,6 +217,7 @@ func (c *Controller) Run(ctx context.Context) {
 	c.queue.Store(nil)
 	q.ShutDown()
 	wg.Wait()
+	queueStopped(c.name)
 	log.Info("controller stopped")
 }
 
