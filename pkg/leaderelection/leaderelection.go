@@ -146,6 +146,10 @@ type Config struct {
 	// finishing in-flight work under a valid lead context (see Stopping).
 	// Zero cancels the lead context at once.
 	DrainTimeout time.Duration
+
+	// leaseSeen, in tests, is called each time the Lease watch shows the
+	// Lease.
+	leaseSeen func()
 }
 
 // Placement decides, for a replica, which Leases it may take and which it
@@ -254,6 +258,7 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 		lead:    lead,
 		log:     logger.With(zap.String("lease", cfg.Namespace+"/"+name), zap.String("identity", cfg.Identity)),
 		notOurs: make(chan struct{}, 1),
+		started: time.Now(),
 	}
 	// client-go's own lines duplicate ours; keep only its warnings and
 	// errors (e.g. why a renewal or a release failed).
@@ -337,6 +342,9 @@ type candidate struct {
 	// claimedVersion is the resourceVersion of the last claim the watch
 	// wrote (take), which began a term the elector then carries on.
 	claimedVersion atomic.Pointer[string]
+	// started is when this Run began: a term of this process's
+	// incarnation begun since is this Run's (leaseLock.claimedJustNow).
+	started time.Time
 }
 
 // releaseIfHeld releases the Lease if the API server names this replica its
@@ -374,6 +382,7 @@ func (c *candidate) newLeaseLock() *leaseLock {
 	return &leaseLock{
 		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
 		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
+		runStarted: c.started,
 		claimed: func() string {
 			if v := c.claimedVersion.Load(); v != nil {
 				return *v
@@ -568,10 +577,9 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 	leadDone := make(chan struct{})
 	var watchers sync.WaitGroup
 	watchers.Go(func() { c.fence(leadCtx, lock, end) })
-	select { // a signal from before this term; what is after it comes again
-	case <-c.notOurs:
-	default:
-	}
+	// A signal pending from before this term is not drained: it may be an
+	// event after the acquisition, which the watch does not send twice.
+	// Checking it costs one GET.
 	watchers.Go(func() { c.watchHolder(leadCtx, end) })
 	if c.cfg.Placement != nil {
 		watchers.Go(func() { c.watchHandOver(leadDone, d.begin) })
@@ -684,34 +692,48 @@ func (c *candidate) watchHolder(leadCtx context.Context, end func(error, string)
 			return
 		case <-c.notOurs:
 		}
-		if reason := c.heldElsewhere(leadCtx); reason != "" {
-			end(ErrLeadershipLost, reason)
-			return
+		for {
+			reason, err := c.heldElsewhere(leadCtx)
+			if reason != "" {
+				end(ErrLeadershipLost, reason)
+				return
+			}
+			if err == nil {
+				break
+			}
+			// Asked again every retry period; meanwhile the fence bounds
+			// the term, as for any API server that is away.
+			t := time.NewTimer(c.cfg.RetryPeriod)
+			select {
+			case <-leadCtx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 	}
 }
 
 // heldElsewhere reads the Lease and says why this replica no longer holds
-// it, "" when it does or the read failed (the fence covers an API server
-// that is away).
-func (c *candidate) heldElsewhere(ctx context.Context) string {
+// it, "" when it does or the read failed (err).
+func (c *candidate) heldElsewhere(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RenewDeadline)
 	defer cancel()
 	lease, err := c.cfg.Client.CoordinationV1().Leases(c.cfg.Namespace).Get(ctx, c.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "lease deleted"
+		return "lease deleted", nil
 	case err != nil:
-		return ""
+		return "", err
 	}
 	switch holder := deref(lease.Spec.HolderIdentity); holder {
 	case c.cfg.Identity:
-		return ""
+		return "", nil
 	case "":
-		return "lease released by another writer"
+		return "lease released by another writer", nil
 	default:
 		// Whoever may write Leases wrote it; bounded all the same.
-		return fmt.Sprintf("lease taken by %.253q", holder)
+		return fmt.Sprintf("lease taken by %.253q", holder), nil
 	}
 }
 

@@ -869,6 +869,14 @@ func TestFenceDuringTheDrainIsAShutdown(t *testing.T) {
 	}
 }
 
+// seesTheLease returns a channel closed once c's Lease watch shows the Lease.
+func seesTheLease(c *testCandidate) <-chan struct{} {
+	saw := make(chan struct{})
+	var once sync.Once
+	c.cfg.leaseSeen = func() { once.Do(func() { close(saw) }) }
+	return saw
+}
+
 // lostReason is the reason of the one "lost lease" line c logged.
 func lostReason(t *testing.T, c *testCandidate) string {
 	t.Helper()
@@ -920,10 +928,18 @@ func TestADeletedLeaseEndsTheTermAndIsCreatedALeaseDurationLater(t *testing.T) {
 	a := newTestCandidate(t, "a", "default", d)
 	b := newTestCandidate(t, "b", "default", d)
 	la, lb := newRecorder(), newRecorder()
+	// A Run whose watch never saw the Lease creates it at once.
+	aSaw, bSaw := seesTheLease(a), seesTheLease(b)
 	ra := a.run(t, lease, la.lead)
 	recv(t, la.started, "a to lead")
 	b.run(t, lease, lb.lead)
-	time.Sleep(4 * d.retry) // b's watch has listed the lease (a Run that never saw it creates at once)
+	for _, saw := range []<-chan struct{}{aSaw, bSaw} {
+		select {
+		case <-saw:
+		case <-time.After(failureBound):
+			t.Fatal("a watch never showed the lease")
+		}
+	}
 
 	deletedAt := time.Now()
 	if err := adminClient(t).CoordinationV1().Leases("default").Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {

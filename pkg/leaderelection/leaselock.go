@@ -31,6 +31,8 @@ type leaseLock struct {
 	// claimed returns the resourceVersion of the last claim this Run's
 	// watch wrote ("" for none): that claim began the term already.
 	claimed func() string
+	// runStarted is when this Run began (claimedJustNow).
+	runStarted time.Time
 
 	lease  *coordinationv1.Lease // last read or written
 	termed bool                  // this term has written the Lease
@@ -132,9 +134,20 @@ func (l *leaseLock) began(rec resourcelock.LeaderElectionRecord) {
 }
 
 // claimedJustNow tells whether lease is the claim this Run's watch wrote
-// (watch.go), which started the term before the elector renewed it.
+// (watch.go), which started the term before the elector renewed it: the
+// claim's resourceVersion, or, before its answer is back (or when it was
+// lost), this process's incarnation with a term begun since this Run
+// began. A term of the same incarnation begun before is a lost one the
+// process rejoins after, and a new term.
 func (l *leaseLock) claimedJustNow(lease *coordinationv1.Lease) bool {
-	return l.claimed != nil && lease.ResourceVersion != "" && lease.ResourceVersion == l.claimed()
+	if l.claimed != nil && lease.ResourceVersion != "" && lease.ResourceVersion == l.claimed() {
+		return true
+	}
+	if l.incarnation == nil || lease.Spec.AcquireTime == nil {
+		return false
+	}
+	inc, ok := takeover.ParseHolder(lease.Annotations, l.identity)
+	return ok && inc.ID == l.incarnation.ID && !lease.Spec.AcquireTime.Time.Before(l.runStarted)
 }
 
 // annotate sets HolderAnnotation for this process when it is the holder;

@@ -50,7 +50,10 @@ func (c *candidate) watch(ctx context.Context, released chan<- string) {
 		if !ok {
 			return
 		}
-		c.presence.seen()
+		c.presence.seen(deref(lease.Spec.HolderIdentity) != "")
+		if c.cfg.leaseSeen != nil {
+			c.cfg.leaseSeen()
+		}
 		if deref(lease.Spec.HolderIdentity) != c.cfg.Identity {
 			c.signalNotOurs()
 		}
@@ -95,24 +98,28 @@ func (c *candidate) signalNotOurs() {
 // while the old leader writes on until its renew deadline. So a Lease is
 // created only by a Run that never saw it (a first install; the leader's
 // own rejoin, once its term has ended), or a lease duration after its
-// deletion was seen, as if it had expired then; and never while the watch
-// still shows it.
+// deletion was seen, as if it had expired then, unless it was last seen
+// with no holder; and never while the watch still shows it.
 type presence struct {
 	mu        sync.Mutex
 	present   bool
+	held      bool // when last seen, it named a holder
 	deletedAt time.Time
 }
 
-func (p *presence) seen() {
+func (p *presence) seen(held bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.present = true
+	p.present, p.held = true, held
 }
 
 func (p *presence) deleted() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.present, p.deletedAt = false, time.Now()
+	p.present, p.deletedAt = false, time.Time{}
+	if p.held {
+		p.deletedAt = time.Now()
+	}
 }
 
 func (p *presence) mayCreate(leaseDuration time.Duration) error {

@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,14 +14,23 @@ import (
 	"github.com/materializeinc/orchestratord/test/promtest"
 )
 
+// client-go takes one metrics provider per process: one registry for the
+// package's tests.
+var clientMetricsRegistry = sync.OnceValue(func() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	RegisterClientMetrics(reg)
+	return reg
+})
+
+var queueNames atomic.Int32
+
 // A term that ends with a reconcile in progress leaves no work in progress
 // on the gauges: client-go stops updating them when the queue shuts down,
 // and a standby showing the last term's values would fire the stuck-worker
 // alert for as long as it stands by.
 func TestQueueGaugesAreZeroAfterATerm(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	RegisterClientMetrics(reg)
-	const name = "gauges-after-a-term"
+	reg := clientMetricsRegistry()
+	name := fmt.Sprintf("gauges-after-a-term-%d", queueNames.Add(1)) // -count=N
 	inProgress := make(chan struct{})
 	c := New(name, reconcileFunc(func(ctx context.Context, key string) (Result, error) {
 		close(inProgress)
