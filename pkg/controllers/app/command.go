@@ -67,14 +67,16 @@ type Options struct {
 	Profiling               bool
 	Workers                 int
 	CreateBalancers         bool
-	CreateConsoles          bool
-	BalancerdImage          string
-	ConsoleImage            string
-	EnvironmentdClusterRole string
-	EnvironmentdURLTemplate string
-	EnvironmentdPoll        time.Duration
-	KubeAPIQPS              float32
-	KubeAPIBurst            int
+	// AllowExistingServiceAccounts: materialize.Options'.
+	AllowExistingServiceAccounts bool
+	CreateConsoles               bool
+	BalancerdImage               string
+	ConsoleImage                 string
+	EnvironmentdClusterRole      string
+	EnvironmentdURLTemplate      string
+	EnvironmentdPoll             time.Duration
+	KubeAPIQPS                   float32
+	KubeAPIBurst                 int
 	// Environment is how environmentd runs: upstream orchestratord's flags.
 	Environment materialize.Config
 	// GCPNodeUpgrade is upstream's GKE node upgrade rollout trigger, run
@@ -118,6 +120,8 @@ func NewCommand() *cobra.Command {
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on the health address")
 	fs.IntVar(&o.Workers, "workers", 2, "concurrent reconciles per controller")
 	fs.BoolVar(&o.CreateBalancers, "create-balancers", true, "apply a Balancer for every Materialize (delete them when false)")
+	fs.BoolVar(&o.AllowExistingServiceAccounts, "allow-existing-service-accounts", false,
+		"let spec.serviceAccountName name a ServiceAccount the operator did not create, the Materialize's own name included (upstream's behaviour); when false, an account named after the Materialize is the operator's own, applied and owned by it")
 	fs.BoolVar(&o.CreateConsoles, "create-consoles", true, "apply a Console for every Materialize (delete them when false)")
 	fs.StringVar(&o.BalancerdImage, "balancerd-image", "", "balancerd image; empty means the environmentd image's registry and tag")
 	fs.StringVar(&o.ConsoleImage, "console-image", "", "console image; empty means the environmentd image's registry and tag")
@@ -427,7 +431,8 @@ func (o *Options) newControllers(deps controller.Deps, clients map[string]*lease
 				Leader:          clients[name].environmentd(),
 				EnvironmentdURL: envURL, PollInterval: o.EnvironmentdPoll,
 				CreateBalancers: o.CreateBalancers, CreateConsoles: o.CreateConsoles,
-				BalancerdImage: o.BalancerdImage, ConsoleImage: o.ConsoleImage,
+				AllowExistingServiceAccounts: o.AllowExistingServiceAccounts,
+				BalancerdImage:               o.BalancerdImage, ConsoleImage: o.ConsoleImage,
 				EnvironmentdClusterRole: o.EnvironmentdClusterRole,
 			}))
 			if run := o.nodeTriggers(deps.Kube, deps.MZ, log, registry); run != nil {

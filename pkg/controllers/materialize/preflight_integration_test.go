@@ -458,3 +458,30 @@ func TestSpecFillLeavesTheUsersFieldsToTheUser(t *testing.T) {
 		t.Errorf("after the user's apply: requestRollout %q (want %q), environmentId %q", got.Spec.RequestRollout, next, got.Spec.EnvironmentID)
 	}
 }
+
+// A spec.serviceAccountName equal to the Materialize's name is the
+// operator's own account, applied and owned like the one it makes when the
+// field is empty: the chart's admission policy checks environmentd's
+// account by name only, so a tenant who named a Materialize after a
+// powerful ServiceAccount of its namespace, and set the field to it, ran
+// environmentd as that account. Applying it lets the policy refuse taking
+// over an account someone else made (test/chart).
+func TestAServiceAccountNamedAfterItsMaterializeIsTheOperators(t *testing.T) {
+	ctx := context.Background()
+	ns := environmentNamespace(t)
+	startController(t)
+	mz := newMaterialize(ns, "mine")
+	mz.Spec.ServiceAccountName = "mine"
+	created, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mine", 1)
+	sa, err := kubernetes.NewForConfigOrDie(cp.Config).CoreV1().ServiceAccounts(ns).Get(ctx, "mine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Materialize's own ServiceAccount: %v", err)
+	}
+	if owner := metav1.GetControllerOf(sa); owner == nil || owner.UID != created.UID {
+		t.Errorf("ServiceAccount controlled by %+v, want the Materialize %s", owner, created.UID)
+	}
+}

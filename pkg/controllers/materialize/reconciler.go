@@ -91,6 +91,14 @@ type Options struct {
 	// BalancerdImage and ConsoleImage override the images derived from the
 	// environmentd image (same registry and tag).
 	BalancerdImage, ConsoleImage string
+	// AllowExistingServiceAccounts lets spec.serviceAccountName name a
+	// ServiceAccount the operator did not create, its Materialize's own
+	// name included (upstream's behaviour). Off, a spec.serviceAccountName
+	// equal to the Materialize's name is the operator's own account, which
+	// it applies: the admission policy (which checks only the name) then
+	// refuses taking over one someone else made, where upstream would run
+	// environmentd as it.
+	AllowExistingServiceAccounts bool
 	// EnvironmentdClusterRole is the ClusterRole granting EnvironmentdRules
 	// that each environment's RoleBinding refers to; empty means
 	// DefaultEnvironmentdClusterRole.
@@ -455,7 +463,7 @@ func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Mat
 
 func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generationNext bool) error {
 	kube := r.d.Kube
-	if e.mz.Spec.ServiceAccountName == "" {
+	if own := e.mz.Spec.ServiceAccountName; own == "" || (own == e.mz.Name && !r.o.AllowExistingServiceAccounts) {
 		sa := e.serviceAccount()
 		if _, _, _, err := applyChild(ctx, r, e, component.NewChild("ServiceAccount", *sa.Name, sa, r.accounts.In(e.ns()),
 			kube.CoreV1().ServiceAccounts(e.ns()), corev1acExtractServiceAccount)); err != nil {
