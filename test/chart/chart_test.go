@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/materializeinc/orchestratord/test/controlplane"
 	"github.com/materializeinc/orchestratord/test/markdown"
@@ -81,6 +82,14 @@ func runWith(binary string, args ...string) (string, error) {
 
 func decode(t *testing.T, manifest string) []*unstructured.Unstructured {
 	t.Helper()
+	// A key twice in one mapping (two label helpers naming the same
+	// label) decodes here, last one winning, but kustomize and Flux's
+	// post-render refuse it.
+	for _, doc := range strings.Split(manifest, "\n---") {
+		if _, err := yaml.YAMLToJSONStrict([]byte(doc)); err != nil {
+			t.Fatalf("rendered manifest: %v\n%s", err, doc)
+		}
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -271,7 +280,7 @@ func TestAllOptionsRender(t *testing.T) {
 		}
 	}
 	controllers := fmt.Sprint(find(objs, "Deployment", "orchestratord-controllers").Object)
-	for _, want := range []string{"registry.example/custom/controllers:v9", "--leader-election-namespace=leases", "--leader-election-lease-duration=30s", "--controllers=materialize,console", "--create-balancers=false",
+	for _, want := range []string{"registry.example/custom/controllers:v9", "--leader-election-namespace=leases", "--leader-election-lease-duration=30s", "--controllers=materialize,console", "--create-balancers=false", "--allow-existing-service-accounts",
 		"environments", "pull"} {
 		if !strings.Contains(controllers, want) {
 			t.Errorf("controllers Deployment lacks %q", want)

@@ -28,9 +28,15 @@ chart, but cut to 50 characters, leaving room for the suffixes.
 {{- define "orchestratord.environmentdClusterRole" -}}{{ include "orchestratord.controllers.name" . }}-environmentd{{- end -}}
 
 {{- define "orchestratord.labels" -}}
+{{ include "orchestratord.commonLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* orchestratord.labels but the instance, which selectorLabels carries:
+beside them (a key twice is refused by kustomize and Flux's post-render). */}}
+{{- define "orchestratord.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/part-of: orchestratord
-app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
@@ -217,7 +223,7 @@ metadata:
   name: {{ include "orchestratord.fullname" $root }}-{{ $component }}
   namespace: {{ $root.Release.Namespace }}
   labels:
-    {{- include "orchestratord.labels" $root | nindent 4 }}
+    {{- include "orchestratord.commonLabels" $root | nindent 4 }}
     {{- include "orchestratord.selectorLabels" (list $root $component) | nindent 4 }}
 spec:
   {{- if not (kindIs "invalid" $values.podDisruptionBudget.maxUnavailable) }}
