@@ -228,6 +228,18 @@ func TestStandInRefusesTheOldStatefulSet(t *testing.T) {
 	}
 }
 
+// setArg sets a flag of the container's command line, in place if it is
+// there (a flag given twice is refused for its own reason).
+func setArg(c *corev1.Container, flag, value string) {
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, flag+"=") {
+			c.Args[i] = flag + "=" + value
+			return
+		}
+	}
+	c.Args = append(c.Args, flag+"="+value)
+}
+
 // Bad input environmentd refuses: the stand-in must refuse it too, or the
 // tests above prove nothing.
 func TestStandInRefusesBrokenGenerations(t *testing.T) {
@@ -279,6 +291,18 @@ func TestStandInRefusesBrokenGenerations(t *testing.T) {
 				}
 			}
 		}, "environmentd: fatal: parsing replica size map: No memory limit found in cluster definition for 25cc"},
+		// What main.rs refuses with the Kubernetes orchestrator, and what
+		// serve() refuses once the catalog is open: flags an extra arg of
+		// the Materialize's could set.
+		{"the local-file secrets controller", func(sts *appsv1.StatefulSet, _ map[string]map[string]string, _ map[string]*corev1.Secret) {
+			setArg(&sts.Spec.Template.Spec.Containers[0], "--secrets-controller", "local-file")
+		}, "environmentd: fatal: SecretsControllerKind::LocalFile is not compatible with Orchestrator::Kubernetes."},
+		{"a process orchestrator's scratch directory", func(sts *appsv1.StatefulSet, _ map[string]map[string]string, _ map[string]*corev1.Secret) {
+			setArg(&sts.Spec.Template.Spec.Containers[0], "--orchestrator-process-scratch-directory", "/scratch")
+		}, "environmentd: fatal: --orchestrator-process-scratch-directory is not currently usable with the kubernetes orchestrator"},
+		{"a default cluster size the size map lacks", func(sts *appsv1.StatefulSet, _ map[string]map[string]string, _ map[string]*corev1.Secret) {
+			setArg(&sts.Spec.Template.Spec.Containers[0], "--bootstrap-default-cluster-replica-size", "no-such-size")
+		}, "environmentd: fatal: bootstrap default cluster replica size is unknown"},
 		{"listeners file without routes", func(_ *appsv1.StatefulSet, cms map[string]map[string]string, _ map[string]*corev1.Secret) {
 			cms["mzabcdefghij-listeners-3"]["listeners.json"] = `{"sql":{},"http":{"x":{"addr":"0.0.0.0:1","authenticator_kind":"None","enable_tls":false}}}`
 		}, "missing field `routes`"},

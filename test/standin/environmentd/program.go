@@ -124,6 +124,17 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		return nil, fatal("--license-key is required when running in Kubernetes")
 	}
 
+	// main.rs, configuring the controller: what the Kubernetes
+	// orchestrator cannot work with.
+	if orchestrator == "kubernetes" {
+		if _, ok := m.Get("orchestrator-process-scratch-directory"); ok {
+			return nil, fatal("--orchestrator-process-scratch-directory is not currently usable with the kubernetes orchestrator")
+		}
+		if secrets, _ := m.Get("secrets-controller"); secrets == "local-file" {
+			return nil, fatal("SecretsControllerKind::LocalFile is not compatible with Orchestrator::Kubernetes.")
+		}
+	}
+
 	plan := &Plan{Args: m, LicenseWarning: licenseWarning}
 	plan.Generation, _ = m.Get("deploy-generation")
 	if mode, _ := m.Get("tls-mode"); mode == "require" {
@@ -170,6 +181,11 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	sizes, _ := m.Get("cluster-replica-sizes")
 	if err := checkReplicaSizes(sizes, requireMemoryLimit); err != nil {
 		return nil, fatal("parsing replica size map: %v", err)
+	}
+	// serve() refuses it once the catalog is open, before any leader
+	// status: a pod that never reports one, as here.
+	if bootstrap, _ := m.Get("bootstrap-default-cluster-replica-size"); !hasSize(sizes, bootstrap) {
+		return nil, fatal("bootstrap default cluster replica size is unknown")
 	}
 	for _, l := range plan.Listeners.HTTP {
 		if l.AuthenticatorKind == "Password" || l.AuthenticatorKind == "Oidc" {
@@ -377,6 +393,14 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 // ReplicaAllocation (upstream src/controller/src/clusters.rs) requires:
 // scale and workers non-zero integers, credits_per_hour a decimal string;
 // the other fields have defaults or are optional.
+// hasSize tells whether the size map (checked by checkReplicaSizes) names size.
+func hasSize(raw, size string) bool {
+	var sizes map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(raw), &sizes)
+	_, ok := sizes[size]
+	return ok
+}
+
 func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
 	var sizes map[string]map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
