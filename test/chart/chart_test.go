@@ -354,6 +354,36 @@ func TestWebhookAutoscaling(t *testing.T) {
 	if err == nil || !strings.Contains(out, "webhook.autoscaling.minReplicas (1) must be above webhook.podDisruptionBudget.minAvailable (1)") {
 		t.Errorf("minReplicas at minAvailable: %v\n%s", err, out)
 	}
+	// A PodDisruptionBudget by maxUnavailable lets that many go at once:
+	// the floor is one more.
+	byMax := render(t, "ns", "--set", "webhook.autoscaling.enabled=true",
+		"--set", "webhook.podDisruptionBudget.minAvailable=null", "--set", "webhook.podDisruptionBudget.maxUnavailable=2")
+	if min := field(find(byMax, "HorizontalPodAutoscaler", "orchestratord-webhook"), "spec", "minReplicas"); min != "3" {
+		t.Errorf("HPA min %s with maxUnavailable 2, want 3", min)
+	}
+}
+
+// Disruption settings that cannot work are refused at render time with
+// what to change, not applied: a PodDisruptionBudget given both bounds
+// (one was silently dropped), a rolling update that may move no pod, and a
+// webhook that would go away whole (Recreate).
+func TestDisruptionSettingsThatCannotWorkAreRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "controllers.podDisruptionBudget.minAvailable=2"},
+			"controllers.podDisruptionBudget sets both minAvailable (2) and maxUnavailable (1)"},
+		{[]string{"--set", "webhook.podDisruptionBudget.maxUnavailable=1"},
+			"webhook.podDisruptionBudget sets both minAvailable (1) and maxUnavailable (1)"},
+		{[]string{"--set", "controllers.updateStrategy.rollingUpdate.maxUnavailable=0,controllers.updateStrategy.rollingUpdate.maxSurge=0"},
+			"controllers.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0"},
+		{[]string{"--set", "webhook.updateStrategy.type=Recreate"}, "RollingUpdate"},
+	} {
+		if out := renderFails(t, c.args...); !strings.Contains(out, c.want) {
+			t.Errorf("%v: %s, want %q", c.args, out, c.want)
+		}
+	}
 }
 
 // The controllers' egress policy: rendered with upstream's gate

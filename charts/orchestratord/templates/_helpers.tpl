@@ -176,6 +176,9 @@ empty, it is minAvailable + 1, or 2.
 {{- $floor := 1 -}}
 {{- if and $pdb.enabled (kindIs "float64" $pdb.minAvailable) }}{{ $floor = add (int $pdb.minAvailable) 1 }}{{ end -}}
 {{- if and $pdb.enabled (kindIs "int64" $pdb.minAvailable) }}{{ $floor = add (int $pdb.minAvailable) 1 }}{{ end -}}
+{{- /* maxUnavailable k lets k go at once: k + 1 leave one ready. */ -}}
+{{- $bound := printf "podDisruptionBudget.minAvailable (%v)" $pdb.minAvailable -}}
+{{- if and $pdb.enabled (or (kindIs "float64" $pdb.maxUnavailable) (kindIs "int64" $pdb.maxUnavailable)) }}{{ $floor = add (int $pdb.maxUnavailable) 1 }}{{ $bound = printf "podDisruptionBudget.maxUnavailable (%v)" $pdb.maxUnavailable }}{{ end -}}
 {{- if kindIs "invalid" $v.autoscaling.minReplicas -}}
 {{- if gt (max $floor 2) (int $v.autoscaling.maxReplicas) -}}
 {{- fail (printf "webhook.autoscaling.maxReplicas (%v) is below the autoscaler's floor, podDisruptionBudget.minAvailable + 1 (%v)" $v.autoscaling.maxReplicas (max $floor 2)) -}}
@@ -183,7 +186,7 @@ empty, it is minAvailable + 1, or 2.
 {{ max $floor 2 }}
 {{- else -}}
 {{- if lt (int $v.autoscaling.minReplicas) (int $floor) -}}
-{{- fail (printf "webhook.autoscaling.minReplicas (%v) must be above webhook.podDisruptionBudget.minAvailable (%v): at the minimum a voluntary eviction would leave no ready replica" $v.autoscaling.minReplicas $pdb.minAvailable) -}}
+{{- fail (printf "webhook.autoscaling.minReplicas (%v) must be above webhook.%s: at the minimum a voluntary eviction would leave no ready replica" $v.autoscaling.minReplicas $bound) -}}
 {{- end -}}
 {{- if gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas) -}}
 {{- fail (printf "webhook.autoscaling.minReplicas (%v) is above maxReplicas (%v)" $v.autoscaling.minReplicas $v.autoscaling.maxReplicas) -}}
@@ -216,7 +219,16 @@ in helm template), so an upgrade neither resets it nor drops it to 1.
 {{- define "orchestratord.pdb" -}}
 {{- $root := index . 0 -}}{{- $component := index . 1 -}}{{- $values := index . 2 -}}
 {{- $autoscaled := and (eq $component "webhook") (include "orchestratord.webhook.autoscaled" $root) -}}
-{{- if and $values.podDisruptionBudget.enabled (or $autoscaled (gt (int $values.replicas) 1)) }}
+{{- $pdb := $values.podDisruptionBudget -}}
+{{- if and $pdb.enabled (not (kindIs "invalid" $pdb.minAvailable)) (not (kindIs "invalid" $pdb.maxUnavailable)) -}}
+{{- fail (printf "%s.podDisruptionBudget sets both minAvailable (%v) and maxUnavailable (%v): set the one you do not mean to null" $component $pdb.minAvailable $pdb.maxUnavailable) -}}
+{{- end -}}
+{{- with $values.updateStrategy.rollingUpdate -}}
+{{- if and (eq (toString .maxUnavailable) "0") (eq (toString .maxSurge) "0") -}}
+{{- fail (printf "%s.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0" $component) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $pdb.enabled (or $autoscaled (gt (int $values.replicas) 1)) }}
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
