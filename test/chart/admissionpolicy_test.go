@@ -56,15 +56,20 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		return err
 	}
 	deployment := func(ns string, owners []metav1.OwnerReference) error { return deploymentAs(ns, owners, "") }
-	statefulSetAs := func(owners []metav1.OwnerReference, account string) error {
+	statefulSetWith := func(owners []metav1.OwnerReference, account string, change func(*corev1.PodSpec)) error {
 		labels := map[string]string{"app": "x"}
+		spec := podSpec(account)
+		change(&spec)
 		_, err := controllers.AppsV1().StatefulSets(tenant).Create(ctx, &appsv1.StatefulSet{
 			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: tenant, OwnerReferences: owners},
 			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(account),
+				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec,
 			}},
 		}, metav1.CreateOptions{DryRun: dryRun})
 		return err
+	}
+	statefulSetAs := func(owners []metav1.OwnerReference, account string) error {
+		return statefulSetWith(owners, account, func(*corev1.PodSpec) {})
 	}
 	// A Deployment someone else made, to delete. (Taking over a
 	// ServiceAccount, which the policy refuses too, is refused here by the
@@ -126,6 +131,30 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		{"balancerd's pods as another ServiceAccount", func() error { return deploymentAs(tenant, owner("Balancer", "mz", true), "privileged") }, false, false},
 		{"environmentd's pods as the Materialize's own ServiceAccount", func() error { return statefulSetAs(mz, "mz") }, true, true},
 		{"environmentd's pods as another ServiceAccount (spec.serviceAccountName)", func() error { return statefulSetAs(mz, "privileged") }, false, true},
+		// Whatever owner a reference names (the policy cannot see it
+		// exists), no pod reaches into its node.
+		{"a privileged container", func() error {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) { s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)} })
+		}, false, false},
+		{"an init container adding a capability", func() error {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+				s.InitContainers = []corev1.Container{{Name: "i", Image: "busybox", SecurityContext: &corev1.SecurityContext{
+					Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}}}
+			})
+		}, false, false},
+		{"a hostPath volume", func() error {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+				s.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+			})
+		}, false, false},
+		{"the node's network", func() error {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) { s.HostNetwork = true })
+		}, false, false},
+		{"dropping every capability, as the operator's pods do", func() error {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+				s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+			})
+		}, true, true},
 		{"deleting a Deployment nothing owns", func() error {
 			return controllers.AppsV1().Deployments(tenant).Delete(ctx, "theirs", metav1.DeleteOptions{DryRun: dryRun})
 		}, false, false},
