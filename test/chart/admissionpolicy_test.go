@@ -134,7 +134,9 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		// Whatever owner a reference names (the policy cannot see it
 		// exists), no pod reaches into its node.
 		{"a privileged container", func() error {
-			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) { s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)} })
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+				s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+			})
 		}, false, false},
 		{"an init container adding a capability", func() error {
 			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
