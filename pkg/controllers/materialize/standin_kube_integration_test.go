@@ -123,7 +123,28 @@ func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
 
 	t.Run("boots", func(t *testing.T) {
+		// A clusterd pod of an older template, left from an earlier boot:
+		// environmentd deletes it (OnDelete: its StatefulSet makes it anew).
+		pre := testEnv(testMaterialize("materialize/environmentd:v26.35.0", v1alpha1.AuthenticatorNone))
+		stale := "mz" + pre.id + "-cluster-u1-replica-u1-gen-1-0"
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pre.ns()}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if _, err := admin.CoreV1().ServiceAccounts(pre.ns()).Apply(ctx, pre.serviceAccount(), metav1.ApplyOptions{FieldManager: "test", Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.CoreV1().Pods(pre.ns()).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: stale, Annotations: map[string]string{"environmentd.materialize.cloud/pod-template-hash": "older"}},
+			Spec: corev1.PodSpec{ServiceAccountName: pre.serviceAccountName(), AutomountServiceAccountToken: new(bool),
+				Containers: []corev1.Container{{Name: "clusterd", Image: "clusterd"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		e, owner, d, exit, _ := kubeStandIn(t, cp, nil, time.Minute)
+		waitFor(t, exit, func() bool {
+			_, err := admin.CoreV1().Pods(e.ns()).Get(ctx, stale, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, "the clusterd pod of an older template deleted")
 		// The operator's bootstrap flags: mz_catalog_server (s2) and
 		// quickstart (u1), one replica each; the other builtins at 0.
 		want := []string{"mz" + e.id + "-cluster-s2-replica-s1-gen-1", "mz" + e.id + "-cluster-u1-replica-u1-gen-1"}

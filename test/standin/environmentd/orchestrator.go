@@ -2,6 +2,7 @@ package environmentd
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -391,14 +392,54 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 	if _, err := o.Kube.CoreV1().Services(o.Namespace).Apply(ctx, svc, opts); err != nil {
 		return fmt.Errorf("applying Service %s: %w", name, err)
 	}
+	template := corev1ac.PodTemplateSpec().WithLabels(podLabels).WithAnnotations(podAnnotations).WithSpec(pod)
+	// The hash of the template without it, as upstream's (a sha256 of its
+	// JSON): what tells a pod of an older template.
+	encoded, err := json.Marshal(template)
+	if err != nil {
+		return err
+	}
+	podAnnotations[podTemplateHashAnnotation] = fmt.Sprintf("%x", sha256.Sum256(encoded))
+	template.WithAnnotations(podAnnotations)
 	sts := appsv1ac.StatefulSet(name, o.Namespace).WithLabels(standard).WithOwnerReferences(owners...).
 		WithSpec(appsv1ac.StatefulSetSpec().WithReplicas(int32(size.Scale)).WithServiceName(name).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
 			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().WithType("OnDelete")).
 			WithPodManagementPolicy("Parallel").
-			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(podLabels).WithAnnotations(podAnnotations).WithSpec(pod)))
+			WithTemplate(template))
 	if _, err := o.Kube.AppsV1().StatefulSets(o.Namespace).Apply(ctx, sts, opts); err != nil {
 		return fmt.Errorf("applying StatefulSet %s: %w", name, err)
+	}
+	return o.syncPods(ctx, name, size.Scale, podAnnotations, opts)
+}
+
+// podTemplateHashAnnotation is upstream's POD_TEMPLATE_HASH_ANNOTATION.
+const podTemplateHashAnnotation = "environmentd.materialize.cloud/pod-template-hash"
+
+// syncPods is upstream's pod recreation under the OnDelete strategy, with
+// environmentd's own ServiceAccount: each pod of the StatefulSet is read;
+// one of another template hash is deleted (its controller makes it anew),
+// and the others get the template's annotations, applied. A pod already
+// gone is skipped.
+func (o *Orchestrator) syncPods(ctx context.Context, name string, scale uint16, annotations map[string]string, opts metav1.ApplyOptions) error {
+	pods := o.Kube.CoreV1().Pods(o.Namespace)
+	for i := range int(scale) {
+		podName := fmt.Sprintf("%s-%d", name, i)
+		live, err := pods.Get(ctx, podName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("reading pod %s: %w", podName, err)
+		}
+		if live.Annotations[podTemplateHashAnnotation] != annotations[podTemplateHashAnnotation] {
+			err = pods.Delete(ctx, podName, metav1.DeleteOptions{})
+		} else {
+			_, err = pods.Apply(ctx, corev1ac.Pod(podName, o.Namespace).WithAnnotations(annotations), opts)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("syncing pod %s: %w", podName, err)
+		}
 	}
 	return nil
 }
