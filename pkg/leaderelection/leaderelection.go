@@ -258,8 +258,9 @@ func Run(ctx context.Context, cfg Config, name string, lead func(ctx context.Con
 		lead:    lead,
 		log:     logger.With(zap.String("lease", cfg.Namespace+"/"+name), zap.String("identity", cfg.Identity)),
 		notOurs: make(chan struct{}, 1),
-		started: time.Now(),
 	}
+	began := time.Now()
+	c.claimsSince.Store(&began)
 	// client-go's own lines duplicate ours; keep only its warnings and
 	// errors (e.g. why a renewal or a release failed).
 	clientGo := c.log.Named("client-go")
@@ -342,9 +343,10 @@ type candidate struct {
 	// claimedVersion is the resourceVersion of the last claim the watch
 	// wrote (take), which began a term the elector then carries on.
 	claimedVersion atomic.Pointer[string]
-	// started is when this Run began: a term of this process's
-	// incarnation begun since is this Run's (leaseLock.claimedJustNow).
-	started time.Time
+	// claimsSince is when this Run began or its last term ended,
+	// whichever is later: a term of this process's incarnation begun
+	// since is the watch's claim (leaseLock.claimedJustNow).
+	claimsSince atomic.Pointer[time.Time]
 }
 
 // releaseIfHeld releases the Lease if the API server names this replica its
@@ -382,7 +384,7 @@ func (c *candidate) newLeaseLock() *leaseLock {
 	return &leaseLock{
 		namespace: c.cfg.Namespace, name: c.name, identity: c.cfg.Identity,
 		client: c.cfg.Client.CoordinationV1(), incarnation: c.cfg.Incarnation,
-		runStarted: c.started,
+		claimsSince: *c.claimsSince.Load(),
 		claimed: func() string {
 			if v := c.claimedVersion.Load(); v != nil {
 				return *v
@@ -621,6 +623,8 @@ func (c *candidate) leading(ctx context.Context, lock *fencedLock, leaderCtx con
 		c.cfg.Placement.Withdraw()
 	}
 	stopElector()
+	ended := time.Now()
+	c.claimsSince.Store(&ended)
 	if errors.Is(endCause, ErrLeadershipLost) {
 		// A renewal sent before the fence may have landed after it.
 		c.cfg.Terms.fenced(c.name, lock.renewedAt(), c.cfg.LeaseDuration)

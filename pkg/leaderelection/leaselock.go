@@ -31,8 +31,8 @@ type leaseLock struct {
 	// claimed returns the resourceVersion of the last claim this Run's
 	// watch wrote ("" for none): that claim began the term already.
 	claimed func() string
-	// runStarted is when this Run began (claimedJustNow).
-	runStarted time.Time
+	// claimsSince is when this Run began or its last term ended (claimedJustNow).
+	claimsSince time.Time
 
 	lease  *coordinationv1.Lease // last read or written
 	termed bool                  // this term has written the Lease
@@ -137,8 +137,8 @@ func (l *leaseLock) began(rec resourcelock.LeaderElectionRecord) {
 // (watch.go), which started the term before the elector renewed it: the
 // claim's resourceVersion, or, before its answer is back (or when it was
 // lost), this process's incarnation with a term begun since this Run
-// began. A term of the same incarnation begun before is a lost one the
-// process rejoins after, and a new term.
+// began and its last term ended. A term of the same incarnation begun
+// before is one that has ended (lost, or handed over), and a new term.
 func (l *leaseLock) claimedJustNow(lease *coordinationv1.Lease) bool {
 	if l.claimed != nil && lease.ResourceVersion != "" && lease.ResourceVersion == l.claimed() {
 		return true
@@ -147,7 +147,7 @@ func (l *leaseLock) claimedJustNow(lease *coordinationv1.Lease) bool {
 		return false
 	}
 	inc, ok := takeover.ParseHolder(lease.Annotations, l.identity)
-	return ok && inc.ID == l.incarnation.ID && !lease.Spec.AcquireTime.Time.Before(l.runStarted)
+	return ok && inc.ID == l.incarnation.ID && !lease.Spec.AcquireTime.Time.Before(l.claimsSince)
 }
 
 // annotate sets HolderAnnotation for this process when it is the holder;

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -56,20 +58,22 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		return err
 	}
 	deployment := func(ns string, owners []metav1.OwnerReference) error { return deploymentAs(ns, owners, "") }
-	statefulSetWith := func(owners []metav1.OwnerReference, account string, change func(*corev1.PodSpec)) error {
+	// statefulSetWith creates environmentd's StatefulSet changed by change
+	// (the pod spec and the StatefulSet).
+	statefulSetWith := func(owners []metav1.OwnerReference, account string, change func(*corev1.PodSpec, *appsv1.StatefulSetSpec)) error {
 		labels := map[string]string{"app": "x"}
-		spec := podSpec(account)
-		change(&spec)
-		_, err := controllers.AppsV1().StatefulSets(tenant).Create(ctx, &appsv1.StatefulSet{
+		sts := &appsv1.StatefulSet{
 			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: tenant, OwnerReferences: owners},
 			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec,
+				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(account),
 			}},
-		}, metav1.CreateOptions{DryRun: dryRun})
+		}
+		change(&sts.Spec.Template.Spec, &sts.Spec)
+		_, err := controllers.AppsV1().StatefulSets(tenant).Create(ctx, sts, metav1.CreateOptions{DryRun: dryRun})
 		return err
 	}
 	statefulSetAs := func(owners []metav1.OwnerReference, account string) error {
-		return statefulSetWith(owners, account, func(*corev1.PodSpec) {})
+		return statefulSetWith(owners, account, func(*corev1.PodSpec, *appsv1.StatefulSetSpec) {})
 	}
 	// A Deployment someone else made, to delete. (Taking over a
 	// ServiceAccount, which the policy refuses too, is refused here by the
@@ -134,26 +138,38 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		// Whatever owner a reference names (the policy cannot see it
 		// exists), no pod reaches into its node.
 		{"a privileged container", func() error {
-			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec, _ *appsv1.StatefulSetSpec) {
 				s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
 			})
 		}, false, false},
 		{"an init container adding a capability", func() error {
-			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec, _ *appsv1.StatefulSetSpec) {
 				s.InitContainers = []corev1.Container{{Name: "i", Image: "busybox", SecurityContext: &corev1.SecurityContext{
 					Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}}}}
 			})
 		}, false, false},
 		{"a hostPath volume", func() error {
-			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec, _ *appsv1.StatefulSetSpec) {
 				s.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 			})
 		}, false, false},
 		{"the node's network", func() error {
-			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) { s.HostNetwork = true })
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec, _ *appsv1.StatefulSetSpec) { s.HostNetwork = true })
+		}, false, false},
+		{"a host port", func() error {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec, _ *appsv1.StatefulSetSpec) {
+				s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
+			})
+		}, false, false},
+		{"a claim bound to a chosen PersistentVolume", func() error {
+			return statefulSetWith(mz, "mz", func(_ *corev1.PodSpec, sts *appsv1.StatefulSetSpec) {
+				sts.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "a-local-volume", AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}
+			})
 		}, false, false},
 		{"dropping every capability, as the operator's pods do", func() error {
-			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec) {
+			return statefulSetWith(mz, "mz", func(s *corev1.PodSpec, _ *appsv1.StatefulSetSpec) {
 				s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 			})
 		}, true, true},
@@ -217,6 +233,25 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 			case !want:
 				t.Logf("refused: %s: %v", w.what, err)
 			}
+		}
+	}
+}
+
+// --allow-existing-service-accounts is off only under the policy: it is
+// what holds environmentd to the account the operator makes, by its name.
+// Without the policy the controllers use an existing account as upstream
+// does, and never take one over.
+func TestExistingServiceAccountsFollowThePolicy(t *testing.T) {
+	for _, c := range []struct {
+		values []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{"--set", "controllers.admissionPolicy.allowExistingServiceAccounts=true"}, true},
+		{[]string{"--set", "controllers.admissionPolicy.enabled=false"}, true},
+	} {
+		if got := slices.Contains(controllersArgs(t, c.values...), "--allow-existing-service-accounts"); got != c.want {
+			t.Errorf("%v: --allow-existing-service-accounts passed %v, want %v", c.values, got, c.want)
 		}
 	}
 }

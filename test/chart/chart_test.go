@@ -378,12 +378,16 @@ func TestDisruptionSettingsThatCannotWorkAreRefused(t *testing.T) {
 			"webhook.podDisruptionBudget sets both minAvailable (1) and maxUnavailable (1)"},
 		{[]string{"--set", "controllers.updateStrategy.rollingUpdate.maxUnavailable=0,controllers.updateStrategy.rollingUpdate.maxSurge=0"},
 			"controllers.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0"},
-		{[]string{"--set", "webhook.updateStrategy.type=Recreate"}, "RollingUpdate"},
+		{[]string{"--set", "controllers.updateStrategy.rollingUpdate.maxUnavailable=0%,controllers.updateStrategy.rollingUpdate.maxSurge=0"},
+			"controllers.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0"},
+		{[]string{"--set", "webhook.updateStrategy.type=Recreate"}, "webhook.updateStrategy.type"},
 	} {
 		if out := renderFails(t, c.args...); !strings.Contains(out, c.want) {
 			t.Errorf("%v: %s, want %q", c.args, out, c.want)
 		}
 	}
+	// One replica renders no PodDisruptionBudget: its bounds are not read.
+	render(t, "ns", "--set", "controllers.replicas=1,controllers.podDisruptionBudget.minAvailable=1")
 }
 
 // The controllers' egress policy: rendered with upstream's gate

@@ -181,7 +181,7 @@ empty, it is minAvailable + 1, or 2.
 {{- if and $pdb.enabled (or (kindIs "float64" $pdb.maxUnavailable) (kindIs "int64" $pdb.maxUnavailable)) }}{{ $floor = add (int $pdb.maxUnavailable) 1 }}{{ $bound = printf "podDisruptionBudget.maxUnavailable (%v)" $pdb.maxUnavailable }}{{ end -}}
 {{- if kindIs "invalid" $v.autoscaling.minReplicas -}}
 {{- if gt (max $floor 2) (int $v.autoscaling.maxReplicas) -}}
-{{- fail (printf "webhook.autoscaling.maxReplicas (%v) is below the autoscaler's floor, podDisruptionBudget.minAvailable + 1 (%v)" $v.autoscaling.maxReplicas (max $floor 2)) -}}
+{{- fail (printf "webhook.autoscaling.maxReplicas (%v) is below the autoscaler's floor, %s + 1 (%v)" $v.autoscaling.maxReplicas $bound (max $floor 2)) -}}
 {{- end -}}
 {{ max $floor 2 }}
 {{- else -}}
@@ -220,15 +220,16 @@ in helm template), so an upgrade neither resets it nor drops it to 1.
 {{- $root := index . 0 -}}{{- $component := index . 1 -}}{{- $values := index . 2 -}}
 {{- $autoscaled := and (eq $component "webhook") (include "orchestratord.webhook.autoscaled" $root) -}}
 {{- $pdb := $values.podDisruptionBudget -}}
-{{- if and $pdb.enabled (not (kindIs "invalid" $pdb.minAvailable)) (not (kindIs "invalid" $pdb.maxUnavailable)) -}}
-{{- fail (printf "%s.podDisruptionBudget sets both minAvailable (%v) and maxUnavailable (%v): set the one you do not mean to null" $component $pdb.minAvailable $pdb.maxUnavailable) -}}
-{{- end -}}
-{{- with $values.updateStrategy.rollingUpdate -}}
-{{- if and (eq (toString .maxUnavailable) "0") (eq (toString .maxSurge) "0") -}}
+{{- with ($values.updateStrategy | default dict).rollingUpdate -}}
+{{- $none := list "0" "0%" -}}
+{{- if and (has (toString .maxUnavailable) $none) (has (toString .maxSurge) $none) -}}
 {{- fail (printf "%s.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0" $component) -}}
 {{- end -}}
 {{- end -}}
 {{- if and $pdb.enabled (or $autoscaled (gt (int $values.replicas) 1)) }}
+{{- if and (not (kindIs "invalid" $pdb.minAvailable)) (not (kindIs "invalid" $pdb.maxUnavailable)) -}}
+{{- fail (printf "%s.podDisruptionBudget sets both minAvailable (%v) and maxUnavailable (%v): set the other one to null (--set %s.podDisruptionBudget.maxUnavailable=null, say)" $component $pdb.minAvailable $pdb.maxUnavailable $component) -}}
+{{- end }}
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:

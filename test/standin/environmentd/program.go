@@ -178,13 +178,14 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		}
 	}
 
-	sizes, _ := m.Get("cluster-replica-sizes")
-	if err := checkReplicaSizes(sizes, requireMemoryLimit); err != nil {
+	raw, _ := m.Get("cluster-replica-sizes")
+	sizes, err := checkReplicaSizes(raw, requireMemoryLimit)
+	if err != nil {
 		return nil, fatal("parsing replica size map: %v", err)
 	}
 	// serve() refuses it once the catalog is open, before any leader
 	// status: a pod that never reports one, as here.
-	if bootstrap, _ := m.Get("bootstrap-default-cluster-replica-size"); !hasSize(sizes, bootstrap) {
+	if bootstrap, _ := m.Get("bootstrap-default-cluster-replica-size"); sizes[bootstrap] == nil {
 		return nil, fatal("bootstrap default cluster replica size is unknown")
 	}
 	for _, l := range plan.Listeners.HTTP {
@@ -393,18 +394,11 @@ func ListenerHandler(l Listener, password string, leader http.Handler) http.Hand
 // ReplicaAllocation (upstream src/controller/src/clusters.rs) requires:
 // scale and workers non-zero integers, credits_per_hour a decimal string;
 // the other fields have defaults or are optional.
-// hasSize tells whether the size map (checked by checkReplicaSizes) names size.
-func hasSize(raw, size string) bool {
-	var sizes map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(raw), &sizes)
-	_, ok := sizes[size]
-	return ok
-}
-
-func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
+// It returns the sizes by name.
+func checkReplicaSizes(raw string, requireMemoryLimit bool) (map[string]map[string]json.RawMessage, error) {
 	var sizes map[string]map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &sizes); err != nil {
-		return err
+		return nil, err
 	}
 	for _, name := range sortedNames(sizes) {
 		size := sizes[name]
@@ -412,22 +406,22 @@ func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
 			var n uint64
 			v, ok := size[field]
 			if !ok {
-				return fmt.Errorf("size %q: missing field `%s`", name, field)
+				return nil, fmt.Errorf("size %q: missing field `%s`", name, field)
 			}
 			if err := json.Unmarshal(v, &n); err != nil || n == 0 || (field == "scale" && n > 65535) {
-				return fmt.Errorf("size %q: invalid value: %s, expected a nonzero integer for `%s`", name, v, field)
+				return nil, fmt.Errorf("size %q: invalid value: %s, expected a nonzero integer for `%s`", name, v, field)
 			}
 		}
 		v, ok := size["credits_per_hour"]
 		if !ok {
-			return fmt.Errorf("size %q: missing field `credits_per_hour`", name)
+			return nil, fmt.Errorf("size %q: missing field `credits_per_hour`", name)
 		}
 		var credits string
 		if err := json.Unmarshal(v, &credits); err != nil {
-			return fmt.Errorf("size %q: invalid type: %s, expected a string for `credits_per_hour`", name, kindOf(v))
+			return nil, fmt.Errorf("size %q: invalid type: %s, expected a string for `credits_per_hour`", name, kindOf(v))
 		}
 		if _, err := strconv.ParseFloat(credits, 64); err != nil {
-			return fmt.Errorf("size %q: invalid numeric %q for `credits_per_hour`", name, credits)
+			return nil, fmt.Errorf("size %q: invalid numeric %q for `credits_per_hour`", name, credits)
 		}
 	}
 	// ClusterReplicaSizeMap::parse_from_str, once the whole map parsed:
@@ -435,10 +429,10 @@ func checkReplicaSizes(raw string, requireMemoryLimit bool) error {
 	// credit consumption.
 	for _, name := range sortedNames(sizes) {
 		if mem, ok := sizes[name]["memory_limit"]; requireMemoryLimit && (!ok || string(mem) == "null") {
-			return fmt.Errorf("No memory limit found in cluster definition for %s", name)
+			return nil, fmt.Errorf("No memory limit found in cluster definition for %s", name)
 		}
 	}
-	return nil
+	return sizes, nil
 }
 
 // OrganizationID is the organization UUID of a valid --environment-id.
