@@ -380,7 +380,7 @@ func TestDisruptionSettingsThatCannotWorkAreRefused(t *testing.T) {
 			"controllers.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0"},
 		{[]string{"--set", "controllers.updateStrategy.rollingUpdate.maxUnavailable=0%,controllers.updateStrategy.rollingUpdate.maxSurge=0"},
 			"controllers.updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0"},
-		{[]string{"--set", "webhook.updateStrategy.type=Recreate"}, "webhook.updateStrategy.type"},
+		{[]string{"--set", "webhook.updateStrategy.type=Recreate"}, "/webhook/updateStrategy/type': value must be 'RollingUpdate'"},
 	} {
 		if out := renderFails(t, c.args...); !strings.Contains(out, c.want) {
 			t.Errorf("%v: %s, want %q", c.args, out, c.want)

@@ -178,8 +178,8 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		}
 	}
 
-	raw, _ := m.Get("cluster-replica-sizes")
-	sizes, err := checkReplicaSizes(raw, requireMemoryLimit)
+	sizeMap, _ := m.Get("cluster-replica-sizes")
+	sizes, err := checkReplicaSizes(sizeMap, requireMemoryLimit)
 	if err != nil {
 		return nil, fatal("parsing replica size map: %v", err)
 	}
