@@ -67,7 +67,7 @@ type Options struct {
 	Profiling               bool
 	Workers                 int
 	CreateBalancers         bool
-	// AllowExistingServiceAccounts: materialize.Options'.
+	// AllowExistingServiceAccounts is --allow-existing-service-accounts (materialize.Options).
 	AllowExistingServiceAccounts bool
 	CreateConsoles               bool
 	BalancerdImage               string
