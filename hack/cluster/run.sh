@@ -267,11 +267,13 @@ metadata:
 spec:
   environmentdImageRef: localhost/standin/environmentd:v26.35.0
   backendSecretName: sample-backend
-  # An environmentd system parameter: a new generation checks every second,
-  # not every 10 s, whether its clusters caught up (the e2e suite rolls the
-  # sample out often).
+  # environmentd system parameters (the e2e suite rolls the sample out
+  # often): a new generation checks every second, not every 10 s, whether
+  # its clusters caught up, and is ready to promote once they stayed caught
+  # up for 2 s, not 10 minutes.
   environmentdExtraArgs:
     - --system-parameter-default=0dt_deployment_hydration_check_interval=1s
+    - --system-parameter-default=with_0dt_caught_up_check_stability_period=2s
 EOM
 )
 # retry COMMAND...: the webhook may still be writing its CA into the CRD, or

@@ -41,7 +41,7 @@ func TestCertManagerCertificatesAreMountedAndServed(t *testing.T) {
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
 		Spec: v1alpha1.MaterializeSpec{
-			EnvironmentdImageRef: standinV26_35, BackendSecretName: "backend",
+			EnvironmentdImageRef: standinV26_35, BackendSecretName: "backend", EnvironmentdExtraArgs: quickCatchUp,
 			BalancerdExternalCertificateSpec: &v1alpha1.MaterializeCertSpec{DNSNames: []string{"balancerd.example.com"}, IssuerRef: issuer},
 			ConsoleExternalCertificateSpec: &v1alpha1.MaterializeCertSpec{DNSNames: []string{"console.example.com"}, IssuerRef: issuer,
 				PrivateKeyAlgorithm: v1alpha1.PrivateKeyRSA, PrivateKeySize: ptrTo[int64](2048)},

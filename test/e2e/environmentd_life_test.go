@@ -34,7 +34,7 @@ func TestEnvironmentdHaltsAfterPromotionAndTheOldGenerationIsTornDown(t *testing
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
 		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: standinV26_35, BackendSecretName: "backend",
-			RolloutStrategy: v1alpha1.RolloutManuallyPromote},
+			RolloutStrategy: v1alpha1.RolloutManuallyPromote, EnvironmentdExtraArgs: quickCatchUp},
 	}
 	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

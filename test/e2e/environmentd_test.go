@@ -29,6 +29,16 @@ const (
 	standinV26_35 = "localhost/standin/environmentd:v26.35.0"
 )
 
+// quickCatchUp are environmentd's system parameters for the suite's 0dt
+// rollouts: a catch-up check every second (upstream: 10 s), and a caught-up
+// cluster stable for 2 s before the generation is ready to promote
+// (upstream, from 26.32: 10 minutes). environmentd before 26.32 ignores
+// the second.
+var quickCatchUp = []string{
+	"--system-parameter-default=0dt_deployment_hydration_check_interval=1s",
+	"--system-parameter-default=with_0dt_caught_up_check_stability_period=2s",
+}
+
 // contractNamespace makes a namespace for one test, with a backend Secret
 // (changed by edit, if given), deleted when the test ends.
 func contractNamespace(t *testing.T, edit func(*corev1.Secret)) string {
@@ -56,7 +66,8 @@ func createMaterialize(t *testing.T, ns, image string, auth v1alpha1.Authenticat
 	t.Helper()
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
-		Spec:       v1alpha1.MaterializeSpec{EnvironmentdImageRef: image, BackendSecretName: "backend", AuthenticatorKind: auth},
+		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: image, BackendSecretName: "backend", AuthenticatorKind: auth,
+			EnvironmentdExtraArgs: quickCatchUp},
 	}
 	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(context.Background(), mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

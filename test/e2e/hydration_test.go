@@ -44,21 +44,24 @@ func clusterdPods(t *testing.T, ns string, gen int) map[string]time.Time {
 // NetworkPolicies enforced: environmentd creates its clusterd replicas,
 // they run (the clusterd stand-in, with clusterd's command line), the new
 // generation's environmentd reaches each of them over the network and
-// waits for their dataflows to hydrate (STANDIN_HYDRATION, 30 s here)
+// waits for their dataflows to hydrate (STANDIN_HYDRATION, 30 s here) and
+// for its clusters to stay caught up (the stability period, 10 s here)
 // before it is ReadyToPromote: the operator's promotion comes no sooner
-// than that after the last replica pod became Ready, and meanwhile the
+// than both after the last replica pod became Ready, and meanwhile the
 // Materialize's condition says what the rollout waits for. Once the new
 // generation leads, the old generation's clusterd replicas are gone.
 func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 	ctx := context.Background()
 	ns := contractNamespace(t, nil)
-	const hydration = 30 * time.Second
+	const hydration, stability = 30 * time.Second, 10 * time.Second
 	mz := &v1alpha1.Materialize{
 		ObjectMeta: metav1.ObjectMeta{Name: "mz", Namespace: ns},
 		Spec: v1alpha1.MaterializeSpec{EnvironmentdImageRef: standinV26_35, BackendSecretName: "backend",
 			EnvironmentdExtraEnv: []corev1.EnvVar{{Name: "STANDIN_HYDRATION", Value: hydration.String()}},
-			// environmentd's system parameter: check catch-up every second.
-			EnvironmentdExtraArgs: []string{"--system-parameter-default=0dt_deployment_hydration_check_interval=1s"}},
+			// environmentd's system parameters: check catch-up every
+			// second; a caught-up cluster must stay so for 10 s.
+			EnvironmentdExtraArgs: []string{"--system-parameter-default=0dt_deployment_hydration_check_interval=1s",
+				"--system-parameter-default=with_0dt_caught_up_check_stability_period=" + stability.String()}},
 	}
 	if _, err := c.Materialize.MaterializeV1alpha1().Materializes(ns).Create(ctx, mz, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -150,10 +153,10 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 	// Ready times have a second's precision.
 	if promotionAt.IsZero() {
 		t.Error("the promotion was never seen in status.rollout")
-	} else if waited := promotionAt.Sub(lastReady); waited < hydration-time.Second {
-		t.Errorf("promoted %v after the last clusterd replica became Ready, before it could hydrate (%v)", waited, hydration)
+	} else if waited := promotionAt.Sub(lastReady); waited < hydration+stability-time.Second {
+		t.Errorf("promoted %v after the last clusterd replica became Ready, before it could hydrate (%v) and stay caught up (%v)", waited, hydration, stability)
 	} else {
-		t.Logf("promoted %v after the last clusterd replica became Ready (hydration %v)", waited, hydration)
+		t.Logf("promoted %v after the last clusterd replica became Ready (hydration %v, stability period %v)", waited, hydration, stability)
 	}
 	saidWhy := false
 	for _, m := range messages {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/humantime"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
 
@@ -15,6 +16,9 @@ import (
 // and, if not, what holds them up.
 type CaughtUpChecker interface {
 	CaughtUp(ctx context.Context) (bool, string)
+	// Health is, for each cluster caught up at the last CaughtUp, its
+	// replicas' health then (keyed by cluster id).
+	Health() map[string]ClusterHealth
 }
 
 // CatchUpConfig is environmentd's 0dt catch-up settings: system
@@ -31,6 +35,14 @@ type CatchUpConfig struct {
 	// DDLCheckInterval is with_0dt_deployment_ddl_check_interval: how often
 	// the catalog is read for DDL that the new generation has not seen.
 	DDLCheckInterval time.Duration
+	// StabilityCheck is enable_0dt_caught_up_stability_check (from 26.32;
+	// before, a caught-up cluster is ready at once).
+	StabilityCheck bool
+	// StabilityPeriod is with_0dt_caught_up_check_stability_period: how
+	// long each caught-up cluster must stay caught up, every replica Ready
+	// and none restarted, before the generation is ready. Zero still
+	// requires them healthy at one check.
+	StabilityPeriod time.Duration
 }
 
 // DefaultCatchUpConfig is upstream's defaults: a check every 10 s, and a
@@ -38,10 +50,16 @@ type CatchUpConfig struct {
 // hydrated.
 var DefaultCatchUpConfig = CatchUpConfig{CheckInterval: 10 * time.Second, MaxWait: 365 * 24 * time.Hour, DDLCheckInterval: 5 * time.Minute}
 
-// catchUpConfig reads the settings from the --system-parameter-default
-// values (KEY=VALUE, the last one of a key wins).
-func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
+// catchUpConfig reads the settings of environmentd at version from the
+// --system-parameter-default values (KEY=VALUE, the last one of a key
+// wins). A parameter version does not have is ignored, as upstream warns
+// and ignores an unknown one.
+func catchUpConfig(m *clap.Matches, version imageref.Version) (CatchUpConfig, error) {
 	cfg := DefaultCatchUpConfig
+	gated := version.AtLeast(stabilityGateVersion)
+	if gated {
+		cfg.StabilityCheck, cfg.StabilityPeriod = true, DefaultStabilityPeriod
+	}
 	if m == nil {
 		return cfg, nil
 	}
@@ -64,6 +82,14 @@ func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
 			if err == nil && cfg.DDLCheckInterval <= 0 {
 				err = fmt.Errorf("must be positive")
 			}
+		case "enable_0dt_caught_up_stability_check":
+			if gated {
+				cfg.StabilityCheck, err = strconv.ParseBool(v)
+			}
+		case "with_0dt_caught_up_check_stability_period":
+			if gated {
+				cfg.StabilityPeriod, err = humantime.Parse(v)
+			}
 		}
 		if err != nil {
 			return cfg, fmt.Errorf("invalid system parameter %s=%q: %v", k, v, err)
@@ -79,7 +105,7 @@ func catchUpConfig(m *clap.Matches) (CatchUpConfig, error) {
 // higher id is DDL run against the leader since (upstream
 // check_ddl_changes; a drop alone is not).
 func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next uint64) error {
-	cfg, err := catchUpConfig(plan.Args)
+	cfg, err := catchUpConfig(plan.Args, plan.Version)
 	if err != nil {
 		return fatal("%v", err)
 	}
@@ -102,6 +128,7 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next u
 		return nil
 	}
 	p.Log.Info("waiting for deployment to be caught up", "check_interval", cfg.CheckInterval.String(), "max_wait", cfg.MaxWait.String())
+	gate := stabilityGate{period: cfg.StabilityPeriod}
 	skip := d.SetCatchingUp()
 	maxWait := time.NewTimer(cfg.MaxWait)
 	defer maxWait.Stop()
@@ -114,6 +141,11 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next u
 		ok, why := true, ""
 		if p.Replicas != nil {
 			ok, why = p.Replicas.CaughtUp(ctx)
+			// Every check folds in, so a cluster's streak starts when it
+			// is caught up, not when the last one is.
+			if stable, waiting := gate.observe(p.Replicas.Health(), time.Now()); cfg.StabilityCheck && ok && !stable {
+				ok, why = false, waiting
+			}
 		}
 		if ok {
 			p.Log.Info("deployment caught up", "replicas", why)

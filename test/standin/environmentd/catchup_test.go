@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	mzenv "github.com/materializeinc/orchestratord/pkg/environmentd"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 	"github.com/materializeinc/orchestratord/test/standin/ctp"
 )
@@ -41,6 +42,14 @@ func (c *caughtUpAfter) CaughtUp(context.Context) (bool, string) {
 	return false, "0/1 replica processes hydrated; r-0 hydrating"
 }
 
+// Health is one cluster, healthy, once caught up.
+func (c *caughtUpAfter) Health() map[string]ClusterHealth {
+	if c.checks.Load() < c.n.Load() {
+		return nil
+	}
+	return map[string]ClusterHealth{"u1": {AllHealthy: true, Restarts: map[string]int32{"r-0": 0}}}
+}
+
 func params(kv ...string) *clap.Matches {
 	return &clap.Matches{Values: map[string][]string{"system-parameter-default": kv}}
 }
@@ -54,12 +63,27 @@ func bootWith(t *testing.T, ctx context.Context, replicas CaughtUpChecker, args 
 
 func bootOn(t *testing.T, ctx context.Context, catalog Catalog, replicas CaughtUpChecker, args *clap.Matches) (*Deployment, <-chan error) {
 	t.Helper()
+	return bootPlan(t, ctx, catalog, replicas, &Plan{Listeners: &Listeners{}, Generation: "2", Args: args})
+}
+
+func bootPlan(t *testing.T, ctx context.Context, catalog Catalog, replicas CaughtUpChecker, plan *Plan) (*Deployment, <-chan error) {
+	t.Helper()
 	d := NewDeployment()
 	p := &Process{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Catalog: catalog,
 		Replicas: replicas, FenceCheck: 10 * time.Millisecond, Deployment: d}
 	exit := make(chan error, 1)
-	go func() { exit <- p.Run(ctx, &Plan{Listeners: &Listeners{}, Generation: "2", Args: args}) }()
+	go func() { exit <- p.Run(ctx, plan) }()
 	return d, exit
+}
+
+// bootAt boots generation 2 of environmentd at version over a catalog of
+// generation 1.
+func bootAt(t *testing.T, ctx context.Context, version string, replicas CaughtUpChecker, args *clap.Matches) (*Deployment, <-chan error) {
+	t.Helper()
+	catalog := &MemoryCatalog{}
+	_ = catalog.Open(ctx, 1)
+	return bootPlan(t, ctx, catalog, replicas,
+		&Plan{Listeners: &Listeners{}, Generation: "2", Args: args, Version: imageref.MustParseVersion(version)})
 }
 
 // A new generation is ReadyToPromote only once its replicas are caught up,
@@ -138,6 +162,9 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		ok, why := c.CaughtUp(ctx)
 		if !ok && strings.HasSuffix(why, "gen-2-0 hydrating") {
+			if h := c.Health(); len(h) != 0 {
+				t.Fatalf("a hydrating cluster's health kept for the gate: %+v", h)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -154,6 +181,25 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 	}
 	if len(dialed) != 1 {
 		t.Errorf("reconnected between checks: %v", dialed)
+	}
+	// The stability gate's input: each caught-up cluster's readiness and
+	// restart counts, read from the pods.
+	const podName = "mzx-cluster-u1-replica-u1-gen-2-0"
+	if h, ok := c.Health()["u1"]; !ok || !h.AllHealthy || h.Restarts[podName] != 0 {
+		t.Fatalf("health once caught up: %+v", c.Health())
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "clusterd", RestartCount: 2}}
+	if _, err := kube.CoreV1().Pods("ns").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c.CaughtUp(ctx)
+		if c.Health()["u1"].Restarts[podName] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a restart not seen: %+v", c.Health())
+		}
 	}
 }
 

@@ -55,6 +55,8 @@ type Plan struct {
 	// LicenseWarning is environmentd's warning for an expired key whose
 	// expiration behaviour lets it start.
 	LicenseWarning string
+	// Version is the environmentd version played.
+	Version imageref.Version
 }
 
 // Version is the version a stand-in plays: STANDIN_VERSION from its image's
@@ -135,7 +137,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		}
 	}
 
-	plan := &Plan{Args: m, LicenseWarning: licenseWarning}
+	plan := &Plan{Args: m, LicenseWarning: licenseWarning, Version: version}
 	plan.Generation, _ = m.Get("deploy-generation")
 	if mode, _ := m.Get("tls-mode"); mode == "require" {
 		certPath, _ := m.Get("tls-cert")

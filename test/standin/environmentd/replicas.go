@@ -146,6 +146,7 @@ type Controller struct {
 	gen      uint64
 	conns    map[string]*ctp.Client
 	pods     cache.Store // the orchestrator's pod watch, started by the first check
+	health   map[string]ClusterHealth
 	stop     context.CancelFunc
 }
 
@@ -182,10 +183,12 @@ func (c *Controller) Manage(replicas []Replica, gen uint64) {
 
 // CaughtUp reports whether every process of every managed replica is Ready
 // and hydrated, and otherwise what it waits for (bounded: the first
-// replica that holds it up, and the count).
+// replica that holds it up, and the count). It keeps, for Health, each
+// cluster all of whose processes are.
 func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.health = nil
 	if c.conns == nil {
 		c.conns = map[string]*ctp.Client{}
 	}
@@ -195,49 +198,98 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 	if err := c.watchPods(ctx); err != nil {
 		return false, err.Error()
 	}
-	ready := map[string]bool{}
+	pods := map[string]*corev1.Pod{}
 	for _, obj := range c.pods.List() {
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			continue
-		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-				ready[p.Name] = true
-			}
+		if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
+			pods[p.Name] = p
 		}
 	}
 	total, hydrated := 0, 0
 	var waiting []string
+	clusters := map[string]ClusterHealth{}
+	behind := map[string]bool{}
 	for _, r := range c.replicas {
 		name := c.O.name(r.ServiceID(c.gen))
 		size, err := c.O.sizeOf(r)
 		if err != nil {
 			return false, err.Error()
 		}
+		h, ok := clusters[r.ClusterID]
+		if !ok {
+			h = ClusterHealth{AllHealthy: true, Restarts: map[string]int32{}}
+		}
 		for i, host := range c.O.hosts(name, int(size.Scale)) {
 			total++
 			pod := fmt.Sprintf("%s-%d", name, i)
-			if !ready[pod] {
+			ready, changed := podReadiness(pods[pod])
+			if changed.After(h.LastStatusChange) {
+				h.LastStatusChange = changed
+			}
+			if p := pods[pod]; p != nil {
+				h.Restarts[pod] = restarts(p)
+			}
+			if !ready {
+				h.AllHealthy = false
+				behind[r.ClusterID] = true
 				waiting = append(waiting, pod+" not ready")
 				continue
 			}
 			ok, err := c.hydrated(ctx, net.JoinHostPort(host, strconv.Itoa(computeCtlPort)), host)
 			switch {
 			case err != nil:
+				behind[r.ClusterID] = true
 				waiting = append(waiting, fmt.Sprintf("%s unreachable: %v", pod, err))
 			case ok:
 				hydrated++
 			default:
+				behind[r.ClusterID] = true
 				waiting = append(waiting, pod+" hydrating")
 			}
 		}
+		clusters[r.ClusterID] = h
 	}
+	for id := range behind {
+		delete(clusters, id)
+	}
+	c.health = clusters
 	if hydrated == total {
 		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total)
 	}
 	sort.Strings(waiting)
 	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0])
+}
+
+// Health is the clusters caught up at the last CaughtUp, with their
+// replicas' health then.
+func (c *Controller) Health() map[string]ClusterHealth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.health
+}
+
+// podReadiness is whether a pod is Ready, and when its readiness last
+// changed (upstream's process status time, from the orchestrator's pod
+// watch).
+func podReadiness(p *corev1.Pod) (ready bool, changed time.Time) {
+	if p == nil {
+		return false, time.Time{}
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue, cond.LastTransitionTime.Time
+		}
+	}
+	return false, time.Time{}
+}
+
+// restarts is a pod's restart count, as upstream's orchestrator reports
+// it: the sum over its containers.
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
 }
 
 // hydrated asks one process, connecting first when needed.

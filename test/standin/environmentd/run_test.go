@@ -35,6 +35,8 @@ func (neverCaughtUp) CaughtUp(context.Context) (bool, string) {
 	return false, "0/1 replica processes hydrated"
 }
 
+func (neverCaughtUp) Health() map[string]ClusterHealth { return nil }
+
 func waitStatus(t *testing.T, d *Deployment, want mzenv.LeaderStatus) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); d.Status() != want; time.Sleep(time.Millisecond) {
