@@ -165,6 +165,15 @@ func TestStandInBootsAsEnvironmentdsServiceAccount(t *testing.T) {
 			if pod.DeprecatedServiceAccount != "prod" || pod.SecurityContext.FSGroup == nil || *pod.SecurityContext.FSGroup != 999 {
 				t.Errorf("%s: service account %q, fs group %v", name, pod.DeprecatedServiceAccount, pod.SecurityContext.FSGroup)
 			}
+			// environmentd's scheduling, accepted by the API server; the
+			// operator turns the zone spread off outside the clouds (a
+			// node without a zone label would take no clusterd).
+			if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+				t.Errorf("%s: affinity %+v, want environmentd's anti-affinity between the cluster's replicas", name, pod.Affinity)
+			}
+			if len(pod.TopologySpreadConstraints) != 0 {
+				t.Errorf("%s: topology spread %+v outside the clouds", name, pod.TopologySpreadConstraints)
+			}
 			if got := pod.Containers[0].Image; got != "materialize/clusterd:v26.35.0" {
 				t.Errorf("%s: image %s", name, got)
 			}

@@ -138,13 +138,13 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next u
 	defer ddlCheck.Stop()
 	last := ""
 	for {
-		ok, why := true, ""
+		ok, why, notYet := true, "", "deployment not caught up"
 		if p.Replicas != nil {
 			ok, why = p.Replicas.CaughtUp(ctx)
 			// Every check folds in, so a cluster's streak starts when it
 			// is caught up, not when the last one is.
 			if stable, waiting := gate.observe(p.Replicas.Health(), time.Now()); cfg.StabilityCheck && ok && !stable {
-				ok, why = false, waiting
+				ok, why, notYet = false, waiting, "cluster is caught up but not yet stable for the required period"
 			}
 		}
 		if ok {
@@ -153,7 +153,7 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next u
 			return ddl()
 		}
 		if why != last { // one line a change, not one a check
-			p.Log.Info("deployment not caught up", "waiting_for", why)
+			p.Log.Info(notYet, "waiting_for", why)
 			last = why
 		}
 		select {

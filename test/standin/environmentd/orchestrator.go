@@ -287,6 +287,12 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 		replicaLabelPrefix + "replica-name":              r.ClusterName + "." + r.ReplicaName,
 		replicaLabelPrefix + "cluster-name":              r.ClusterName,
 	}
+	if v, _ := o.Args.Get("orchestrator-kubernetes-enable-prometheus-scrape-annotations"); v == "true" {
+		podAnnotations["prometheus.io/scrape"] = "true"
+		podAnnotations["prometheus.io/port"] = strconv.Itoa(internalHTTPPort)
+		podAnnotations["prometheus.io/path"] = "/metrics"
+		podAnnotations["prometheus.io/scheme"] = "http"
+	}
 	for k, v := range annotations { // --orchestrator-kubernetes-service-annotation: as given
 		podAnnotations[k] = v
 	}
@@ -355,6 +361,16 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 			}
 			pod.WithTolerations(tc)
 		}
+	}
+	affinity, spread, err := o.scheduling(r, gen, size.Scale, selector)
+	if err != nil {
+		return err
+	}
+	if err := convertInto(affinity, &pod.Affinity); err != nil {
+		return err
+	}
+	if err := convertInto(spread, &pod.TopologySpreadConstraints); err != nil {
+		return err
 	}
 	if s, ok := o.Args.Get("orchestrator-kubernetes-scheduler-name"); ok {
 		pod.WithSchedulerName(s)
@@ -525,4 +541,14 @@ func pullPolicyOf(flag string) corev1.PullPolicy {
 	default:
 		return corev1.PullAlways
 	}
+}
+
+// convertInto converts a typed object to its apply configuration (they
+// share one JSON form).
+func convertInto(from, to any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, to)
 }

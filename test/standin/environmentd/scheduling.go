@@ -1,0 +1,182 @@
+package environmentd
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/materializeinc/orchestratord/test/standin/clap"
+)
+
+// schedulingConfig is environmentd's cluster scheduling system parameters
+// (upstream src/sql/src/session/vars/definitions.rs, cluster_scheduling,
+// with the defaults of src/orchestrator/src/lib.rs).
+type schedulingConfig struct {
+	softenAntiAffinity       bool  // cluster_soften_replication_anti_affinity
+	softenAntiAffinityWeight int32 // cluster_soften_replication_anti_affinity_weight
+	azAffinityWeight         *int32
+	topologySpread           bool // cluster_enable_topology_spread
+	spreadIgnoreNonSingular  bool // cluster_topology_spread_ignore_non_singular_scale
+	spreadMaxSkew            int32
+	spreadSoft               bool // cluster_topology_spread_soft
+}
+
+// systemParameter is the last --system-parameter-default of key, its
+// quotes trimmed.
+func systemParameter(m *clap.Matches, key string) (string, bool) {
+	value, found := "", false
+	for _, kv := range m.All("system-parameter-default") {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			value, found = strings.Trim(v, "'"), true
+		}
+	}
+	return value, found
+}
+
+func schedulingConfigOf(m *clap.Matches) (schedulingConfig, error) {
+	azWeight := int32(100)
+	c := schedulingConfig{softenAntiAffinityWeight: 100, azAffinityWeight: &azWeight,
+		topologySpread: true, spreadIgnoreNonSingular: true, spreadMaxSkew: 1}
+	bools := map[string]*bool{
+		"cluster_soften_replication_anti_affinity":          &c.softenAntiAffinity,
+		"cluster_enable_topology_spread":                    &c.topologySpread,
+		"cluster_topology_spread_ignore_non_singular_scale": &c.spreadIgnoreNonSingular,
+		"cluster_topology_spread_soft":                      &c.spreadSoft,
+	}
+	for key, dst := range bools {
+		if v, ok := systemParameter(m, key); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
+			}
+			*dst = b
+		}
+	}
+	ints := map[string]*int32{
+		"cluster_soften_replication_anti_affinity_weight": &c.softenAntiAffinityWeight,
+		"cluster_topology_spread_max_skew":                &c.spreadMaxSkew,
+	}
+	for key, dst := range ints {
+		if v, ok := systemParameter(m, key); ok {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
+			}
+			*dst = int32(n)
+		}
+	}
+	// An Option<i32>: empty turns the affinity off.
+	if v, ok := systemParameter(m, "cluster_multi_process_replica_az_affinity_weight"); ok {
+		if v == "" {
+			c.azAffinityWeight = nil
+		} else {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return c, fmt.Errorf("invalid system parameter cluster_multi_process_replica_az_affinity_weight=%q: %v", v, err)
+			}
+			w := int32(n)
+			c.azAffinityWeight = &w
+		}
+	}
+	return c, nil
+}
+
+// scheduling is a clusterd pod's affinity and topology spread as
+// upstream's orchestrator sets them (ensure_service): never two replicas
+// of one cluster and generation on one node (a node's loss would take
+// both), a replica's processes in one zone, single-process replicas of a
+// cluster spread across zones (a hard constraint: a node without a zone
+// label takes none, which is why the operator turns it off outside the
+// clouds), and --orchestrator-kubernetes-service-affinity merged over
+// them. selector is the replica's own pod selector.
+func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector map[string]string) (*corev1.Affinity, []corev1.TopologySpreadConstraint, error) {
+	cfg, err := schedulingConfigOf(o.Args)
+	if err != nil {
+		return nil, nil, err
+	}
+	generation := strconv.FormatUint(gen, 10)
+	in := func(key string, values ...string) metav1.LabelSelectorRequirement {
+		return metav1.LabelSelectorRequirement{Key: replicaLabelPrefix + key, Operator: metav1.LabelSelectorOpIn, Values: values}
+	}
+	otherReplicas := corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			in("cluster-id", r.ClusterID),
+			{Key: replicaLabelPrefix + "replica-id", Operator: metav1.LabelSelectorOpNotIn, Values: []string{r.ReplicaID}},
+			in("generation", generation)}}}
+	affinity := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}
+	if cfg.softenAntiAffinity {
+		affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.WeightedPodAffinityTerm{
+			{Weight: cfg.softenAntiAffinityWeight, PodAffinityTerm: otherReplicas}}
+	} else {
+		affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = []corev1.PodAffinityTerm{otherReplicas}
+	}
+	if cfg.azAffinityWeight != nil {
+		affinity.PodAffinity = &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: *cfg.azAffinityWeight,
+			PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "topology.kubernetes.io/zone",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: selector}}}}}
+	}
+	var spread []corev1.TopologySpreadConstraint
+	if cfg.topologySpread && (!cfg.spreadIgnoreNonSingular || scale == 1) {
+		replicas := []metav1.LabelSelectorRequirement{in("cluster-id", r.ClusterID), in("generation", generation)}
+		if cfg.spreadIgnoreNonSingular {
+			replicas = append(replicas, in("scale", "1"))
+		}
+		when := corev1.DoNotSchedule
+		if cfg.spreadSoft {
+			when = corev1.ScheduleAnyway
+		}
+		spread = []corev1.TopologySpreadConstraint{{MaxSkew: cfg.spreadMaxSkew, TopologyKey: "topology.kubernetes.io/zone",
+			WhenUnsatisfiable: when, LabelSelector: &metav1.LabelSelector{MatchExpressions: replicas}}}
+	}
+	if raw, ok := o.Args.Get("orchestrator-kubernetes-service-affinity"); ok {
+		var extra corev1.Affinity
+		if err := json.Unmarshal([]byte(raw), &extra); err != nil {
+			return nil, nil, fmt.Errorf("--orchestrator-kubernetes-service-affinity: %w", err)
+		}
+		mergeAffinity(affinity, extra)
+	}
+	return affinity, spread, nil
+}
+
+// mergeAffinity is k8s-openapi's DeepMerge of an Affinity, which upstream
+// uses: a field over sets it, and its lists replace the base's whole.
+func mergeAffinity(base *corev1.Affinity, over corev1.Affinity) {
+	if n := over.NodeAffinity; n != nil {
+		if base.NodeAffinity == nil {
+			base.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		if n.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			base.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = n.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if n.PreferredDuringSchedulingIgnoredDuringExecution != nil {
+			base.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = n.PreferredDuringSchedulingIgnoredDuringExecution
+		}
+	}
+	if p := over.PodAffinity; p != nil {
+		if base.PodAffinity == nil {
+			base.PodAffinity = &corev1.PodAffinity{}
+		}
+		if p.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			base.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = p.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if p.PreferredDuringSchedulingIgnoredDuringExecution != nil {
+			base.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = p.PreferredDuringSchedulingIgnoredDuringExecution
+		}
+	}
+	if p := over.PodAntiAffinity; p != nil {
+		if base.PodAntiAffinity == nil {
+			base.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		}
+		if p.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			base.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = p.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if p.PreferredDuringSchedulingIgnoredDuringExecution != nil {
+			base.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = p.PreferredDuringSchedulingIgnoredDuringExecution
+		}
+	}
+}
