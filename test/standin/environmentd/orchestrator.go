@@ -230,8 +230,9 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 	if err != nil {
 		return err
 	}
-	// Swap sizes have no disk; any other size wants an ephemeral volume.
-	diskLimit := uint64(1)
+	// Swap sizes have no disk; any other size wants an ephemeral volume,
+	// of 1 GiB without a disk_limit (upstream's DiskLimit::ARBITRARY).
+	diskLimit := uint64(1 << 30)
 	if size.DiskLimit != nil {
 		if diskLimit, err = parseByteSize(*size.DiskLimit); err != nil {
 			return err
@@ -332,16 +333,28 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 	if err != nil {
 		return err
 	}
-	pod := corev1ac.PodSpec().
-		WithContainers(corev1ac.Container().WithName(container).WithImage(image).
-			WithImagePullPolicy(pullPolicyOf(pullPolicy)).
-			WithArgs(args...).
-			WithPorts(ctrPorts...).
-			WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(requests)).
-			WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(false).WithRunAsNonRoot(true).
-				WithAllowPrivilegeEscalation(false).
-				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
-				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))).
+	ctr := corev1ac.Container().WithName(container).WithImage(image).
+		WithImagePullPolicy(pullPolicyOf(pullPolicy)).
+		WithArgs(args...).
+		WithPorts(ctrPorts...).
+		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(requests)).
+		WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(false).WithRunAsNonRoot(true).
+			WithAllowPrivilegeEscalation(false).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")))
+	pod := corev1ac.PodSpec()
+	if diskLimit != 0 {
+		// The scratch disk clusterd's --scratch-directory names: a generic
+		// ephemeral volume of the size's disk, of the operator's class.
+		class, _ := o.Args.Get("orchestrator-kubernetes-ephemeral-volume-class")
+		ctr.WithVolumeMounts(corev1ac.VolumeMount().WithName("scratch").WithMountPath("/scratch"))
+		pod.WithVolumes(corev1ac.Volume().WithName("scratch").WithEphemeral(corev1ac.EphemeralVolumeSource().
+			WithVolumeClaimTemplate(corev1ac.PersistentVolumeClaimTemplate().WithSpec(corev1ac.PersistentVolumeClaimSpec().
+				WithAccessModes(corev1.ReadWriteOnce).WithStorageClassName(class).
+				WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{
+					corev1.ResourceStorage: resource.MustParse(strconv.FormatUint(diskLimit, 10))}))))))
+	}
+	pod.WithContainers(ctr).
 		WithNodeSelector(nodeSel).
 		WithTolerations(
 			corev1ac.Toleration().WithKey("node.kubernetes.io/not-ready").WithOperator(corev1.TolerationOpExists).

@@ -3,6 +3,7 @@ package environmentd
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,13 +15,16 @@ import (
 )
 
 // clusterdPodSpec is the pod template of the StatefulSet environmentd
-// applies for replica u1 of cluster u1 (size "small", or "two" of two
-// processes) at generation 2, with the extra arguments given.
+// applies for replica u1 of cluster u1 at generation 2, with the extra
+// arguments given. Sizes: "small", "two" (two processes), "disk" (2 GiB of
+// disk), "unsized" (no disk_limit).
 func clusterdPodSpec(t *testing.T, size string, args map[string][]string) (corev1.PodTemplateSpec, error) {
 	t.Helper()
 	values := map[string][]string{
 		"cluster-replica-sizes": {`{"small":{"scale":1,"workers":1,"credits_per_hour":"1","disk_limit":"0","memory_limit":"64MiB"},` +
-			`"two":{"scale":2,"workers":1,"credits_per_hour":"1","disk_limit":"0","memory_limit":"64MiB"}}`},
+			`"two":{"scale":2,"workers":1,"credits_per_hour":"1","disk_limit":"0","memory_limit":"64MiB"},` +
+			`"disk":{"scale":1,"workers":1,"credits_per_hour":"1","disk_limit":"2GiB","memory_limit":"64MiB"},` +
+			`"unsized":{"scale":1,"workers":1,"credits_per_hour":"1","memory_limit":"64MiB"}}`},
 		"clusterd-image": {"materialize/clusterd:v26.35.0"},
 	}
 	for k, v := range args {
@@ -124,5 +128,43 @@ func TestClusterdSchedulingIsEnvironmentds(t *testing.T) {
 		if _, err := clusterdPodSpec(t, "small", args); err == nil || !strings.Contains(err.Error(), "affinity") && !strings.Contains(err.Error(), "max_skew") {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// A size with disk gets upstream's scratch disk: a generic ephemeral
+// volume of the operator's class and the size's disk_limit (1 GiB without
+// one), mounted where --scratch-directory points; without a class no
+// replica is created.
+func TestClusterdScratchDiskIsAnEphemeralVolume(t *testing.T) {
+	class := map[string][]string{"orchestrator-kubernetes-ephemeral-volume-class": {"local-ssd"}}
+	// Upstream writes the bytes, as a plain number.
+	for size, want := range map[string]string{"disk": "2147483648", "unsized": "1073741824"} {
+		pod, err := clusterdPodSpec(t, size, class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := pod.Spec
+		if len(spec.Volumes) != 1 || spec.Volumes[0].Name != "scratch" || spec.Volumes[0].Ephemeral == nil {
+			t.Fatalf("%s: volumes %+v, want the scratch ephemeral volume", size, spec.Volumes)
+		}
+		claim := spec.Volumes[0].Ephemeral.VolumeClaimTemplate.Spec
+		if got := claim.Resources.Requests[corev1.ResourceStorage]; claim.StorageClassName == nil || *claim.StorageClassName != "local-ssd" ||
+			got.String() != want || len(claim.AccessModes) != 1 || claim.AccessModes[0] != corev1.ReadWriteOnce {
+			t.Errorf("%s: claim %+v, want %s of local-ssd, ReadWriteOnce", size, claim, want)
+		}
+		c := spec.Containers[0]
+		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/scratch" || !slices.Contains(c.Args, "--scratch-directory=/scratch") {
+			t.Errorf("%s: mounts %+v, args %q", size, c.VolumeMounts, c.Args)
+		}
+		if spec.NodeSelector["materialize.cloud/disk"] != "true" {
+			t.Errorf("%s: node selector %v", size, spec.NodeSelector)
+		}
+	}
+	pod, err := clusterdPodSpec(t, "small", class)
+	if err != nil || len(pod.Spec.Volumes) != 0 || len(pod.Spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("disk_limit 0: volumes %+v (%v)", pod.Spec.Volumes, err)
+	}
+	if _, err := clusterdPodSpec(t, "disk", nil); err == nil || !strings.Contains(err.Error(), "no ephemeral volume storage class") {
+		t.Errorf("disk without a class: %v", err)
 	}
 }
