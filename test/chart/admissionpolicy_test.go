@@ -24,10 +24,10 @@ import (
 // enforces it. Each write is a server-side dry run (admission runs, nothing
 // is stored), as the controllers' ServiceAccount.
 func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T) {
-	const release, tenant = "vap", "vap-tenant"
+	const release, tenant, unlabelled = "vap", "vap-tenant", "vap-unlabelled"
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(cp.Config)
-	for _, ns := range []string{release, tenant} {
+	for _, ns := range []string{release, tenant, unlabelled} {
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -234,6 +234,32 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 				t.Logf("refused: %s: %v", w.what, err)
 			}
 		}
+	}
+
+	// namespaceLabels: only namespaces so labelled take the controllers'
+	// writes, whatever owner they name.
+	if _, err := admin.CoreV1().Namespaces().Patch(ctx, tenant, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"materialize.cloud/environments":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, render(t, release, "--set-json", `controllers.admissionPolicy.namespaceLabels={"materialize.cloud/environments":"true"}`))
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = deployment(unlabelled, mz)
+		return refusedByPolicy(last), nil
+	}); err != nil {
+		t.Fatalf("namespaceLabels: a Deployment a Materialize controls in an unlabelled namespace: %v", last)
+	}
+	if !strings.Contains(last.Error(), "controllers.admissionPolicy.namespaceLabels") {
+		t.Errorf("the refusal does not name the value to change: %v", last)
+	}
+	for _, what := range []string{"a Deployment a Materialize controls", "environmentd's pods as the Materialize's own ServiceAccount", "the Materialize's own ServiceAccount"} {
+		if err := find(what).write(); err != nil {
+			t.Errorf("namespaceLabels: %s in the labelled namespace refused: %v", what, err)
+		}
+	}
+	if err := find("a Deployment nothing owns").write(); !refusedByPolicy(err) {
+		t.Errorf("namespaceLabels: the other rules no longer hold: %v", err)
 	}
 }
 
