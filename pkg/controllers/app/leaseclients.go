@@ -80,11 +80,13 @@ func newLeaseClients(ctx context.Context, base *rest.Config, controller, identit
 	// counts) hold 4096 recent Events each by default, about 7 MB once
 	// 1 000 Materializes have rolled out; 512 still fold the repeats of
 	// every object that is failing at once in all but the largest fleets.
-	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)),
-		record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: 512}))
+	// Events are written by fence.RecordToSink, so that an Event client-go
+	// combines from similar ones is dropped with its term too.
+	eventsCtx, stopRetries := context.WithCancel(context.WithoutCancel(ctx))
+	broadcaster := record.NewBroadcaster(record.WithContext(eventsCtx))
 	sink := &typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")}
-	broadcaster.StartRecordingToSink(fence.Events(sink, terms, lease, log))
-	c.stopEvents = broadcaster.Shutdown
+	fence.RecordToSink(eventsCtx, broadcaster, fence.Events(sink, terms, lease, log), record.CorrelatorOptions{LRUCacheSize: 512}, log)
+	c.stopEvents = func() { broadcaster.Shutdown(); stopRetries() }
 	c.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "orchestratord", Host: identity})
 	return c, nil
 }
