@@ -316,12 +316,17 @@ func TestSchemaRejectsTypos(t *testing.T) {
 	if out, err := helmRun("template", "orchestratord", chartDir, "--set", "tls.mode=secret"); err == nil {
 		t.Errorf("secret mode without tls.secretName must be rejected:\n%s", out)
 	}
-	// What is no label goes into no CEL expression.
+	// What is no label goes into no CEL expression: the schema refuses
+	// it, and so does the template when the schema is skipped.
 	for _, bad := range []string{`{"bad key":"x"}`, `{"team":"a\" || true || \""}`, `{"team":1}`} {
 		// (helm's schema errors name a wrong path for a property name.)
 		if out, err := helmRun("template", "orchestratord", chartDir, "--set-json", "controllers.admissionPolicy.namespaceLabels="+bad); err == nil ||
 			!strings.Contains(out, "values don't meet the specifications of the schema") {
 			t.Errorf("namespaceLabels %s: the schema must reject it: %v\n%s", bad, err, out)
+		}
+		if out, err := helmRun("template", "orchestratord", chartDir, "--skip-schema-validation", "--set-json", "controllers.admissionPolicy.namespaceLabels="+bad); err == nil ||
+			!strings.Contains(out, "controllers.admissionPolicy.namespaceLabels: ") {
+			t.Errorf("namespaceLabels %s without the schema: the template must refuse it: %v\n%s", bad, err, out)
 		}
 	}
 }

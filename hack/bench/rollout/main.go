@@ -53,7 +53,7 @@ func main() {
 	runs := flag.Int("runs", 3, "rollouts to time")
 	hydration := flag.Duration("hydration", 10*time.Second, "how long the clusterd replicas' dataflows take to hydrate (STANDIN_HYDRATION)")
 	check := flag.String("check", "10s", "environmentd's 0dt_deployment_hydration_check_interval")
-	stability := flag.String("stability", "0s", "environmentd's with_0dt_caught_up_check_stability_period (upstream's default: 10m)")
+	stability := flag.String("stability", "0s", "environmentd's with_0dt_caught_up_check_stability_period (upstream's default: 10min)")
 	image := flag.String("image", "localhost/standin/environmentd:v26.35.0", "environmentd image (a stand-in of the local cluster)")
 	flag.Parse()
 	if *runs < 1 {

@@ -3,11 +3,9 @@ package environmentd
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/materializeinc/orchestratord/pkg/humantime"
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
@@ -15,10 +13,9 @@ import (
 // CaughtUpChecker tells whether a new generation's clusters are caught up
 // and, if not, what holds them up.
 type CaughtUpChecker interface {
-	CaughtUp(ctx context.Context) (bool, string)
-	// Health is, for each cluster caught up at the last CaughtUp, its
-	// replicas' health then (keyed by cluster id).
-	Health() map[string]ClusterHealth
+	// CaughtUp also returns, for each cluster caught up at this check, its
+	// replicas' health (keyed by cluster id): the stability gate's input.
+	CaughtUp(ctx context.Context) (ok bool, waitingFor string, caughtUp map[string]ClusterHealth)
 }
 
 // CatchUpConfig is environmentd's 0dt catch-up settings: system
@@ -60,39 +57,54 @@ func catchUpConfig(m *clap.Matches, version imageref.Version) (CatchUpConfig, er
 	if gated {
 		cfg.StabilityCheck, cfg.StabilityPeriod = true, DefaultStabilityPeriod
 	}
-	if m == nil {
-		return cfg, nil
+	// fromGate: a parameter of the stability gate, which an older
+	// environmentd does not have.
+	durations := []struct {
+		key                string
+		dst                *time.Duration
+		positive, fromGate bool
+	}{
+		{"0dt_deployment_hydration_check_interval", &cfg.CheckInterval, true, false},
+		{"with_0dt_deployment_max_wait", &cfg.MaxWait, false, false},
+		{"with_0dt_deployment_ddl_check_interval", &cfg.DDLCheckInterval, true, false},
+		{"with_0dt_caught_up_check_stability_period", &cfg.StabilityPeriod, false, true},
 	}
-	for _, kv := range m.All("system-parameter-default") {
-		k, v, _ := strings.Cut(kv, "=")
-		v = strings.Trim(v, "'")
-		var err error
-		switch k {
-		case "0dt_deployment_hydration_check_interval":
-			cfg.CheckInterval, err = humantime.Parse(v)
-			if err == nil && cfg.CheckInterval <= 0 {
-				err = fmt.Errorf("must be positive")
-			}
-		case "with_0dt_deployment_max_wait":
-			cfg.MaxWait, err = humantime.Parse(v)
-		case "enable_0dt_deployment_panic_after_timeout":
-			cfg.PanicAfterTimeout, err = strconv.ParseBool(v)
-		case "with_0dt_deployment_ddl_check_interval":
-			cfg.DDLCheckInterval, err = humantime.Parse(v)
-			if err == nil && cfg.DDLCheckInterval <= 0 {
-				err = fmt.Errorf("must be positive")
-			}
-		case "enable_0dt_caught_up_stability_check":
-			if gated {
-				cfg.StabilityCheck, err = strconv.ParseBool(v)
-			}
-		case "with_0dt_caught_up_check_stability_period":
-			if gated {
-				cfg.StabilityPeriod, err = humantime.Parse(v)
-			}
+	bools := []struct {
+		key      string
+		dst      *bool
+		fromGate bool
+	}{
+		{"enable_0dt_deployment_panic_after_timeout", &cfg.PanicAfterTimeout, false},
+		{"enable_0dt_caught_up_stability_check", &cfg.StabilityCheck, true},
+	}
+	invalid := func(k, v string, err error) error {
+		return fmt.Errorf("invalid system parameter %s=%q: %v", k, v, err)
+	}
+	for _, d := range durations {
+		if d.fromGate && !gated {
+			continue
 		}
-		if err != nil {
-			return cfg, fmt.Errorf("invalid system parameter %s=%q: %v", k, v, err)
+		if v, ok := systemParameter(m, d.key); ok {
+			got, err := parseParamDuration(v)
+			if err == nil && d.positive && got <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
+			if err != nil {
+				return cfg, invalid(d.key, v, err)
+			}
+			*d.dst = got
+		}
+	}
+	for _, b := range bools {
+		if b.fromGate && !gated {
+			continue
+		}
+		if v, ok := systemParameter(m, b.key); ok {
+			got, err := parseParamBool(v)
+			if err != nil {
+				return cfg, invalid(b.key, v, err)
+			}
+			*b.dst = got
 		}
 	}
 	return cfg, nil
@@ -140,10 +152,11 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next u
 	for {
 		ok, why, notYet := true, "", "deployment not caught up"
 		if p.Replicas != nil {
-			ok, why = p.Replicas.CaughtUp(ctx)
+			var caughtUp map[string]ClusterHealth
+			ok, why, caughtUp = p.Replicas.CaughtUp(ctx)
 			// Every check folds in, so a cluster's streak starts when it
 			// is caught up, not when the last one is.
-			if stable, waiting := gate.observe(p.Replicas.Health(), time.Now()); cfg.StabilityCheck && ok && !stable {
+			if stable, waiting := gate.observe(caughtUp, time.Now()); cfg.StabilityCheck && ok && !stable {
 				ok, why, notYet = false, waiting, "cluster is caught up but not yet stable for the required period"
 			}
 		}

@@ -35,19 +35,12 @@ func after(n int32) *caughtUpAfter {
 	return c
 }
 
-func (c *caughtUpAfter) CaughtUp(context.Context) (bool, string) {
+// CaughtUp: one cluster, healthy once caught up.
+func (c *caughtUpAfter) CaughtUp(context.Context) (bool, string, map[string]ClusterHealth) {
 	if c.checks.Add(1) >= c.n.Load() {
-		return true, "1/1 replica processes hydrated"
+		return true, "1/1 replica processes hydrated", map[string]ClusterHealth{"u1": {AllHealthy: true, Restarts: map[string]int32{"r-0": 0}}}
 	}
-	return false, "0/1 replica processes hydrated; r-0 hydrating"
-}
-
-// Health is one cluster, healthy, once caught up.
-func (c *caughtUpAfter) Health() map[string]ClusterHealth {
-	if c.checks.Load() < c.n.Load() {
-		return nil
-	}
-	return map[string]ClusterHealth{"u1": {AllHealthy: true, Restarts: map[string]int32{"r-0": 0}}}
+	return false, "0/1 replica processes hydrated; r-0 hydrating", nil
 }
 
 func params(kv ...string) *clap.Matches {
@@ -145,24 +138,25 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 			return ctp.Dial(ctx, ln.Addr().String(), version, host)
 		}}
 	defer c.Close()
-	if ok, why := c.CaughtUp(ctx); ok || why != "no replicas created yet" {
+	if ok, why, _ := c.CaughtUp(ctx); ok || why != "no replicas created yet" {
 		t.Fatalf("before Manage: %v %q", ok, why)
 	}
 	c.Manage([]Replica{{ClusterID: "u1", ReplicaID: "u1", Size: "small"}}, 2)
-	if ok, why := c.CaughtUp(ctx); ok || why != "0/1 replica processes hydrated; mzx-cluster-u1-replica-u1-gen-2-0 not ready" {
+	if ok, why, _ := c.CaughtUp(ctx); ok || why != "0/1 replica processes hydrated; mzx-cluster-u1-replica-u1-gen-2-0 not ready" {
 		t.Fatalf("no pod: %v %q", ok, why)
 	}
+	ready := metav1.NewTime(time.Now().Truncate(time.Second))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mzx-cluster-u1-replica-u1-gen-2-0", Namespace: "ns",
 		Labels: map[string]string{namespaceLabel: orchestratorNamespace}},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: ready}}}}
 	if _, err := kube.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The pod reaches the controller through its watch.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		ok, why := c.CaughtUp(ctx)
+		ok, why, h := c.CaughtUp(ctx)
 		if !ok && strings.HasSuffix(why, "gen-2-0 hydrating") {
-			if h := c.Health(); len(h) != 0 {
+			if len(h) != 0 {
 				t.Fatalf("a hydrating cluster's health kept for the gate: %+v", h)
 			}
 			break
@@ -176,7 +170,8 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 		t.Fatalf("dialed %v, want %s", dialed, want)
 	}
 	time.Sleep(150 * time.Millisecond)
-	if ok, why := c.CaughtUp(ctx); !ok || why != "1/1 replica processes hydrated" {
+	ok, why, health := c.CaughtUp(ctx)
+	if !ok || why != "1/1 replica processes hydrated" {
 		t.Fatalf("hydrated: %v %q", ok, why)
 	}
 	if len(dialed) != 1 {
@@ -185,20 +180,20 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 	// The stability gate's input: each caught-up cluster's readiness and
 	// restart counts, read from the pods.
 	const podName = "mzx-cluster-u1-replica-u1-gen-2-0"
-	if h, ok := c.Health()["u1"]; !ok || !h.AllHealthy || h.Restarts[podName] != 0 {
-		t.Fatalf("health once caught up: %+v", c.Health())
+	if h, ok := health["u1"]; !ok || !h.AllHealthy || h.Restarts[podName] != 0 || !h.StatusChanges[podName].Equal(ready.Time) {
+		t.Fatalf("health once caught up: %+v", health)
 	}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "clusterd", RestartCount: 2}}
 	if _, err := kube.CoreV1().Pods("ns").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c.CaughtUp(ctx)
-		if c.Health()["u1"].Restarts[podName] == 2 {
+		_, _, health = c.CaughtUp(ctx)
+		if health["u1"].Restarts[podName] == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a restart not seen: %+v", c.Health())
+			t.Fatalf("a restart not seen: %+v", health)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
 
@@ -147,6 +148,8 @@ type Orchestrator struct {
 	Prefix string
 	// Args are environmentd's parsed arguments.
 	Args *clap.Matches
+	// Version is environmentd's.
+	Version imageref.Version
 	// Pod is environmentd's own pod (HOSTNAME). Owners are its
 	// ownerReferences, which environmentd puts on what it creates (so a
 	// generation's StatefulSet owns them); read before the first replica.

@@ -146,7 +146,6 @@ type Controller struct {
 	gen      uint64
 	conns    map[string]*ctp.Client
 	pods     cache.Store // the orchestrator's pod watch, started by the first check
-	health   map[string]ClusterHealth
 	stop     context.CancelFunc
 }
 
@@ -183,20 +182,19 @@ func (c *Controller) Manage(replicas []Replica, gen uint64) {
 
 // CaughtUp reports whether every process of every managed replica is Ready
 // and hydrated, and otherwise what it waits for (bounded: the first
-// replica that holds it up, and the count). It keeps, for Health, each
-// cluster all of whose processes are.
-func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
+// replica that holds it up, and the count); and, for the stability gate,
+// the health of each cluster all of whose processes are, at this check.
+func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]ClusterHealth) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.health = nil
 	if c.conns == nil {
 		c.conns = map[string]*ctp.Client{}
 	}
 	if !c.managed {
-		return false, "no replicas created yet"
+		return false, "no replicas created yet", nil
 	}
 	if err := c.watchPods(ctx); err != nil {
-		return false, err.Error()
+		return false, err.Error(), nil
 	}
 	pods := map[string]*corev1.Pod{}
 	for _, obj := range c.pods.List() {
@@ -212,21 +210,18 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 		name := c.O.name(r.ServiceID(c.gen))
 		size, err := c.O.sizeOf(r)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error(), nil
 		}
 		h, ok := clusters[r.ClusterID]
 		if !ok {
-			h = ClusterHealth{AllHealthy: true, Restarts: map[string]int32{}}
+			h = ClusterHealth{AllHealthy: true, StatusChanges: map[string]time.Time{}, Restarts: map[string]int32{}}
 		}
 		for i, host := range c.O.hosts(name, int(size.Scale)) {
 			total++
 			pod := fmt.Sprintf("%s-%d", name, i)
 			ready, changed := podReadiness(pods[pod])
-			if changed.After(h.LastStatusChange) {
-				h.LastStatusChange = changed
-			}
 			if p := pods[pod]; p != nil {
-				h.Restarts[pod] = restarts(p)
+				h.StatusChanges[pod], h.Restarts[pod] = changed, restarts(p)
 			}
 			if !ready {
 				h.AllHealthy = false
@@ -251,20 +246,11 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string) {
 	for id := range behind {
 		delete(clusters, id)
 	}
-	c.health = clusters
 	if hydrated == total {
-		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total)
+		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total), clusters
 	}
 	sort.Strings(waiting)
-	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0])
-}
-
-// Health is the clusters caught up at the last CaughtUp, with their
-// replicas' health then.
-func (c *Controller) Health() map[string]ClusterHealth {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.health
+	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0]), clusters
 }
 
 // podReadiness is whether a pod is Ready, and when its readiness last

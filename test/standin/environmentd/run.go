@@ -103,6 +103,13 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 		return fatal("%v", err)
 	}
 	p.Log.Info("performing 0dt preflight checks", "deploy_generation", gen, "catalog_initialized", initialized, "catalog_generation", catalogGen)
+	// Opening the catalog parses the system parameter defaults: one that
+	// does not parse fails the boot (upstream catalog/open.rs).
+	if !(initialized && catalogGen > gen) {
+		if err := checkSystemParameters(plan); err != nil {
+			return fatal("%v", err)
+		}
+	}
 	switch {
 	case initialized && catalogGen > gen:
 		return &ExitError{Code: ExitFenced, Message: "this deployment has been fenced out"}
@@ -247,7 +254,7 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 func (p *Process) connectReplicas(ctx context.Context, c *Controller) {
 	last := ""
 	for {
-		ok, why := c.CaughtUp(ctx)
+		ok, why, _ := c.CaughtUp(ctx)
 		if ok {
 			p.Log.Info("cluster replicas hydrated", "replicas", why)
 			return
@@ -348,7 +355,7 @@ func KubeProcess(ctx context.Context, log *slog.Logger, plan *Plan, version, hyd
 	backend, _ := plan.Args.Get("metadata-backend-url")
 	p := &Process{Log: log, FenceCheck: time.Second, RetryFor: 10 * time.Minute,
 		Catalog:      &SecretCatalog{Kube: kube, Namespace: namespace, Name: CatalogSecretName(backend, OrganizationID(envID))},
-		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args, Pod: podName}}
+		Orchestrator: &Orchestrator{Kube: kube, MZ: mz, Namespace: namespace, Prefix: prefix, Args: plan.Args, Version: plan.Version, Pod: podName}}
 	p.Replicas = &Controller{O: p.Orchestrator, Version: version, HydrateFor: hydrateFor}
 	if podName == "" {
 		return nil, fatal("HOSTNAME is not set")

@@ -31,11 +31,9 @@ func boot(t *testing.T, ctx context.Context, catalog Catalog, gen string) (*Depl
 // ends the catch-up.
 type neverCaughtUp struct{}
 
-func (neverCaughtUp) CaughtUp(context.Context) (bool, string) {
-	return false, "0/1 replica processes hydrated"
+func (neverCaughtUp) CaughtUp(context.Context) (bool, string, map[string]ClusterHealth) {
+	return false, "0/1 replica processes hydrated", nil
 }
-
-func (neverCaughtUp) Health() map[string]ClusterHealth { return nil }
 
 func waitStatus(t *testing.T, d *Deployment, want mzenv.LeaderStatus) {
 	t.Helper()

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
 
@@ -23,24 +23,23 @@ type schedulingConfig struct {
 	spreadIgnoreNonSingular  bool // cluster_topology_spread_ignore_non_singular_scale
 	spreadMaxSkew            int32
 	spreadSoft               bool // cluster_topology_spread_soft
+	spreadMinDomains         *int32
+	// generationSelectors: the selectors name the replica's generation
+	// (from 26.27; before, replicas of every generation count).
+	generationSelectors bool
 }
 
-// systemParameter is the last --system-parameter-default of key, its
-// quotes trimmed.
-func systemParameter(m *clap.Matches, key string) (string, bool) {
-	value, found := "", false
-	for _, kv := range m.All("system-parameter-default") {
-		if k, v, _ := strings.Cut(kv, "="); k == key {
-			value, found = strings.Trim(v, "'"), true
-		}
-	}
-	return value, found
-}
+// generationSelectorVersion is the first environmentd whose scheduling
+// selectors name the generation (upstream #36730).
+var generationSelectorVersion = imageref.MustParseVersion("26.27.0-dev.0")
 
-func schedulingConfigOf(m *clap.Matches) (schedulingConfig, error) {
+// schedulingConfigOf reads them from the --system-parameter-default
+// values of environmentd at version.
+func schedulingConfigOf(m *clap.Matches, version imageref.Version) (schedulingConfig, error) {
 	azWeight := int32(100)
 	c := schedulingConfig{softenAntiAffinityWeight: 100, azAffinityWeight: &azWeight,
-		topologySpread: true, spreadIgnoreNonSingular: true, spreadMaxSkew: 1}
+		topologySpread: true, spreadIgnoreNonSingular: true, spreadMaxSkew: 1,
+		generationSelectors: version.AtLeast(generationSelectorVersion)}
 	bools := map[string]*bool{
 		"cluster_soften_replication_anti_affinity":          &c.softenAntiAffinity,
 		"cluster_enable_topology_spread":                    &c.topologySpread,
@@ -49,7 +48,7 @@ func schedulingConfigOf(m *clap.Matches) (schedulingConfig, error) {
 	}
 	for key, dst := range bools {
 		if v, ok := systemParameter(m, key); ok {
-			b, err := strconv.ParseBool(v)
+			b, err := parseParamBool(v)
 			if err != nil {
 				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
 			}
@@ -69,17 +68,23 @@ func schedulingConfigOf(m *clap.Matches) (schedulingConfig, error) {
 			*dst = int32(n)
 		}
 	}
-	// An Option<i32>: empty turns the affinity off.
-	if v, ok := systemParameter(m, "cluster_multi_process_replica_az_affinity_weight"); ok {
-		if v == "" {
-			c.azAffinityWeight = nil
-		} else {
+	// Option<i32>s: empty is None.
+	options := map[string]**int32{
+		"cluster_multi_process_replica_az_affinity_weight": &c.azAffinityWeight,
+		"cluster_topology_spread_min_domains":              &c.spreadMinDomains,
+	}
+	for key, dst := range options {
+		if v, ok := systemParameter(m, key); ok {
+			if v == "" {
+				*dst = nil
+				continue
+			}
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil {
-				return c, fmt.Errorf("invalid system parameter cluster_multi_process_replica_az_affinity_weight=%q: %v", v, err)
+				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
 			}
 			w := int32(n)
-			c.azAffinityWeight = &w
+			*dst = &w
 		}
 	}
 	return c, nil
@@ -94,7 +99,7 @@ func schedulingConfigOf(m *clap.Matches) (schedulingConfig, error) {
 // clouds), and --orchestrator-kubernetes-service-affinity merged over
 // them. selector is the replica's own pod selector.
 func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector map[string]string) (*corev1.Affinity, []corev1.TopologySpreadConstraint, error) {
-	cfg, err := schedulingConfigOf(o.Args)
+	cfg, err := schedulingConfigOf(o.Args, o.Version)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -102,11 +107,15 @@ func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector 
 	in := func(key string, values ...string) metav1.LabelSelectorRequirement {
 		return metav1.LabelSelectorRequirement{Key: replicaLabelPrefix + key, Operator: metav1.LabelSelectorOpIn, Values: values}
 	}
+	others := []metav1.LabelSelectorRequirement{in("cluster-id", r.ClusterID),
+		{Key: replicaLabelPrefix + "replica-id", Operator: metav1.LabelSelectorOpNotIn, Values: []string{r.ReplicaID}}}
+	replicas := []metav1.LabelSelectorRequirement{in("cluster-id", r.ClusterID)}
+	if cfg.generationSelectors {
+		others = append(others, in("generation", generation))
+		replicas = append(replicas, in("generation", generation))
+	}
 	otherReplicas := corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname",
-		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			in("cluster-id", r.ClusterID),
-			{Key: replicaLabelPrefix + "replica-id", Operator: metav1.LabelSelectorOpNotIn, Values: []string{r.ReplicaID}},
-			in("generation", generation)}}}
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: others}}
 	affinity := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}
 	if cfg.softenAntiAffinity {
 		affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.WeightedPodAffinityTerm{
@@ -122,7 +131,6 @@ func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector 
 	}
 	var spread []corev1.TopologySpreadConstraint
 	if cfg.topologySpread && (!cfg.spreadIgnoreNonSingular || scale == 1) {
-		replicas := []metav1.LabelSelectorRequirement{in("cluster-id", r.ClusterID), in("generation", generation)}
 		if cfg.spreadIgnoreNonSingular {
 			replicas = append(replicas, in("scale", "1"))
 		}
@@ -132,6 +140,12 @@ func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector 
 		}
 		spread = []corev1.TopologySpreadConstraint{{MaxSkew: cfg.spreadMaxSkew, TopologyKey: "topology.kubernetes.io/zone",
 			WhenUnsatisfiable: when, LabelSelector: &metav1.LabelSelector{MatchExpressions: replicas}}}
+		// Kubernetes refuses minDomains with ScheduleAnyway. (Upstream
+		// leaves it out for a replica pinned to availability zones too;
+		// the stand-in's replicas name none.)
+		if !cfg.spreadSoft {
+			spread[0].MinDomains = cfg.spreadMinDomains
+		}
 	}
 	if raw, ok := o.Args.Get("orchestrator-kubernetes-service-affinity"); ok {
 		var extra corev1.Affinity

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
 
@@ -19,6 +20,11 @@ import (
 // arguments given. Sizes: "small", "two" (two processes), "disk" (2 GiB of
 // disk), "unsized" (no disk_limit).
 func clusterdPodSpec(t *testing.T, size string, args map[string][]string) (corev1.PodTemplateSpec, error) {
+	t.Helper()
+	return clusterdPodSpecAt(t, "26.35.0", size, args)
+}
+
+func clusterdPodSpecAt(t *testing.T, version, size string, args map[string][]string) (corev1.PodTemplateSpec, error) {
 	t.Helper()
 	values := map[string][]string{
 		"cluster-replica-sizes": {`{"small":{"scale":1,"workers":1,"credits_per_hour":"1","disk_limit":"0","memory_limit":"64MiB"},` +
@@ -31,7 +37,7 @@ func clusterdPodSpec(t *testing.T, size string, args map[string][]string) (corev
 		values[k] = v
 	}
 	kube := fake.NewClientset()
-	o := &Orchestrator{Kube: kube, Namespace: "ns", Prefix: "mzx-", Args: &clap.Matches{Values: values}}
+	o := &Orchestrator{Kube: kube, Namespace: "ns", Prefix: "mzx-", Args: &clap.Matches{Values: values}, Version: imageref.MustParseVersion(version)}
 	r := Replica{ClusterID: "u1", ClusterName: "quickstart", ReplicaID: "u1", ReplicaName: "r1", Size: size, Role: "user"}
 	if err := o.EnsureReplica(context.Background(), r, 2); err != nil {
 		return corev1.PodTemplateSpec{}, err
@@ -87,6 +93,33 @@ func TestClusterdSchedulingIsEnvironmentds(t *testing.T) {
 	if pod, err := clusterdPodSpec(t, "two", nil); err != nil || pod.Spec.TopologySpreadConstraints != nil {
 		t.Errorf("two processes: spread %+v (%v)", pod.Spec.TopologySpreadConstraints, err)
 	}
+	// Unless told to spread those too; a hard spread takes
+	// cluster_topology_spread_min_domains, a soft one cannot.
+	pod, err = clusterdPodSpec(t, "two", map[string][]string{"system-parameter-default": {
+		"cluster_topology_spread_ignore_non_singular_scale=off", "cluster_topology_spread_min_domains=3", "cluster_topology_spread_max_skew=2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWide := []corev1.TopologySpreadConstraint{{MaxSkew: 2, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.DoNotSchedule,
+		MinDomains: ptrTo[int32](3), LabelSelector: sel(in("cluster-id", "u1"), in("generation", "2"))}}
+	if !reflect.DeepEqual(pod.Spec.TopologySpreadConstraints, wantWide) {
+		t.Errorf("every replica spread: %+v, want %+v", pod.Spec.TopologySpreadConstraints, wantWide)
+	}
+	pod, err = clusterdPodSpec(t, "small", map[string][]string{"system-parameter-default": {"cluster_topology_spread_soft=t", "cluster_topology_spread_min_domains=3"}})
+	if got := pod.Spec.TopologySpreadConstraints; err != nil || len(got) != 1 || got[0].WhenUnsatisfiable != corev1.ScheduleAnyway || got[0].MinDomains != nil {
+		t.Errorf("a soft spread: %+v (%v)", got, err)
+	}
+	// Before 26.27 the selectors count every generation's replicas.
+	pod, err = clusterdPodSpecAt(t, "26.26.0", "small", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchExpressions; len(got) != 2 {
+		t.Errorf("26.26 anti-affinity selects %+v, want the cluster's other replicas of every generation", got)
+	}
+	if got := pod.Spec.TopologySpreadConstraints[0].LabelSelector.MatchExpressions; !reflect.DeepEqual(got, []metav1.LabelSelectorRequirement{in("cluster-id", "u1"), in("scale", "1")}) {
+		t.Errorf("26.26 spread selects %+v", got)
+	}
 
 	// The system parameters; the operator sets the first outside the clouds.
 	pod, err = clusterdPodSpec(t, "small", map[string][]string{
@@ -120,16 +153,16 @@ func TestClusterdSchedulingIsEnvironmentds(t *testing.T) {
 		t.Errorf("merged affinity %+v", a)
 	}
 
-	// What environmentd cannot parse creates no replica.
-	for _, args := range []map[string][]string{
-		{"orchestrator-kubernetes-service-affinity": {`{"nodeAffinity":[]}`}},
-		{"system-parameter-default": {"cluster_topology_spread_max_skew=one"}},
-	} {
-		if _, err := clusterdPodSpec(t, "small", args); err == nil || !strings.Contains(err.Error(), "affinity") && !strings.Contains(err.Error(), "max_skew") {
-			t.Errorf("%v: %v", args, err)
-		}
+	// An affinity environmentd cannot parse creates no replica. (A
+	// scheduling parameter it cannot parse fails its boot:
+	// TestSystemParametersAreEnvironmentds.)
+	if _, err := clusterdPodSpec(t, "small", map[string][]string{"orchestrator-kubernetes-service-affinity": {`{"nodeAffinity":[]}`}}); err == nil ||
+		!strings.Contains(err.Error(), "--orchestrator-kubernetes-service-affinity") {
+		t.Errorf("an affinity that does not parse: %v", err)
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 // A size with disk gets upstream's scratch disk: a generic ephemeral
 // volume of the operator's class and the size's disk_limit (1 GiB without

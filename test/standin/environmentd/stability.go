@@ -25,8 +25,11 @@ const DefaultStabilityPeriod = 10 * time.Minute
 type ClusterHealth struct {
 	// AllHealthy: the cluster has processes and every one is Ready.
 	AllHealthy bool
-	// LastStatusChange is the latest change of a process's readiness.
-	LastStatusChange time.Time
+	// StatusChanges is when each process's readiness last changed, by pod
+	// name. Upstream compares one cluster-wide maximum of its own receipt
+	// times; the kubelets' times come from several clocks, so each is
+	// compared with its own.
+	StatusChanges map[string]time.Time
 	// Restarts is each process's restart count, by pod name.
 	Restarts map[string]int32
 }
@@ -34,9 +37,9 @@ type ClusterHealth struct {
 // clusterStability is one cluster's streak across checks (upstream's
 // ClusterStabilityState).
 type clusterStability struct {
-	stableSince  time.Time // zero: not in a streak
-	lastChange   time.Time
-	lastRestarts map[string]int32 // nil before the first check
+	stableSince  time.Time            // zero: not in a streak
+	lastChanges  map[string]time.Time // nil before the first check
+	lastRestarts map[string]int32     // nil before the first check
 }
 
 // stabilityGate holds a new generation back until every caught-up cluster
@@ -76,7 +79,7 @@ func (g *stabilityGate) observe(caughtUp map[string]ClusterHealth, now time.Time
 		// A readiness change between two checks is a flap even if the
 		// process is Ready again; a changed restart count (or a process
 		// added or gone) is a restart the readiness may not show.
-		flapped := !s.lastChange.IsZero() && !h.LastStatusChange.IsZero() && h.LastStatusChange.After(s.lastChange)
+		flapped := s.lastChanges != nil && !maps.EqualFunc(s.lastChanges, h.StatusChanges, time.Time.Equal)
 		restarted := s.lastRestarts != nil && !maps.Equal(s.lastRestarts, h.Restarts)
 		if h.AllHealthy && !flapped && !restarted {
 			if s.stableSince.IsZero() {
@@ -85,8 +88,10 @@ func (g *stabilityGate) observe(caughtUp map[string]ClusterHealth, now time.Time
 		} else {
 			s.stableSince = time.Time{}
 		}
-		s.lastChange = h.LastStatusChange
-		s.lastRestarts = maps.Clone(h.Restarts)
+		s.lastChanges, s.lastRestarts = maps.Clone(h.StatusChanges), maps.Clone(h.Restarts)
+		if s.lastChanges == nil {
+			s.lastChanges = map[string]time.Time{}
+		}
 		if s.lastRestarts == nil {
 			s.lastRestarts = map[string]int32{}
 		}
