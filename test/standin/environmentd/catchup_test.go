@@ -196,6 +196,15 @@ func TestControllerWaitsForReadyAndHydratedReplicas(t *testing.T) {
 			t.Fatalf("a restart not seen: %+v", health)
 		}
 	}
+
+	// A second replica of the cluster, not running yet: the cluster is
+	// caught up on the first, as upstream's (a collection hydrated on some
+	// replica), but not healthy, which holds the stability gate.
+	c.Manage([]Replica{{ClusterID: "u1", ReplicaID: "u1", Size: "small"}, {ClusterID: "u1", ReplicaID: "u2", Size: "small"}}, 2)
+	ok, why, health = c.CaughtUp(ctx)
+	if h, found := health["u1"]; !ok || !found || h.AllHealthy {
+		t.Errorf("one of two replicas hydrated: %v %q %+v, want caught up and not healthy", ok, why, health)
+	}
 }
 
 // An invalid catch-up parameter is fatal at boot, not a silent default.

@@ -180,10 +180,13 @@ func (c *Controller) Manage(replicas []Replica, gen uint64) {
 	c.replicas, c.gen, c.managed = replicas, gen, true
 }
 
-// CaughtUp reports whether every process of every managed replica is Ready
-// and hydrated, and otherwise what it waits for (bounded: the first
-// replica that holds it up, and the count); and, for the stability gate,
-// the health of each cluster all of whose processes are, at this check.
+// CaughtUp reports whether every cluster is caught up, and otherwise what
+// it waits for (bounded: the first process that holds it up, and the
+// count); and, for the stability gate, the health of each cluster caught
+// up at this check. As upstream's, a cluster is caught up once one of
+// its replicas is (every process Ready and hydrated: upstream asks for
+// each collection on some replica), and healthy once every process of
+// every replica is Ready.
 func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]ClusterHealth) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,19 +206,20 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]Clu
 		}
 	}
 	total, hydrated := 0, 0
-	var waiting []string
-	clusters := map[string]ClusterHealth{}
-	behind := map[string]bool{}
+	health := map[string]ClusterHealth{}
+	caughtUp := map[string]bool{}    // by cluster: a replica hydrated whole
+	pending := map[string][]string{} // by cluster: what its processes wait for
 	for _, r := range c.replicas {
 		name := c.O.name(r.ServiceID(c.gen))
 		size, err := c.O.sizeOf(r)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		h, ok := clusters[r.ClusterID]
+		h, ok := health[r.ClusterID]
 		if !ok {
 			h = ClusterHealth{AllHealthy: true, StatusChanges: map[string]time.Time{}, Restarts: map[string]int32{}}
 		}
+		whole := true
 		for i, host := range c.O.hosts(name, int(size.Scale)) {
 			total++
 			pod := fmt.Sprintf("%s-%d", name, i)
@@ -224,33 +228,37 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]Clu
 				h.StatusChanges[pod], h.Restarts[pod] = changed, restarts(p)
 			}
 			if !ready {
-				h.AllHealthy = false
-				behind[r.ClusterID] = true
-				waiting = append(waiting, pod+" not ready")
+				h.AllHealthy, whole = false, false
+				pending[r.ClusterID] = append(pending[r.ClusterID], pod+" not ready")
 				continue
 			}
 			ok, err := c.hydrated(ctx, net.JoinHostPort(host, strconv.Itoa(computeCtlPort)), host)
 			switch {
 			case err != nil:
-				behind[r.ClusterID] = true
-				waiting = append(waiting, fmt.Sprintf("%s unreachable: %v", pod, err))
+				whole = false
+				pending[r.ClusterID] = append(pending[r.ClusterID], fmt.Sprintf("%s unreachable: %v", pod, err))
 			case ok:
 				hydrated++
 			default:
-				behind[r.ClusterID] = true
-				waiting = append(waiting, pod+" hydrating")
+				whole = false
+				pending[r.ClusterID] = append(pending[r.ClusterID], pod+" hydrating")
 			}
 		}
-		clusters[r.ClusterID] = h
+		caughtUp[r.ClusterID] = caughtUp[r.ClusterID] || whole
+		health[r.ClusterID] = h
 	}
-	for id := range behind {
-		delete(clusters, id)
+	var waiting []string
+	for id := range health {
+		if !caughtUp[id] {
+			waiting = append(waiting, pending[id]...)
+			delete(health, id)
+		}
 	}
-	if hydrated == total {
-		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total), clusters
+	if len(waiting) == 0 {
+		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total), health
 	}
 	sort.Strings(waiting)
-	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0]), clusters
+	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0]), health
 }
 
 // podReadiness is whether a pod is Ready, and when its readiness last
