@@ -171,6 +171,7 @@ var foreignFlags = map[string]string{
 	"reset-then-reuse-values": "helm upgrade",
 	"reuse-values":            "helm upgrade",
 	"set":                     "helm",
+	"set-json":                "helm",
 	"set-string":              "helm",
 	"tracing-config-file":     "kube-apiserver",
 	"sql-listen-addr":         "environmentd before 26",
