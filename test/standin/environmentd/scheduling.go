@@ -167,30 +167,28 @@ func mergeAffinity(base *corev1.Affinity, over corev1.Affinity) {
 		if n.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 			base.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = n.RequiredDuringSchedulingIgnoredDuringExecution
 		}
-		if n.PreferredDuringSchedulingIgnoredDuringExecution != nil {
-			base.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = n.PreferredDuringSchedulingIgnoredDuringExecution
-		}
+		replaceList(&base.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, n.PreferredDuringSchedulingIgnoredDuringExecution)
 	}
 	if p := over.PodAffinity; p != nil {
 		if base.PodAffinity == nil {
 			base.PodAffinity = &corev1.PodAffinity{}
 		}
-		if p.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-			base.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = p.RequiredDuringSchedulingIgnoredDuringExecution
-		}
-		if p.PreferredDuringSchedulingIgnoredDuringExecution != nil {
-			base.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = p.PreferredDuringSchedulingIgnoredDuringExecution
-		}
+		replaceList(&base.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, p.RequiredDuringSchedulingIgnoredDuringExecution)
+		replaceList(&base.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, p.PreferredDuringSchedulingIgnoredDuringExecution)
 	}
 	if p := over.PodAntiAffinity; p != nil {
 		if base.PodAntiAffinity == nil {
 			base.PodAntiAffinity = &corev1.PodAntiAffinity{}
 		}
-		if p.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-			base.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = p.RequiredDuringSchedulingIgnoredDuringExecution
-		}
-		if p.PreferredDuringSchedulingIgnoredDuringExecution != nil {
-			base.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = p.PreferredDuringSchedulingIgnoredDuringExecution
-		}
+		replaceList(&base.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, p.RequiredDuringSchedulingIgnoredDuringExecution)
+		replaceList(&base.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, p.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+}
+
+// replaceList is k8s-openapi's atomic list merge: a list given (even
+// empty) replaces the base's.
+func replaceList[T any](base *[]T, over []T) {
+	if over != nil {
+		*base = over
 	}
 }
