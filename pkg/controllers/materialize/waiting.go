@@ -3,6 +3,8 @@ package materialize
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/materializeinc/orchestratord/pkg/boundedtext"
 	"github.com/materializeinc/orchestratord/pkg/certificates"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	mzlabels "github.com/materializeinc/orchestratord/pkg/labels"
 )
 
@@ -46,6 +49,15 @@ const (
 	clusterdGenerationLabel = "cluster.environmentd.materialize.cloud/generation"
 	orchestratorNSLabel     = "environmentd.materialize.cloud/namespace"
 )
+
+// clusterdGenerationLabelVersion is the first environmentd that labels
+// clusterd's pods with their generation (upstream #36730); before, the
+// generation is only in their names, {prefix}cluster-{cluster}-replica-
+// {replica}-gen-{generation}-{process}.
+var clusterdGenerationLabelVersion = imageref.MustParseVersion("26.27.0-dev.0")
+
+// clusterdPodGeneration reads the generation from a clusterd pod's name.
+var clusterdPodGeneration = regexp.MustCompile(`-gen-([0-9]+)-[0-9]+$`)
 
 // Bounds of what a message quotes from a pod's status, and of the pods read:
 // a tenant may label pods of its own with the environment's resource id
@@ -110,10 +122,20 @@ func (r *reconciler) waiting(ctx context.Context, e env, gen uint64, leaderStatu
 	if leaderStatus != "Initializing" && leaderStatus != "CatchingUp" {
 		return WaitingEnvironmentd, ""
 	}
-	items, more, err := list(children.ResourceIDLabel + "=" + e.id + "," + orchestratorNSLabel + "=cluster," +
-		clusterdGenerationLabel + "=" + strconv.FormatUint(gen, 10))
+	selector := children.ResourceIDLabel + "=" + e.id + "," + orchestratorNSLabel + "=cluster"
+	labelled := e.meetsVersion(clusterdGenerationLabelVersion)
+	if labelled {
+		selector += "," + clusterdGenerationLabel + "=" + strconv.FormatUint(gen, 10)
+	}
+	items, more, err := list(selector)
 	if err != nil {
 		return WaitingEnvironmentd, ""
+	}
+	if !labelled { // the bound of the read then counts every generation's pods
+		items = slices.DeleteFunc(items, func(p corev1.Pod) bool {
+			m := clusterdPodGeneration.FindStringSubmatch(p.Name)
+			return m == nil || m[1] != strconv.FormatUint(gen, 10)
+		})
 	}
 	total, ready := len(items), 0
 	first := ""

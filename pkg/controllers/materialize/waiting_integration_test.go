@@ -83,13 +83,18 @@ func TestStuckRolloutSaysWhy(t *testing.T) {
 	}
 
 	// environmentd runs and catches up; one clusterd replica is Ready, the
-	// other crash-loops, a third cannot pull its image.
+	// other crash-loops, a third cannot pull its image. environmentd
+	// before 26.27 (this one is 26.1) labels clusterd's pods without their
+	// generation, which only their names carry: a Ready pod left from
+	// generation 0 is not counted.
 	fixture.KeepStatefulSetsReady(t, kube, ns)
 	clusterd := func(replica string) map[string]string {
 		return map[string]string{"materialize.cloud/mz-resource-id": id, "environmentd.materialize.cloud/namespace": "cluster",
-			"cluster.environmentd.materialize.cloud/generation": "1", "cluster.environmentd.materialize.cloud/replica-id": replica}
+			"cluster.environmentd.materialize.cloud/replica-id": replica}
 	}
 	name := func(replica string) string { return fmt.Sprintf("mz%s-cluster-u1-replica-%s-gen-1-0", id, replica) }
+	makePod(t, kube, ns, fmt.Sprintf("mz%s-cluster-u1-replica-u1-gen-0-0", id), clusterd("u1"), corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
 	makePod(t, kube, ns, name("u1"), clusterd("u1"), corev1.PodStatus{Phase: corev1.PodRunning,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
 	makePod(t, kube, ns, name("u2"), clusterd("u2"), corev1.PodStatus{Phase: corev1.PodRunning,

@@ -60,14 +60,14 @@ func catchUpConfig(m *clap.Matches, version imageref.Version) (CatchUpConfig, er
 	// fromGate: a parameter of the stability gate, which an older
 	// environmentd does not have.
 	durations := []struct {
-		key                string
-		dst                *time.Duration
-		positive, fromGate bool
+		key      string
+		dst      *time.Duration
+		fromGate bool
 	}{
-		{"0dt_deployment_hydration_check_interval", &cfg.CheckInterval, true, false},
-		{"with_0dt_deployment_max_wait", &cfg.MaxWait, false, false},
-		{"with_0dt_deployment_ddl_check_interval", &cfg.DDLCheckInterval, true, false},
-		{"with_0dt_caught_up_check_stability_period", &cfg.StabilityPeriod, false, true},
+		{"0dt_deployment_hydration_check_interval", &cfg.CheckInterval, false},
+		{"with_0dt_deployment_max_wait", &cfg.MaxWait, false},
+		{"with_0dt_deployment_ddl_check_interval", &cfg.DDLCheckInterval, false},
+		{"with_0dt_caught_up_check_stability_period", &cfg.StabilityPeriod, true},
 	}
 	bools := []struct {
 		key      string
@@ -86,9 +86,6 @@ func catchUpConfig(m *clap.Matches, version imageref.Version) (CatchUpConfig, er
 		}
 		if v, ok := systemParameter(m, d.key); ok {
 			got, err := parseParamDuration(v)
-			if err == nil && d.positive && got <= 0 {
-				err = fmt.Errorf("must be positive")
-			}
 			if err != nil {
 				return cfg, invalid(d.key, v, err)
 			}
@@ -120,6 +117,11 @@ func (p *Process) catchUp(ctx context.Context, plan *Plan, d *Deployment, next u
 	cfg, err := catchUpConfig(plan.Args, plan.Version)
 	if err != nil {
 		return fatal("%v", err)
+	}
+	// Only a read-only generation takes these intervals, and a zero one
+	// panics its timer (a leader boots with one).
+	if cfg.CheckInterval <= 0 || cfg.DDLCheckInterval <= 0 {
+		return &ExitError{Code: ExitPanic, Message: "panicked: `period` must be non-zero."}
 	}
 	ddl := func() error {
 		var items UserItems

@@ -214,7 +214,7 @@ func TestInvalidCatchUpParameterIsFatal(t *testing.T) {
 	_, exit := bootWith(t, ctx, neverCaughtUp{}, params("with_0dt_deployment_max_wait=soon"))
 	select {
 	case err := <-exit:
-		if err == nil || !strings.Contains(err.Error(), `invalid system parameter with_0dt_deployment_max_wait="soon"`) {
+		if err == nil || !strings.Contains(err.Error(), "failed to parse default for with_0dt_deployment_max_wait") {
 			t.Fatalf("exit %v", err)
 		}
 	case <-time.After(5 * time.Second):

@@ -270,11 +270,17 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 			podLabels[k] = v
 		}
 	}
-	for k, v := range map[string]string{"replica-id": r.ReplicaID, "cluster-id": r.ClusterID,
+	labels := map[string]string{"replica-id": r.ReplicaID, "cluster-id": r.ClusterID,
 		"generation": strconv.FormatUint(gen, 10), "type": "cluster", "replica-role": r.Role,
 		"workers": strconv.FormatUint(size.Workers, 10),
 		"size":    strings.NewReplacer("=", "-", ",", "_").Replace(r.Size),
-		"scale":   strconv.FormatUint(uint64(size.Scale), 10)} {
+		"scale":   strconv.FormatUint(uint64(size.Scale), 10)}
+	// The generation label came with the generation selectors (26.27);
+	// before, only the pods' names carry it.
+	if !o.Version.AtLeast(generationSelectorVersion) {
+		delete(labels, "generation")
+	}
+	for k, v := range labels {
 		podLabels[replicaLabelPrefix+k] = v
 	}
 	svcPorts := make([]*corev1ac.ServicePortApplyConfiguration, 0, len(ports))

@@ -188,16 +188,35 @@ func (c *Controller) Manage(replicas []Replica, gen uint64) {
 // each collection on some replica), and healthy once every process of
 // every replica is Ready.
 func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]ClusterHealth) {
+	r := c.check(ctx)
+	return r.caughtUp, r.why, r.health
+}
+
+// AllHydrated reports whether every process of every replica is hydrated
+// (a leader connects to every one), and otherwise what it waits for.
+func (c *Controller) AllHydrated(ctx context.Context) (bool, string) {
+	r := c.check(ctx)
+	return r.allHydrated, r.why
+}
+
+// checked is one check of the replicas.
+type checked struct {
+	caughtUp, allHydrated bool
+	why                   string
+	health                map[string]ClusterHealth
+}
+
+func (c *Controller) check(ctx context.Context) checked {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conns == nil {
 		c.conns = map[string]*ctp.Client{}
 	}
 	if !c.managed {
-		return false, "no replicas created yet", nil
+		return checked{why: "no replicas created yet"}
 	}
 	if err := c.watchPods(ctx); err != nil {
-		return false, err.Error(), nil
+		return checked{why: err.Error()}
 	}
 	pods := map[string]*corev1.Pod{}
 	for _, obj := range c.pods.List() {
@@ -213,7 +232,7 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]Clu
 		name := c.O.name(r.ServiceID(c.gen))
 		size, err := c.O.sizeOf(r)
 		if err != nil {
-			return false, err.Error(), nil
+			return checked{why: err.Error()}
 		}
 		h, ok := health[r.ClusterID]
 		if !ok {
@@ -247,18 +266,25 @@ func (c *Controller) CaughtUp(ctx context.Context) (bool, string, map[string]Clu
 		caughtUp[r.ClusterID] = caughtUp[r.ClusterID] || whole
 		health[r.ClusterID] = h
 	}
-	var waiting []string
+	var waiting, all []string
 	for id := range health {
+		all = append(all, pending[id]...)
 		if !caughtUp[id] {
 			waiting = append(waiting, pending[id]...)
 			delete(health, id)
 		}
 	}
+	r := checked{caughtUp: len(waiting) == 0, allHydrated: hydrated == total, health: health,
+		why: fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total)}
+	// What the check waits for: a cluster's first, else (caught up) any.
 	if len(waiting) == 0 {
-		return true, fmt.Sprintf("%d/%d replica processes hydrated", hydrated, total), health
+		waiting = all
 	}
-	sort.Strings(waiting)
-	return false, fmt.Sprintf("%d/%d replica processes hydrated; %s", hydrated, total, waiting[0]), health
+	if len(waiting) > 0 {
+		sort.Strings(waiting)
+		r.why += "; " + waiting[0]
+	}
+	return r
 }
 
 // podReadiness is whether a pod is Ready, and when its readiness last

@@ -102,6 +102,9 @@ func (p *Process) Run(ctx context.Context, plan *Plan) error {
 	if err != nil {
 		return fatal("%v", err)
 	}
+	if err := checkPreflightParameters(plan); err != nil {
+		return fatal("%v", err)
+	}
 	p.Log.Info("performing 0dt preflight checks", "deploy_generation", gen, "catalog_initialized", initialized, "catalog_generation", catalogGen)
 	// Opening the catalog parses the system parameter defaults: one that
 	// does not parse fails the boot (upstream catalog/open.rs).
@@ -254,7 +257,7 @@ func (p *Process) bootstrap(ctx context.Context, plan *Plan, gen uint64, readOnl
 func (p *Process) connectReplicas(ctx context.Context, c *Controller) {
 	last := ""
 	for {
-		ok, why, _ := c.CaughtUp(ctx)
+		ok, why := c.AllHydrated(ctx)
 		if ok {
 			p.Log.Info("cluster replicas hydrated", "replicas", why)
 			return

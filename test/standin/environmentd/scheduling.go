@@ -27,7 +27,13 @@ type schedulingConfig struct {
 	// generationSelectors: the selectors name the replica's generation
 	// (from 26.27; before, replicas of every generation count).
 	generationSelectors bool
+	// softSpreadDropsMinDomains: from 26.23 (upstream #36310).
+	softSpreadDropsMinDomains bool
 }
+
+// softSpreadMinDomainsVersion is the first environmentd that leaves
+// minDomains out of a soft spread.
+var softSpreadMinDomainsVersion = imageref.MustParseVersion("26.23.0-dev.0")
 
 // generationSelectorVersion is the first environmentd whose scheduling
 // selectors name the generation (upstream #36730).
@@ -39,7 +45,8 @@ func schedulingConfigOf(m *clap.Matches, version imageref.Version) (schedulingCo
 	azWeight := int32(100)
 	c := schedulingConfig{softenAntiAffinityWeight: 100, azAffinityWeight: &azWeight,
 		topologySpread: true, spreadIgnoreNonSingular: true, spreadMaxSkew: 1,
-		generationSelectors: version.AtLeast(generationSelectorVersion)}
+		generationSelectors:       version.AtLeast(generationSelectorVersion),
+		softSpreadDropsMinDomains: version.AtLeast(softSpreadMinDomainsVersion)}
 	bools := map[string]*bool{
 		"cluster_soften_replication_anti_affinity":          &c.softenAntiAffinity,
 		"cluster_enable_topology_spread":                    &c.topologySpread,
@@ -140,10 +147,11 @@ func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector 
 		}
 		spread = []corev1.TopologySpreadConstraint{{MaxSkew: cfg.spreadMaxSkew, TopologyKey: "topology.kubernetes.io/zone",
 			WhenUnsatisfiable: when, LabelSelector: &metav1.LabelSelector{MatchExpressions: replicas}}}
-		// Kubernetes refuses minDomains with ScheduleAnyway. (Upstream
-		// leaves it out for a replica pinned to availability zones too;
-		// the stand-in's replicas name none.)
-		if !cfg.spreadSoft {
+		// Kubernetes refuses minDomains with ScheduleAnyway, which
+		// environmentd leaves it out of from 26.23 (before, the API server
+		// refused the replica). Upstream leaves it out for a replica pinned
+		// to availability zones too; the stand-in's replicas name none.
+		if !cfg.spreadSoft || !cfg.softSpreadDropsMinDomains {
 			spread[0].MinDomains = cfg.spreadMinDomains
 		}
 	}

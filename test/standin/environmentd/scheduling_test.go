@@ -109,7 +109,14 @@ func TestClusterdSchedulingIsEnvironmentds(t *testing.T) {
 	if got := pod.Spec.TopologySpreadConstraints; err != nil || len(got) != 1 || got[0].WhenUnsatisfiable != corev1.ScheduleAnyway || got[0].MinDomains != nil {
 		t.Errorf("a soft spread: %+v (%v)", got, err)
 	}
-	// Before 26.27 the selectors count every generation's replicas.
+	// Before 26.23 a soft spread kept minDomains (which a real API server
+	// refuses, and the replica is not created).
+	pod, err = clusterdPodSpecAt(t, "26.22.0", "small", map[string][]string{"system-parameter-default": {"cluster_topology_spread_soft=t", "cluster_topology_spread_min_domains=3"}})
+	if got := pod.Spec.TopologySpreadConstraints; err != nil || len(got) != 1 || got[0].MinDomains == nil || *got[0].MinDomains != 3 {
+		t.Errorf("26.22, a soft spread: %+v (%v), want minDomains kept", got, err)
+	}
+	// Before 26.27 the selectors count every generation's replicas, and
+	// the pods carry no generation label.
 	pod, err = clusterdPodSpecAt(t, "26.26.0", "small", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +126,9 @@ func TestClusterdSchedulingIsEnvironmentds(t *testing.T) {
 	}
 	if got := pod.Spec.TopologySpreadConstraints[0].LabelSelector.MatchExpressions; !reflect.DeepEqual(got, []metav1.LabelSelectorRequirement{in("cluster-id", "u1"), in("scale", "1")}) {
 		t.Errorf("26.26 spread selects %+v", got)
+	}
+	if _, ok := pod.Labels["cluster.environmentd.materialize.cloud/generation"]; ok {
+		t.Errorf("26.26 pod labels %v carry the generation", pod.Labels)
 	}
 
 	// The system parameters; the operator sets the first outside the clouds.

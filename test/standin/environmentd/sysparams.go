@@ -6,20 +6,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/materializeinc/orchestratord/test/standin/clap"
 )
 
-// systemParameter is the last --system-parameter-default of key, its
-// quotes trimmed.
+// systemParameter is the last --system-parameter-default of key, whose
+// case environmentd's catalog ignores. The value is as given: environmentd
+// trims no quotes.
 func systemParameter(m *clap.Matches, key string) (string, bool) {
 	value, found := "", false
 	if m == nil {
 		return value, found
 	}
 	for _, kv := range m.All("system-parameter-default") {
-		if k, v, _ := strings.Cut(kv, "="); k == key {
-			value, found = strings.Trim(v, "'"), true
+		if k, v, _ := strings.Cut(kv, "="); strings.EqualFold(k, key) {
+			value, found = v, true
 		}
 	}
 	return value, found
@@ -28,6 +30,8 @@ func systemParameter(m *clap.Matches, key string) (string, bool) {
 // parseParamDuration reads a duration system parameter as environmentd
 // does (src/sql/src/session/vars/value.rs): ASCII digits, then us, ms, s,
 // min, h or d; no unit is milliseconds. "2m" or "1h30m" are refused.
+// A value past what a time.Duration holds (about 292 years), which
+// environmentd accepts up to 2^64 seconds, is that long.
 func parseParamDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	end := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
@@ -38,16 +42,22 @@ func parseParamDuration(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("invalid value for a duration")
 	}
-	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "": time.Millisecond,
+	units := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "": time.Millisecond,
 		"s": time.Second, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
-	u, ok := unit[strings.TrimLeft(s[end:], " \t\n\r")]
+	unitName := strings.TrimLeftFunc(s[end:], unicode.IsSpace)
+	unit, ok := units[unitName]
 	if !ok {
-		return 0, fmt.Errorf("expected us, ms, s, min, h, or d but got %q", strings.TrimLeft(s[end:], " \t\n\r"))
+		return 0, fmt.Errorf("expected us, ms, s, min, h, or d but got %q", unitName)
 	}
-	if n > uint64(math.MaxInt64/int64(u)) {
+	// Upstream multiplies seconds (or takes micro- and milliseconds
+	// whole) in a u64.
+	if unit >= time.Second && n > math.MaxUint64/uint64(unit/time.Second) {
 		return 0, fmt.Errorf("duration out of range")
 	}
-	return time.Duration(n) * u, nil
+	if n > uint64(math.MaxInt64/int64(unit)) {
+		return math.MaxInt64, nil
+	}
+	return time.Duration(n) * unit, nil
 }
 
 // parseParamBool reads a boolean system parameter as environmentd does.
@@ -61,9 +71,42 @@ func parseParamBool(s string) (bool, error) {
 	return false, fmt.Errorf("invalid value for a boolean")
 }
 
-// checkSystemParameters parses the --system-parameter-default values the
-// stand-in plays, as environmentd's catalog does when it opens: one that
-// does not parse fails the boot.
+// parseLenientBool is mz_repr's parse_bool, with which environmentd's
+// preflight reads enable_0dt_deployment_panic_after_timeout before the
+// catalog opens.
+func parseLenientBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "t", "tr", "tru", "true", "y", "ye", "yes", "on", "1":
+		return true, nil
+	case "f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("invalid input syntax for type boolean")
+}
+
+// checkPreflightParameters parses what environmentd's preflight reads
+// before it looks at the catalog's generation, so a value that does not
+// parse fails even a generation the catalog has fenced out.
+func checkPreflightParameters(plan *Plan) error {
+	for _, key := range []string{"with_0dt_deployment_max_wait", "with_0dt_deployment_ddl_check_interval"} {
+		if v, ok := systemParameter(plan.Args, key); ok {
+			if _, err := parseParamDuration(v); err != nil {
+				return fmt.Errorf("failed to parse default for %s: %v", key, err)
+			}
+		}
+	}
+	if v, ok := systemParameter(plan.Args, "enable_0dt_deployment_panic_after_timeout"); ok {
+		if _, err := parseLenientBool(v); err != nil {
+			return fmt.Errorf("failed to parse default for enable_0dt_deployment_panic_after_timeout: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkSystemParameters parses the --system-parameter-default values of
+// the parameters the stand-in plays (not every one environmentd knows),
+// as environmentd's catalog does when it opens: one that does not parse
+// fails the boot.
 func checkSystemParameters(plan *Plan) error {
 	if _, err := catchUpConfig(plan.Args, plan.Version); err != nil {
 		return err
