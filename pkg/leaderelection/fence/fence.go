@@ -3,9 +3,8 @@
 // term's Lease could have expired (Transport, from the lead context's
 // deadline; Gate, for writes without one), a queued Event is written only
 // in the term it was recorded in (Events, behind RecordToSink), and a
-// term's connections can be
-// reset so that nothing sent before the deadline lands after it
-// (Connections). docs/leader-election.md.
+// term's connections can be reset so that nothing sent before the
+// deadline lands after it (Connections). docs/leader-election.md.
 package fence
 
 import (
