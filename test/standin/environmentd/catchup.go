@@ -57,54 +57,18 @@ func catchUpConfig(m *clap.Matches, version imageref.Version) (CatchUpConfig, er
 	if gated {
 		cfg.StabilityCheck, cfg.StabilityPeriod = true, DefaultStabilityPeriod
 	}
-	// fromGate: a parameter of the stability gate, which an older
-	// environmentd does not have.
-	durations := []struct {
-		key      string
-		dst      *time.Duration
-		fromGate bool
-	}{
-		{"0dt_deployment_hydration_check_interval", &cfg.CheckInterval, false},
-		{"with_0dt_deployment_max_wait", &cfg.MaxWait, false},
-		{"with_0dt_deployment_ddl_check_interval", &cfg.DDLCheckInterval, false},
-		{"with_0dt_caught_up_check_stability_period", &cfg.StabilityPeriod, true},
+	params := []param{
+		durationParam("0dt_deployment_hydration_check_interval", &cfg.CheckInterval),
+		durationParam("with_0dt_deployment_max_wait", &cfg.MaxWait),
+		durationParam("with_0dt_deployment_ddl_check_interval", &cfg.DDLCheckInterval),
+		boolParam("enable_0dt_deployment_panic_after_timeout", &cfg.PanicAfterTimeout),
 	}
-	bools := []struct {
-		key      string
-		dst      *bool
-		fromGate bool
-	}{
-		{"enable_0dt_deployment_panic_after_timeout", &cfg.PanicAfterTimeout, false},
-		{"enable_0dt_caught_up_stability_check", &cfg.StabilityCheck, true},
+	// An older environmentd does not have the stability gate's.
+	if gated {
+		params = append(params, durationParam("with_0dt_caught_up_check_stability_period", &cfg.StabilityPeriod),
+			boolParam("enable_0dt_caught_up_stability_check", &cfg.StabilityCheck))
 	}
-	invalid := func(k, v string, err error) error {
-		return fmt.Errorf("invalid system parameter %s=%q: %v", k, v, err)
-	}
-	for _, d := range durations {
-		if d.fromGate && !gated {
-			continue
-		}
-		if v, ok := systemParameter(m, d.key); ok {
-			got, err := parseParamDuration(v)
-			if err != nil {
-				return cfg, invalid(d.key, v, err)
-			}
-			*d.dst = got
-		}
-	}
-	for _, b := range bools {
-		if b.fromGate && !gated {
-			continue
-		}
-		if v, ok := systemParameter(m, b.key); ok {
-			got, err := parseParamBool(v)
-			if err != nil {
-				return cfg, invalid(b.key, v, err)
-			}
-			*b.dst = got
-		}
-	}
-	return cfg, nil
+	return cfg, readParams(m, params...)
 }
 
 // catchUp is upstream's preflight wait (deployment/preflight.rs): catching

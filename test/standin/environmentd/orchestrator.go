@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -372,17 +373,16 @@ func (o *Orchestrator) EnsureReplica(ctx context.Context, r Replica, gen uint64)
 				WithEffect(corev1.TaintEffectNoExecute).WithTolerationSeconds(30)).
 		WithTerminationGracePeriodSeconds(0)
 	if raw, ok := o.Args.Get("orchestrator-kubernetes-service-tolerations"); ok {
+		// Case-sensitive keys, as k8s-openapi reads them.
 		var extra []corev1.Toleration
-		if err := json.Unmarshal([]byte(raw), &extra); err != nil {
+		if err := utiljson.Unmarshal([]byte(raw), &extra); err != nil {
 			return fmt.Errorf("--orchestrator-kubernetes-service-tolerations: %w", err)
 		}
-		for _, t := range extra {
-			tc := corev1ac.Toleration().WithKey(t.Key).WithOperator(t.Operator).WithValue(t.Value).WithEffect(t.Effect)
-			if t.TolerationSeconds != nil {
-				tc.WithTolerationSeconds(*t.TolerationSeconds)
-			}
-			pod.WithTolerations(tc)
+		var tolerations []*corev1ac.TolerationApplyConfiguration
+		if err := convertInto(extra, &tolerations); err != nil {
+			return err
 		}
+		pod.WithTolerations(tolerations...)
 	}
 	affinity, spread, err := o.scheduling(r, gen, size.Scale, selector)
 	if err != nil {

@@ -1,12 +1,12 @@
 package environmentd
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/clap"
@@ -47,54 +47,15 @@ func schedulingConfigOf(m *clap.Matches, version imageref.Version) (schedulingCo
 		topologySpread: true, spreadIgnoreNonSingular: true, spreadMaxSkew: 1,
 		generationSelectors:       version.AtLeast(generationSelectorVersion),
 		softSpreadDropsMinDomains: version.AtLeast(softSpreadMinDomainsVersion)}
-	bools := map[string]*bool{
-		"cluster_soften_replication_anti_affinity":          &c.softenAntiAffinity,
-		"cluster_enable_topology_spread":                    &c.topologySpread,
-		"cluster_topology_spread_ignore_non_singular_scale": &c.spreadIgnoreNonSingular,
-		"cluster_topology_spread_soft":                      &c.spreadSoft,
-	}
-	for key, dst := range bools {
-		if v, ok := systemParameter(m, key); ok {
-			b, err := parseParamBool(v)
-			if err != nil {
-				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
-			}
-			*dst = b
-		}
-	}
-	ints := map[string]*int32{
-		"cluster_soften_replication_anti_affinity_weight": &c.softenAntiAffinityWeight,
-		"cluster_topology_spread_max_skew":                &c.spreadMaxSkew,
-	}
-	for key, dst := range ints {
-		if v, ok := systemParameter(m, key); ok {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
-			}
-			*dst = int32(n)
-		}
-	}
-	// Option<i32>s: empty is None.
-	options := map[string]**int32{
-		"cluster_multi_process_replica_az_affinity_weight": &c.azAffinityWeight,
-		"cluster_topology_spread_min_domains":              &c.spreadMinDomains,
-	}
-	for key, dst := range options {
-		if v, ok := systemParameter(m, key); ok {
-			if v == "" {
-				*dst = nil
-				continue
-			}
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return c, fmt.Errorf("invalid system parameter %s=%q: %v", key, v, err)
-			}
-			w := int32(n)
-			*dst = &w
-		}
-	}
-	return c, nil
+	return c, readParams(m,
+		boolParam("cluster_soften_replication_anti_affinity", &c.softenAntiAffinity),
+		int32Param("cluster_soften_replication_anti_affinity_weight", &c.softenAntiAffinityWeight),
+		optionalInt32Param("cluster_multi_process_replica_az_affinity_weight", &c.azAffinityWeight),
+		boolParam("cluster_enable_topology_spread", &c.topologySpread),
+		boolParam("cluster_topology_spread_ignore_non_singular_scale", &c.spreadIgnoreNonSingular),
+		int32Param("cluster_topology_spread_max_skew", &c.spreadMaxSkew),
+		optionalInt32Param("cluster_topology_spread_min_domains", &c.spreadMinDomains),
+		boolParam("cluster_topology_spread_soft", &c.spreadSoft))
 }
 
 // scheduling is a clusterd pod's affinity and topology spread as
@@ -156,8 +117,10 @@ func (o *Orchestrator) scheduling(r Replica, gen uint64, scale uint16, selector 
 		}
 	}
 	if raw, ok := o.Args.Get("orchestrator-kubernetes-service-affinity"); ok {
+		// Keys as k8s-openapi reads them: case-sensitive (Go's own decoder
+		// would take "NodeAffinity", which environmentd ignores).
 		var extra corev1.Affinity
-		if err := json.Unmarshal([]byte(raw), &extra); err != nil {
+		if err := utiljson.Unmarshal([]byte(raw), &extra); err != nil {
 			return nil, nil, fmt.Errorf("--orchestrator-kubernetes-service-affinity: %w", err)
 		}
 		mergeAffinity(affinity, extra)

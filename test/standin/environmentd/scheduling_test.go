@@ -163,6 +163,14 @@ func TestClusterdSchedulingIsEnvironmentds(t *testing.T) {
 		t.Errorf("merged affinity %+v", a)
 	}
 
+	// Keys are case-sensitive, as k8s-openapi reads them: one that differs
+	// in case is an unknown field, ignored.
+	pod, err = clusterdPodSpec(t, "small", map[string][]string{"orchestrator-kubernetes-service-affinity": {
+		`{"NodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["mz"]}]}]}}}`}})
+	if err != nil || pod.Spec.Affinity.NodeAffinity != nil {
+		t.Errorf("a miscased key: node affinity %+v (%v), want none", pod.Spec.Affinity.NodeAffinity, err)
+	}
+
 	// An affinity environmentd cannot parse creates no replica. (A
 	// scheduling parameter it cannot parse fails its boot:
 	// TestSystemParametersAreEnvironmentds.)

@@ -27,6 +27,56 @@ func systemParameter(m *clap.Matches, key string) (string, bool) {
 	return value, found
 }
 
+// param is a system parameter the stand-in plays: its name, and what
+// reads a value of it into where it goes.
+type param struct {
+	key string
+	set func(value string) error
+}
+
+func durationParam(key string, dst *time.Duration) param {
+	return param{key, func(v string) (err error) { *dst, err = parseParamDuration(v); return err }}
+}
+
+func boolParam(key string, dst *bool) param {
+	return param{key, func(v string) (err error) { *dst, err = parseParamBool(v); return err }}
+}
+
+func int32Param(key string, dst *int32) param {
+	return param{key, func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		*dst = int32(n)
+		return err
+	}}
+}
+
+// optionalInt32Param is an Option<i32>: empty is None.
+func optionalInt32Param(key string, dst **int32) param {
+	return param{key, func(v string) error {
+		if v == "" {
+			*dst = nil
+			return nil
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		w := int32(n)
+		*dst = &w
+		return err
+	}}
+}
+
+// readParams reads each of params that m gives, in order, and names the
+// first that does not parse.
+func readParams(m *clap.Matches, params ...param) error {
+	for _, p := range params {
+		if v, ok := systemParameter(m, p.key); ok {
+			if err := p.set(v); err != nil {
+				return fmt.Errorf("invalid system parameter %s=%q: %v", p.key, v, err)
+			}
+		}
+	}
+	return nil
+}
+
 // parseParamDuration reads a duration system parameter as environmentd
 // does (src/sql/src/session/vars/value.rs): ASCII digits, then us, ms, s,
 // min, h or d; no unit is milliseconds. "2m" or "1h30m" are refused.
