@@ -5,8 +5,9 @@
 // program refuses, with the real program's messages and exit codes; then it
 // serves only what the operator talks to: environmentd's leader API from
 // in-memory state on the listeners its listeners file declares, with their
-// route groups and authentication, and balancerd's and the console's probes
-// (the console reads its environment as the image does: test/standin/console).
+// route groups and authentication; balancerd's probes and proxies; the
+// console's app and API proxy (it reads its environment as the image's nginx
+// does: test/standin/console).
 //
 // What it plays comes from its image's environment: STANDIN_PLAYS is
 // environmentd (default), balancerd, console or clusterd; STANDIN_VERSION is the

@@ -27,8 +27,9 @@ type clientAttempt struct {
 
 // watchClients runs a client of the environment with resource ID id in ns,
 // through balancerd's Service as a user's would connect: a pgwire login and
-// an HTTP request every 200 ms, each on a new connection, given up after
-// clientTimeout. It returns once both have succeeded; attempts reads every
+// an HTTP request every 200 ms, and one through the console's API proxy (to
+// balancerd, by the name the operator gives it), each on a new connection,
+// given up after clientTimeout. It returns once both have succeeded; attempts reads every
 // attempt so far.
 func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt) {
 	t.Helper()
@@ -38,6 +39,7 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 	// tried under each search domain, four lookups where one does, and a
 	// dropped answer costs a resolver timeout of the client's budget.
 	host := fmt.Sprintf("mz%s-balancerd.%s.svc.cluster.local.", id, ns)
+	consoleHost := fmt.Sprintf("mz%s-console.%s.svc.cluster.local.", id, ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "sql-and-http-client", Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -45,7 +47,8 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 			Containers: []corev1.Container{{
 				Name: "netprobe", Image: netprobeImage, ImagePullPolicy: corev1.PullNever,
 				Args: []string{"watch", "-every", "200ms", "-timeout", clientTimeout.String(),
-					"-pgwire", host + ":6875", "-http", "http://" + host + ":6876/"},
+					"-pgwire", host + ":6875", "-http", "http://" + host + ":6876/",
+					"-console", "http://" + consoleHost + ":8080/api/sql"},
 			}},
 		},
 	}
@@ -68,13 +71,13 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 		return out
 	}
 	var last []clientAttempt
-	poll(t, "the client to reach environmentd through balancerd over pgwire and HTTP", 3*time.Minute, func() (bool, error) {
+	poll(t, "the client to reach environmentd through balancerd over pgwire and HTTP, and through the console", 3*time.Minute, func() (bool, error) {
 		last = read()
 		ok := map[string]bool{}
 		for _, a := range last {
 			ok[a.Kind] = ok[a.Kind] || a.OK
 		}
-		return ok["pgwire"] && ok["http"], nil
+		return ok["pgwire"] && ok["http"] && ok["console"], nil
 	})
 	return read
 }

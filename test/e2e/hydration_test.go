@@ -198,7 +198,7 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 		for _, a := range clients() {
 			ok[a.Kind] = ok[a.Kind] || (a.OK && a.At.After(appliedAt))
 		}
-		return ok["pgwire"] && ok["http"], nil
+		return ok["pgwire"] && ok["http"] && ok["console"], nil
 	})
 	all := clients()
 	if f := failedBetween(all, rolloutAt, time.Now()); len(f.ByKind) > 0 {

@@ -3,8 +3,9 @@
 // `netprobe dial ADDR` in another pod with kubectl exec to see whether the
 // network lets one reach the other. `netprobe watch` is a client of
 // Materialize through balancerd across a rollout: it logs in over pgwire and
-// sends an HTTP request, again and again, and prints one JSON line per
-// attempt, which the test reads from the pod's log.
+// sends an HTTP request (and one through the console's API proxy), again and
+// again, and prints one JSON line per attempt, which the test reads from the
+// pod's log.
 //
 //	netprobe serve ADDR              accept TCP connections on ADDR, answer "ok", until SIGTERM
 //	netprobe dial [-timeout D] [-connect] ADDR
@@ -12,9 +13,10 @@
 //	                                 it came, 3 if the connection failed, 2 on misuse;
 //	                                 -connect: the TCP handshake is enough (a peer
 //	                                 that is not netprobe, which says nothing first)
-//	netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL
+//	netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL [-console URL]
 //	                                 until SIGTERM: a pgwire login as materialize
-//	                                 and an HTTP GET every D, a line each
+//	                                 and an HTTP GET every D (and a GET of the
+//	                                 console's /api URL), a line each
 package main
 
 import (
@@ -69,11 +71,12 @@ func main() {
 		timeout := fs.Duration("timeout", 2*time.Second, "give an attempt up after this long")
 		pgAddr := fs.String("pgwire", "", "log in over pgwire at this address")
 		url := fs.String("http", "", "GET this URL")
+		consoleURL := fs.String("console", "", "GET this URL of the console's API proxy")
 		_ = fs.Parse(os.Args[2:])
-		if fs.NArg() != 0 || (*pgAddr == "" && *url == "") {
+		if fs.NArg() != 0 || (*pgAddr == "" && *url == "" && *consoleURL == "") {
 			usage()
 		}
-		watch(*every, *timeout, *pgAddr, *url)
+		watch(*every, *timeout, *pgAddr, *url, *consoleURL)
 	default:
 		usage()
 	}
@@ -82,13 +85,13 @@ func main() {
 // Attempt is one line of watch's output.
 type Attempt struct {
 	At    time.Time `json:"at"`   // when the attempt began
-	Kind  string    `json:"kind"` // "pgwire" or "http"
+	Kind  string    `json:"kind"` // "pgwire", "http" or "console"
 	Took  float64   `json:"took"` // seconds
 	OK    bool      `json:"ok"`
 	Error string    `json:"error,omitempty"`
 }
 
-func watch(every, timeout time.Duration, pgAddr, url string) {
+func watch(every, timeout time.Duration, pgAddr, url, consoleURL string) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := json.NewEncoder(os.Stdout)
@@ -111,6 +114,10 @@ func watch(every, timeout time.Duration, pgAddr, url string) {
 			start := time.Now()
 			report("http", start, get(client, url))
 		}
+		if consoleURL != "" {
+			start := time.Now()
+			report("console", start, get(client, consoleURL))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -132,7 +139,8 @@ func login(addr string, timeout time.Duration) error {
 }
 
 // get is an HTTP GET on a new connection; any answer of environmentd's
-// counts (balancerd's own answer when it cannot reach environmentd is a 502).
+// counts (balancerd's own answer when it cannot reach environmentd is a 502;
+// the console's, when it cannot reach balancerd, a 502 or a 500).
 func get(client *http.Client, url string) error {
 	resp, err := client.Get(url)
 	if err != nil {
@@ -140,14 +148,14 @@ func get(client *http.Client, url string) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusBadGateway {
-		return fmt.Errorf("HTTP %d from balancerd", resp.StatusCode)
+	if resp.StatusCode >= http.StatusInternalServerError {
+		return fmt.Errorf("HTTP %d from %s", resp.StatusCode, resp.Request.URL.Host)
 	}
 	return nil
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial [-timeout D] ADDR | netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL")
+	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial [-timeout D] ADDR | netprobe watch [-every D] [-timeout D] -pgwire ADDR -http URL [-console URL]")
 	os.Exit(2)
 }
 

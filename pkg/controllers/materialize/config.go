@@ -275,12 +275,30 @@ func (c *Config) Complete() error {
 			return fmt.Errorf("--image-pull-secrets: %q is not a Secret name: %s", name, strings.Join(errs, "; "))
 		}
 	}
-	for flag, kvs := range map[string][]string{"--orchestratord-pod-selector-labels": c.OperatorPodSelectorLabels,
-		"--balancerd-node-selector": c.BalancerdNodeSelector, "--console-node-selector": c.ConsoleNodeSelector,
-		"--environmentd-node-selector": c.EnvironmentdNodeSelector, "--clusterd-node-selector": c.ClusterdNodeSelector,
-		"--console-image-tag-map": c.ConsoleImageTagMap} {
-		if _, err := keyValues(kvs); err != nil {
-			return fmt.Errorf("%s: %w", flag, err)
+	// In a fixed order, so that of two bad values the same one is named.
+	for _, f := range []struct {
+		flag string
+		kvs  []string
+	}{{"--orchestratord-pod-selector-labels", c.OperatorPodSelectorLabels},
+		{"--balancerd-node-selector", c.BalancerdNodeSelector}, {"--console-node-selector", c.ConsoleNodeSelector},
+		{"--environmentd-node-selector", c.EnvironmentdNodeSelector}, {"--clusterd-node-selector", c.ClusterdNodeSelector},
+		{"--console-image-tag-map", c.ConsoleImageTagMap}} {
+		if _, err := keyValues(f.kvs); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	// Upstream's port flags are u16s, which its command line refuses
+	// beyond; port 0 no Service or probe takes either.
+	for _, p := range []struct {
+		flag string
+		port int32
+	}{{"--environmentd-sql-port", c.SQLPort}, {"--environmentd-http-port", c.HTTPPort},
+		{"--environmentd-internal-sql-port", c.InternalSQLPort}, {"--environmentd-internal-http-port", c.InternalHTTPPort},
+		{"--environmentd-internal-persist-pubsub-port", c.PersistPubSubPort}, {"--balancerd-sql-port", c.BalancerdSQLPort},
+		{"--balancerd-http-port", c.BalancerdHTTPPort}, {"--balancerd-internal-http-port", c.BalancerdInternalHTTPPort},
+		{"--console-http-port", c.ConsoleHTTPPort}} {
+		if p.port < 1 || p.port > 65535 {
+			return fmt.Errorf("%s: %d is not a port (1-65535)", p.flag, p.port)
 		}
 	}
 	if c.ClusterReplicaSizes == "" {

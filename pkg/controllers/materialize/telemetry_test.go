@@ -28,8 +28,9 @@ func configFrom(t *testing.T, args ...string) (*Config, error) {
 
 // As upstream's, the program has no default cloud provider or region: a
 // silent one would give a production install's environments a
-// development cluster's ids.
-func TestCloudProviderAndRegionRequired(t *testing.T) {
+// development cluster's ids. Its ports are refused at start where
+// upstream's are, not when the first apply fails.
+func TestCloudProviderAndRegionRequiredAndPortsBounded(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string
 		wantErr string
@@ -38,6 +39,11 @@ func TestCloudProviderAndRegionRequired(t *testing.T) {
 		{[]string{"--region=us-east-1"}, "--cloud-provider is required"},
 		{[]string{"--cloud-provider=gcp"}, "--region is required"},
 		{[]string{"--cloud-provider=gcp", "--region=us-central1"}, ""},
+		// Ports are what upstream's u16 flags take, less 0.
+		{[]string{"--cloud-provider=gcp", "--region=us-central1", "--balancerd-http-port=70000"}, "--balancerd-http-port: 70000 is not a port"},
+		{[]string{"--cloud-provider=gcp", "--region=us-central1", "--environmentd-sql-port=0"}, "--environmentd-sql-port: 0 is not a port"},
+		{[]string{"--cloud-provider=gcp", "--region=us-central1", "--console-http-port=-1"}, "--console-http-port: -1 is not a port"},
+		{[]string{"--cloud-provider=gcp", "--region=us-central1", "--console-http-port=65535"}, ""},
 	} {
 		var c Config
 		fs := pflag.NewFlagSet("environment", pflag.ContinueOnError)

@@ -13,6 +13,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/humantime"
@@ -25,14 +28,18 @@ import (
 type Config struct {
 	// PGWire, HTTPS and Internal are the listen addresses.
 	PGWire, HTTPS, Internal string
-	// TLS terminates clients' TLS (--tls-mode=require); nil: plain.
-	TLS *tls.Config
+	// TLSMode, TLSCert and TLSKey are --tls-mode and its files; TLS,
+	// loaded by Boot, terminates clients' TLS (nil: plain).
+	TLSMode, TLSCert, TLSKey string
+	TLS                      *tls.Config
 	// StaticAddr is pgwire's destination (--static-resolver-addr) and
 	// HTTPSAddr the HTTPS port's (--https-resolver-template, which names
 	// one host when clients give no SNI).
 	StaticAddr, HTTPSAddr string
 	// InternalTLS: connections to environmentd are TLS (--internal-tls).
 	InternalTLS bool
+	// DefaultConfigs are --default-config's KEY=value pairs.
+	DefaultConfigs []string
 }
 
 // Check parses argv as balancerd of the given version does (its release
@@ -58,16 +65,84 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	c.HTTPSAddr, _ = svc.Get("https-sni-resolver-template")
 	internalTLS, _ := svc.Get("internal-tls")
 	c.InternalTLS = internalTLS == "true"
-	if mode, _ := svc.Get("tls-mode"); mode == "require" {
-		cert, _ := svc.Get("tls-cert")
-		key, _ := svc.Get("tls-key")
-		pair, err := tls.LoadX509KeyPair(cert, key)
+	c.TLSMode, _ = svc.Get("tls-mode")
+	c.TLSCert, _ = svc.Get("tls-cert")
+	c.TLSKey, _ = svc.Get("tls-key")
+	c.DefaultConfigs = svc.All("default-config")
+	return c, nil
+}
+
+// injectProxyHeaderHTTP is the one dynamic config --default-config may set
+// (upstream src/balancerd/src/dyncfgs.rs set_defaults).
+const injectProxyHeaderHTTP = "balancerd_inject_proxy_protocol_header_http"
+
+// Boot is balancerd's run up to serving, in its order (upstream
+// src/balancerd/src/bin/balancerd.rs run, then BalancerService's new and
+// serve in src/balancerd/src/lib.rs): the command line, the resolvers, the
+// TLS arguments, the three listeners, the default configs, the
+// certificate, the HTTPS resolver template. Every failure after the
+// command line is balancerd's exit 101.
+func Boot(ctx context.Context, version imageref.Version, argv []string, lookup func(string) (string, bool),
+	resolve func(ctx context.Context, host string) error) (*Config, []net.Listener, error) {
+	c, err := Check(version, argv, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := Resolvers(ctx, version, argv, lookup, resolve); err != nil {
+		return nil, nil, err
+	}
+	if c.TLSMode == "disable" && c.TLSCert != "" {
+		return nil, nil, fatal("cannot specify --tls-mode=disable and --tls-cert simultaneously")
+	}
+	if c.TLSMode == "disable" && c.TLSKey != "" {
+		return nil, nil, fatal("cannot specify --tls-mode=disable and --tls-key simultaneously")
+	}
+	var lns []net.Listener
+	fail := func(err error) (*Config, []net.Listener, error) {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return nil, nil, err
+	}
+	for _, addr := range []string{c.PGWire, c.HTTPS, c.Internal} {
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, &standin.ExitError{Code: 101, Message: "balancer: fatal: " + err.Error()}
+			return fail(fatal("%v", err))
+		}
+		lns = append(lns, ln)
+	}
+	for _, kv := range c.DefaultConfigs {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != injectProxyHeaderHTTP {
+			return fail(fatal("Invalid default config value %s", k))
+		}
+		if v != "true" && v != "false" {
+			return fail(fatal("provided string was not `true` or `false`"))
+		}
+	}
+	if c.TLSMode == "require" {
+		pair, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return fail(fatal("%v", err))
 		}
 		c.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
-	return c, nil
+	// Split at the first colon, the port a u16.
+	_, port, ok := strings.Cut(c.HTTPSAddr, ":")
+	if !ok {
+		return fail(panicked("expected port in https_addr_template"))
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		kind := "InvalidDigit"
+		switch {
+		case port == "":
+			kind = "Empty"
+		case errors.Is(err, strconv.ErrRange):
+			kind = "PosOverflow"
+		}
+		return fail(panicked("unexpected port: ParseIntError { kind: %s }", kind))
+	}
+	return c, lns, nil
 }
 
 // Resolvers is what balancerd's run checks of its resolvers before it
@@ -163,49 +238,71 @@ func Version(lookup func(string) (string, bool)) (imageref.Version, error) {
 	return standin.Version(clap.Balancerd, lookup)
 }
 
-// Run checks argv as balancerd of Version(lookup) and serves until ctx ends.
+// Shutdown is what balancerd does once told to stop (SIGTERM): it serves
+// on for ListenWait, then closes its listeners and waits up to
+// ConnectionWait for the connections still open (upstream
+// src/balancerd/src/dyncfgs.rs: balancerd_sigterm_listen_wait, 60 s, and
+// balancerd_sigterm_connection_wait, 9 min; neither can be set from the
+// command line). A pod's grace period (30 s by default) ends it before.
+type Shutdown struct{ ListenWait, ConnectionWait time.Duration }
+
+// UpstreamShutdown is balancerd's defaults.
+var UpstreamShutdown = Shutdown{ListenWait: 60 * time.Second, ConnectionWait: 9 * time.Minute}
+
+// Run boots as balancerd of Version(lookup) and serves until ctx ends, then
+// shuts down as balancerd does.
 func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(string) (string, bool)) error {
 	version, err := Version(lookup)
 	if err != nil {
 		return err
 	}
-	cfg, err := Check(version, argv, lookup)
+	cfg, lns, err := Boot(ctx, version, argv, lookup, LookupHost)
 	if err != nil {
-		return err
-	}
-	if err := Resolvers(ctx, version, argv, lookup, LookupHost); err != nil {
 		return err
 	}
 	log.Info("TEST STAND-IN balancerd (not Materialize) accepted its command line",
 		"version", version.String(), "pgwire", cfg.PGWire, "https", cfg.HTTPS, "internal-http", cfg.Internal,
 		"tls", cfg.TLS != nil, "static-resolver-addr", cfg.StaticAddr, "https-resolver", cfg.HTTPSAddr, "internal-tls", cfg.InternalTLS)
+	return cfg.Serve(ctx, log, lns, UpstreamShutdown)
+}
+
+// Probes is the internal HTTP port's router: axum's GET routes (HEAD
+// too), 405 for another method, 404 for another path.
+func Probes() http.Handler {
 	probes := http.NewServeMux()
-	for _, p := range []string{"/api/readyz", "/api/livez"} {
-		probes.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	for path, answer := range map[string]string{"/api/readyz": "ready", "/api/livez": "Liveness check successful!"} {
+		probes.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET,HEAD")
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			_, _ = w.Write([]byte(answer))
+		})
 	}
-	type port struct {
-		addr  string
-		serve func(net.Listener) error
+	return probes
+}
+
+// Serve serves the pgwire, HTTPS and internal listeners Boot opened until
+// ctx ends, then shuts down as balancerd does.
+func (c *Config) Serve(ctx context.Context, log *slog.Logger, lns []net.Listener, shutdown Shutdown) error {
+	var open sync.WaitGroup
+	errc := make(chan error, len(lns))
+	go func() { errc <- accept(lns[0], &open, func(conn net.Conn) { c.proxyPGWire(log, conn) }) }()
+	go func() { errc <- accept(lns[1], &open, func(conn net.Conn) { c.proxyHTTPS(log, conn) }) }()
+	go func() { errc <- standin.ServeHTTP(lns[2], Probes()) }()
+	<-ctx.Done()
+	log.Warn(fmt.Sprintf("received signal TERM - delaying for %v!", shutdown.ListenWait))
+	time.Sleep(shutdown.ListenWait)
+	log.Warn("sigterm delay complete, dropping server handles")
+	closed, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := standin.CloseAndWait(closed, lns, errc)
+	drained := make(chan struct{})
+	go func() { open.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(shutdown.ConnectionWait):
 	}
-	var lns []net.Listener
-	errc := make(chan error, 3)
-	for _, p := range []port{
-		{cfg.PGWire, func(ln net.Listener) error { return accept(ln, func(c net.Conn) { cfg.proxyPGWire(log, c) }) }},
-		{cfg.HTTPS, func(ln net.Listener) error { return accept(ln, func(c net.Conn) { cfg.proxyHTTPS(log, c) }) }},
-		{cfg.Internal, func(ln net.Listener) error { return standin.ServeHTTP(ln, probes) }},
-	} {
-		if p.addr == "" {
-			continue
-		}
-		ln, err := net.Listen("tcp", p.addr)
-		if err != nil {
-			closed, cancel := context.WithCancel(context.Background())
-			cancel()
-			_ = standin.CloseAndWait(closed, lns, errc)
-			return fmt.Errorf("listening on %s: %w", p.addr, err)
-		}
-		lns = append(lns, ln)
-		go func() { errc <- p.serve(ln) }()
-	}
-	return standin.CloseAndWait(ctx, lns, errc)
+	return err
 }

@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/balancer"
@@ -36,9 +43,9 @@ func TestAcceptsTheBalancersCommandLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("balancerd %s refuses %q: %v", v, args, err)
 		}
-		want := Config{PGWire: "0.0.0.0:6875", HTTPS: "0.0.0.0:6876", Internal: "0.0.0.0:8080",
+		want := Config{PGWire: "0.0.0.0:6875", HTTPS: "0.0.0.0:6876", Internal: "0.0.0.0:8080", TLSMode: "disable",
 			StaticAddr: "mzabc-environmentd.envs.svc.cluster.local:6875", HTTPSAddr: "mzabc-environmentd.envs.svc.cluster.local:6876"}
-		if *cfg != want {
+		if !reflect.DeepEqual(*cfg, want) {
 			t.Errorf("%s: %+v, want %+v", v, *cfg, want)
 		}
 	}
@@ -52,9 +59,6 @@ func TestRefusesWhatBalancerdRefuses(t *testing.T) {
 		{[]string{"--pgwire-listen-addr=0.0.0.0:6875"}, "error: unexpected argument '--pgwire-listen-addr' found"},
 		{[]string{"service", "--no-such-flag"}, "error: unexpected argument '--no-such-flag' found"},
 		{[]string{"service", "--log-format=json"}, "error: unexpected argument '--log-format' found"},
-		{[]string{"service", "--tls-mode=require", "--tls-cert=/nonexistent.crt", "--tls-key=/nonexistent.key",
-			"--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876", "--internal-http-listen-addr=0.0.0.0:8080",
-			"--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, "balancer: fatal:"},
 	} {
 		_, err := Check(newest, c.args, nil)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
@@ -185,5 +189,139 @@ func TestVersionFromTheImage(t *testing.T) {
 	}
 	if _, err := Version(func(k string) (string, bool) { return "v26", k == "STANDIN_VERSION" }); err == nil {
 		t.Errorf("STANDIN_VERSION=v26 accepted")
+	}
+}
+
+// After its command line, balancerd boots in its order and exits 101 on
+// what it cannot serve with (upstream balancerd.rs run, lib.rs
+// BalancerService::new and serve).
+func TestBootRefusesWhatBalancerdCannotServeWith(t *testing.T) {
+	busy := listenLocal(t)
+	base := func(extra ...string) []string {
+		return append([]string{"service", "--pgwire-listen-addr=127.0.0.1:0", "--https-listen-addr=127.0.0.1:0",
+			"--internal-http-listen-addr=127.0.0.1:0", "--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, extra...)
+	}
+	resolves := func(context.Context, string) error { return nil }
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{base(), ""},
+		{base("--default-config=balancerd_inject_proxy_protocol_header_http=true"), ""},
+		{base("--tls-mode=disable", "--tls-cert=/c", "--tls-key=/k"), "balancer: fatal: cannot specify --tls-mode=disable and --tls-cert simultaneously"},
+		{base("--tls-mode=require", "--tls-cert=/nonexistent.crt", "--tls-key=/nonexistent.key"), "balancer: fatal: open /nonexistent.crt"},
+		{append(base(), "--pgwire-listen-addr="+busy.Addr().String()), "balancer: fatal: listen tcp " + busy.Addr().String()},
+		{base("--default-config=balancerd_sigterm_listen_wait=1s"), "balancer: fatal: Invalid default config value balancerd_sigterm_listen_wait"},
+		{base("--default-config=balancerd_inject_proxy_protocol_header_http=yes"), "balancer: fatal: provided string was not `true` or `false`"},
+		{append(base(), "--https-resolver-template=x"), "thread 'main' panicked: expected port in https_addr_template"},
+		{append(base(), "--https-resolver-template=x:http"), "thread 'main' panicked: unexpected port: ParseIntError { kind: InvalidDigit }"},
+		{append(base(), "--https-resolver-template=[::1]:6876"), "thread 'main' panicked: unexpected port: ParseIntError { kind: InvalidDigit }"},
+		{append(base(), "--https-resolver-template=x:70000"), "thread 'main' panicked: unexpected port: ParseIntError { kind: PosOverflow }"},
+	} {
+		_, lns, err := Boot(context.Background(), newest, c.args, nil, resolves)
+		for _, ln := range lns {
+			ln.Close()
+		}
+		var e *standin.ExitError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.args[len(c.args)-1], err)
+		case c.want != "" && (!errors.As(err, &e) || e.Code != 101 || !strings.HasPrefix(e.Message, c.want)):
+			t.Errorf("%q: %v, want exit 101 %q", c.args[len(c.args)-1], err, c.want)
+		}
+	}
+}
+
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// The probes are axum GET routes with balancerd's answers.
+func TestProbesAreBalancerdsRoutes(t *testing.T) {
+	h := Probes()
+	for _, c := range []struct {
+		method, path string
+		code         int
+		body         string
+	}{
+		{http.MethodGet, "/api/readyz", 200, "ready"},
+		{http.MethodGet, "/api/livez", 200, "Liveness check successful!"},
+		{http.MethodHead, "/api/readyz", 200, ""},
+		{http.MethodPost, "/api/readyz", 405, ""},
+		{http.MethodGet, "/api/ready", 404, ""},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(c.method, c.path, nil))
+		if w.Code != c.code || (c.body != "" && w.Body.String() != c.body) {
+			t.Errorf("%s %s: %d %q", c.method, c.path, w.Code, w.Body.String())
+		}
+	}
+}
+
+// Told to stop, balancerd serves on (ready, taking connections) for its
+// listen wait, then closes its listeners and waits for the connections
+// still open.
+func TestStopsAsBalancerdDoes(t *testing.T) {
+	args := []string{"service", "--pgwire-listen-addr=127.0.0.1:0", "--https-listen-addr=127.0.0.1:0",
+		"--internal-http-listen-addr=127.0.0.1:0", "--static-resolver-addr=127.0.0.1:1", "--https-resolver-template=x:6876"}
+	cfg, lns, err := Boot(context.Background(), newest, args, nil, func(context.Context, string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, internal := lns[0].Addr().String(), lns[2].Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	const listenWait = time.Second
+	done := make(chan error, 1)
+	go func() {
+		done <- cfg.Serve(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), lns, Shutdown{ListenWait: listenWait, ConnectionWait: time.Minute})
+	}()
+	held, err := net.Dial("tcp", pg) // a client mid-startup
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	cancel()
+	time.Sleep(listenWait / 4)
+	if resp, err := http.Get("http://" + internal + "/api/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz during the listen wait: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if c, err := net.Dial("tcp", pg); err != nil {
+		t.Errorf("pgwire refused during the listen wait: %v", err)
+	} else {
+		c.Close()
+	}
+	for time.Since(stopped) < 2*listenWait {
+		if c, err := net.Dial("tcp", pg); err != nil {
+			break
+		} else {
+			c.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c, err := net.Dial("tcp", pg); err == nil {
+		c.Close()
+		t.Fatal("pgwire still listening after the listen wait")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("returned with a connection open: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	held.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not return once the last connection closed")
+	}
+	if took := time.Since(stopped); took < listenWait {
+		t.Errorf("stopped after %v, before the listen wait of %v", took, listenWait)
 	}
 }

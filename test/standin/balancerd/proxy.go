@@ -2,11 +2,13 @@ package balancerd
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/materializeinc/orchestratord/test/standin/pgwire"
@@ -17,17 +19,17 @@ import (
 const startupTimeout = 30 * time.Second
 
 // accept hands each connection on ln to handle, closing it afterwards,
-// until ln is closed.
-func accept(ln net.Listener, handle func(net.Conn)) error {
+// until ln is closed; open counts the connections being handled.
+func accept(ln net.Listener, open *sync.WaitGroup, handle func(net.Conn)) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return nil
 		}
-		go func() {
+		open.Go(func() {
 			defer c.Close()
 			handle(c)
-		}()
+		})
 	}
 }
 
@@ -62,6 +64,20 @@ func (c *Config) proxyPGWire(log *slog.Logger, conn net.Conn) {
 	fatal := func(message string) {
 		_ = pgwire.WriteError(client, "FATAL", pgwire.RejectedEstablishment, message)
 	}
+	if startup.Code == pgwire.Version3 {
+		// balancerd names every connection and its client to environmentd;
+		// a client that names them itself is refused.
+		if _, ok := startup.Params[connUUIDKey]; ok {
+			fatal("invalid parameter '" + connUUIDKey + "'")
+			return
+		}
+		if _, ok := startup.Params[forwardedForKey]; ok {
+			fatal("invalid parameter '" + forwardedForKey + "'")
+			return
+		}
+		startup.Params[connUUIDKey] = newConnUUID()
+		startup.Params[forwardedForKey] = peerIP(conn)
+	}
 	switch {
 	case startup.Code == pgwire.CancelRequestCode:
 		return // the stand-in routes no cancellation
@@ -74,7 +90,7 @@ func (c *Config) proxyPGWire(log *slog.Logger, conn net.Conn) {
 		return
 	}
 	if c.TLS != nil && client == conn {
-		_ = pgwire.WriteError(client, "FATAL", pgwire.InvalidAuthorization, "TLS encryption is required")
+		fatal("TLS encryption is required")
 		return
 	}
 	upstream, err := c.dialEnvironmentd(log, c.StaticAddr, true)
@@ -163,6 +179,35 @@ func (c *Config) dialEnvironmentd(log *slog.Logger, addr string, pgwireSSLReques
 	}
 	t := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // upstream does not verify environmentd either
 	return t, nil
+}
+
+// The startup parameters balancerd adds (upstream
+// src/pgwire-common/src/conn.rs).
+const (
+	connUUIDKey     = "mz_connection_uuid"
+	forwardedForKey = "mz_forwarded_for"
+)
+
+// newConnUUID is a version 7 UUID, as balancerd names connections.
+func newConnUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// peerIP is the client's address without its port.
+func peerIP(c net.Conn) string {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
 }
 
 // splice copies bytes both ways until either side closes.

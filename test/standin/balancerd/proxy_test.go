@@ -3,6 +3,7 @@ package balancerd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 	"github.com/materializeinc/orchestratord/test/standin/pgwire"
@@ -46,8 +49,9 @@ func proxying(t *testing.T, cfg *Config) (pg, web string) {
 	t.Helper()
 	pgLn, webLn := listen(t), listen(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() { _ = accept(pgLn, func(c net.Conn) { cfg.proxyPGWire(log, c) }) }()
-	go func() { _ = accept(webLn, func(c net.Conn) { cfg.proxyHTTPS(log, c) }) }()
+	var open sync.WaitGroup
+	go func() { _ = accept(pgLn, &open, func(c net.Conn) { cfg.proxyPGWire(log, c) }) }()
+	go func() { _ = accept(webLn, &open, func(c net.Conn) { cfg.proxyHTTPS(log, c) }) }()
 	return pgLn.Addr().String(), webLn.Addr().String()
 }
 
@@ -139,5 +143,70 @@ func TestRefusesABadStartup(t *testing.T) {
 		if err != nil || typ != 'E' || !strings.Contains(pgwire.ParseError(body).Message, c.want) {
 			t.Errorf("%s: %q %v %v, want an error %q", name, typ, pgwire.ParseError(body), err, c.want)
 		}
+	}
+}
+
+// balancerd names each connection and its client to environmentd, and
+// refuses a client that names them itself (upstream src/balancerd/src/lib.rs).
+func TestClientsCannotNameTheirConnections(t *testing.T) {
+	env := listen(t)
+	got := make(chan map[string]string, 1)
+	go func() {
+		for {
+			c, err := env.Accept()
+			if err != nil {
+				return
+			}
+			if s, err := pgwire.ReadStartup(c); err == nil {
+				got <- s.Params
+			}
+			c.Close()
+		}
+	}()
+	pg, _ := proxying(t, &Config{StaticAddr: env.Addr().String()})
+	for _, key := range []string{"mz_connection_uuid", "mz_forwarded_for"} {
+		conn, err := net.Dial("tcp", pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pgwire.WriteStartup(conn, map[string]string{"user": "materialize", key: "1.2.3.4"}); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || !strings.Contains(string(msg), "08004") || !strings.Contains(string(msg), "invalid parameter '"+key+"'") {
+			t.Errorf("a client naming %s: %q, %v", key, msg, err)
+		}
+	}
+	select {
+	case p := <-got:
+		t.Fatalf("environmentd got a refused startup: %v", p)
+	default:
+	}
+	conn, err := net.Dial("tcp", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := pgwire.WriteStartup(conn, map[string]string{"user": "materialize"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-got:
+		if p["mz_forwarded_for"] != "127.0.0.1" || len(p["mz_connection_uuid"]) != 36 || p["mz_connection_uuid"][14] != '7' || p["user"] != "materialize" {
+			t.Errorf("environmentd got %v", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no startup reached environmentd")
+	}
+}
+
+// With --tls-mode=require a plaintext startup is refused as pgwire-common
+// refuses it: 08004.
+func TestTLSRequiredIsRejectedEstablishment(t *testing.T) {
+	pg, _ := proxying(t, &Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}, StaticAddr: "127.0.0.1:1"})
+	var pgErr *pgwire.Error
+	if err := login(t, pg, "materialize", ""); !errors.As(err, &pgErr) || pgErr.Code != pgwire.RejectedEstablishment || pgErr.Message != "TLS encryption is required" {
+		t.Errorf("a plaintext startup: %v", err)
 	}
 }

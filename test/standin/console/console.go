@@ -1,25 +1,37 @@
 // Package console is a TEST STAND-IN for the Materialize console image
 // (nginx serving the web app), NOT the console. Like the image, it takes
-// everything from its environment: MZ_ENDPOINT (balancerd's HTTP URL, which
-// the image proxies API requests to) and MZ_NGINX_LISTENER_CONFIG (the
-// listen directive, with ssl_certificate and ssl_certificate_key when TLS
-// is on). It refuses what would leave the real image unable to serve: no
-// endpoint, no listener, a certificate nginx could not load. It serves / and
-// the app configuration the operator mounts.
+// everything from its environment, which the image's entrypoint substitutes
+// into its server block (upstream console/misc/docker/nginx.conf.template):
+// MZ_NGINX_LISTENER_CONFIG (the listen directive, with ssl_certificate and
+// ssl_certificate_key when TLS is on; the image's default is "listen 8080;")
+// and MZ_ENDPOINT (balancerd's HTTP URL, in `set $backend ...;`). It refuses
+// at boot what stops nginx, and after boot answers as that server block
+// does: /api (and, from v26.39, /.well-known/oauth-protected-resource)
+// proxied to MZ_ENDPOINT, resolved for every request through the pod's
+// nameservers (502 when it does not resolve or answer, 500 when it is not an
+// http(s) URL); static assets that do not exist 404; any other path the app
+// (its index, or the app configuration the operator mounts).
 package console
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
-	"encoding/json"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
-	"path"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/materializeinc/orchestratord/pkg/imageref"
+	"github.com/materializeinc/orchestratord/test/standin/clap"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 )
 
@@ -27,107 +39,455 @@ import (
 // /usr/share/nginx/html/app-config), served at /app-config/app-config.json.
 const AppConfigPath = "/usr/share/nginx/html/app-config/app-config.json"
 
-// Listener is the parsed MZ_NGINX_LISTENER_CONFIG.
-type Listener struct {
-	Port          string
-	TLS           *tls.Config
-	Cert, KeyFile string
+// webRoot is the template's root; AppConfigPath is under it.
+const webRoot = "/usr/share/nginx/html"
+
+// defaultListener is the image's ENV MZ_NGINX_LISTENER_CONFIG.
+const defaultListener = "listen 8080;"
+
+// Listen is one listen directive.
+type Listen struct {
+	Network, Addr string // "tcp4" or "tcp6", and host:port
+	SSL           bool
 }
 
+// Config is what the image's nginx serves.
+type Config struct {
+	Listens []Listen
+	// TLS is the server's certificates: set whenever the listener config
+	// names any, as nginx loads them whether or not a listen says ssl.
+	TLS *tls.Config
+	// Endpoint is MZ_ENDPOINT as `set $backend` holds it.
+	Endpoint string
+}
+
+// emerg is nginx's message for a configuration it will not start with.
+func emerg(format string, a ...any) error {
+	return fmt.Errorf("nginx: [emerg] "+format+" in /etc/nginx/conf.d/default.conf", a...)
+}
+
+// repeatable are the server-block directives nginx accepts more than once;
+// once are those it accepts once (others stop it, as unknown ones do).
+var (
+	repeatable = map[string]bool{"listen": true, "ssl_certificate": true, "ssl_certificate_key": true,
+		"server_name": true, "add_header": true, "access_log": true, "error_log": true}
+	once = map[string]bool{"http2": true, "ssl_protocols": true, "ssl_ciphers": true, "ssl_prefer_server_ciphers": true,
+		"ssl_session_cache": true, "ssl_session_timeout": true, "ssl_session_tickets": true, "client_max_body_size": true,
+		"keepalive_timeout": true}
+)
+
 // Check reads the environment as the image does and returns what to serve.
-func Check(lookup func(string) (string, bool), loadPair func(cert, key string) (tls.Certificate, error)) (Listener, error) {
-	var l Listener
+func Check(lookup func(string) (string, bool), loadPair func(cert, key string) (tls.Certificate, error)) (Config, error) {
+	var c Config
 	endpoint, ok := lookup("MZ_ENDPOINT")
-	if !ok || endpoint == "" {
-		return l, fmt.Errorf("MZ_ENDPOINT is not set: the console has no balancerd to send API requests to")
+	switch {
+	case !ok:
+		// The entrypoint substitutes only variables that are set.
+		return c, emerg(`unknown "MZ_ENDPOINT" variable`)
+	case strings.TrimSpace(endpoint) == "" || len(strings.Fields(endpoint)) > 1:
+		return c, emerg(`invalid number of arguments in "set" directive`)
+	case strings.ContainsAny(endpoint, `;{}"'$#\`):
+		return c, emerg(`unexpected character in "set $backend %s"`, endpoint)
 	}
-	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return l, fmt.Errorf("MZ_ENDPOINT %q is not an http(s) URL", endpoint)
-	}
+	c.Endpoint = endpoint
 	config, ok := lookup("MZ_NGINX_LISTENER_CONFIG")
-	if !ok || strings.TrimSpace(config) == "" {
-		return l, fmt.Errorf("MZ_NGINX_LISTENER_CONFIG is not set: nginx would not listen on the console's port")
+	if !ok {
+		config = defaultListener
 	}
-	directives := map[string][]string{}
-	for _, d := range strings.Split(config, ";") {
+	directives, err := parseDirectives(config)
+	if err != nil {
+		return c, err
+	}
+	var certs, keys []string
+	for _, d := range directives {
+		name, args := d[0], d[1:]
+		switch name {
+		case "listen":
+			l, err := parseListen(args)
+			if err != nil {
+				return c, err
+			}
+			for _, seen := range c.Listens {
+				if seen.Addr == l.Addr && seen.Network == l.Network {
+					return c, emerg(`duplicate listen options for %s`, l.Addr)
+				}
+			}
+			c.Listens = append(c.Listens, l)
+		case "ssl_certificate", "ssl_certificate_key":
+			if len(args) != 1 {
+				return c, emerg(`invalid number of arguments in "%s" directive`, name)
+			}
+			if name == "ssl_certificate" {
+				certs = append(certs, args[0])
+			} else {
+				keys = append(keys, args[0])
+			}
+		}
+	}
+	if len(c.Listens) == 0 {
+		// No listen directive: nginx, not running as root, listens on
+		// *:8000.
+		c.Listens = []Listen{{Network: "tcp4", Addr: "0.0.0.0:8000"}}
+	}
+	switch {
+	case len(keys) < len(certs):
+		return c, emerg(`no "ssl_certificate_key" is defined for certificate "%s"`, certs[len(keys)])
+	case len(certs) > 0:
+		pairs := make([]tls.Certificate, 0, len(certs))
+		for i, cert := range certs {
+			pair, err := loadPair(cert, keys[i])
+			if err != nil {
+				return c, emerg(`cannot load certificate "%s": %v`, cert, err)
+			}
+			pairs = append(pairs, pair)
+		}
+		c.TLS = &tls.Config{Certificates: pairs, MinVersion: tls.VersionTLS12}
+	}
+	for _, l := range c.Listens {
+		if l.SSL && c.TLS == nil {
+			return c, emerg(`no "ssl_certificate" is defined for the "listen ... ssl" directive`)
+		}
+	}
+	return c, nil
+}
+
+// parseDirectives splits the listener config into directives, as nginx
+// reads them inside the template's server block.
+func parseDirectives(config string) ([][]string, error) {
+	var lines []string
+	for line := range strings.Lines(config) {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		lines = append(lines, line)
+	}
+	text := strings.TrimSpace(strings.Join(lines, "\n"))
+	if text == "" {
+		return nil, nil
+	}
+	if strings.ContainsAny(text, `{}"'$\`) {
+		return nil, emerg(`unexpected character in MZ_NGINX_LISTENER_CONFIG`)
+	}
+	if !strings.HasSuffix(text, ";") {
+		return nil, emerg(`unexpected "}"`)
+	}
+	var out [][]string
+	seen := map[string]bool{}
+	for _, d := range strings.Split(strings.TrimSuffix(text, ";"), ";") {
 		fields := strings.Fields(d)
 		if len(fields) == 0 {
-			continue
+			return nil, emerg(`unexpected ";"`)
 		}
-		if _, dup := directives[fields[0]]; dup {
-			return l, fmt.Errorf(`nginx: [emerg] "%s" directive is duplicate`, fields[0])
-		}
-		directives[fields[0]] = fields[1:]
-	}
-	if !strings.HasSuffix(strings.TrimSpace(config), ";") {
-		return l, fmt.Errorf(`nginx: [emerg] unexpected end of file, expecting ";" in MZ_NGINX_LISTENER_CONFIG`)
-	}
-	listen := directives["listen"]
-	if len(listen) == 0 || len(listen) > 2 || (len(listen) == 2 && listen[1] != "ssl") {
-		return l, fmt.Errorf("nginx: [emerg] invalid listen directive %q", listen)
-	}
-	l.Port = listen[0]
-	for name := range directives {
-		switch name {
-		case "listen", "ssl_certificate", "ssl_certificate_key":
+		name := fields[0]
+		switch {
+		case repeatable[name]:
+		case once[name]:
+			if seen[name] {
+				return nil, emerg(`"%s" directive is duplicate`, name)
+			}
+			seen[name] = true
 		default:
-			return l, fmt.Errorf(`nginx: [emerg] unknown directive "%s"`, name)
+			return nil, emerg(`unknown directive "%s"`, name)
+		}
+		if len(fields) == 1 {
+			return nil, emerg(`invalid number of arguments in "%s" directive`, name)
+		}
+		out = append(out, fields)
+	}
+	return out, nil
+}
+
+// parseListen reads a listen directive's address and parameters: a port
+// alone (or *:port) is every IPv4 address, as nginx binds it.
+func parseListen(args []string) (Listen, error) {
+	l := Listen{Network: "tcp4"}
+	host, port := "0.0.0.0", args[0]
+	switch {
+	case strings.HasPrefix(args[0], "["):
+		end := strings.Index(args[0], "]")
+		if end < 0 {
+			return l, emerg(`invalid IPv6 address in "%s" of the "listen" directive`, args[0])
+		}
+		host, port, l.Network = args[0][1:end], strings.TrimPrefix(args[0][end+1:], ":"), "tcp6"
+		if port == "" {
+			port = "80"
+		}
+		if net.ParseIP(host) == nil {
+			return l, emerg(`invalid IPv6 address in "%s" of the "listen" directive`, args[0])
+		}
+	case strings.Contains(args[0], ":"):
+		host, port, _ = strings.Cut(args[0], ":")
+		if host == "*" {
+			host = "0.0.0.0"
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.To4() == nil {
+			return l, emerg(`host not found in "%s" of the "listen" directive`, args[0])
+		}
+	case strings.Contains(args[0], "."):
+		// An address without a port: nginx's default, 80.
+		host, port = args[0], "80"
+		if ip := net.ParseIP(host); ip == nil || ip.To4() == nil {
+			return l, emerg(`host not found in "%s" of the "listen" directive`, args[0])
 		}
 	}
-	if len(listen) == 2 {
-		cert, key := directives["ssl_certificate"], directives["ssl_certificate_key"]
-		if len(cert) != 1 || len(key) != 1 {
-			return l, fmt.Errorf(`nginx: [emerg] no "ssl_certificate" is defined for the "listen ... ssl" directive`)
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return l, emerg(`invalid port in "%s" of the "listen" directive`, args[0])
+	}
+	l.Addr = net.JoinHostPort(host, port)
+	for _, p := range args[1:] {
+		switch {
+		case p == "ssl":
+			l.SSL = true
+		case p == "default_server", p == "http2", p == "reuseport", p == "ipv6only=on", p == "ipv6only=off":
+		default:
+			return l, emerg(`invalid parameter "%s"`, p)
 		}
-		pair, err := loadPair(cert[0], key[0])
-		if err != nil {
-			return l, fmt.Errorf(`nginx: [emerg] cannot load certificate "%s": %v`, cert[0], err)
-		}
-		l.Cert, l.KeyFile = cert[0], key[0]
-		l.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
 	return l, nil
 }
 
-// Handler serves / and the mounted app configuration; a configuration that
-// is not JSON answers 500, as the web app could not start with it.
-func Handler(readFile func(string) ([]byte, error)) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = fmt.Fprintln(w, "TEST STAND-IN console, not Materialize")
+// staticAsset is the template's regular-expression location for assets,
+// which nginx prefers to any prefix location: its files exist or 404.
+var staticAsset = regexp.MustCompile(`(?i)\.(js|css|png|jpg|jpeg|gif|svg|woff|woff2)$`)
+
+// wellKnownFrom is the first console release whose template proxies the
+// OAuth protected-resource metadata (before, the app answers it).
+var wellKnownFrom = imageref.MustParseVersion("26.39.0-dev.0")
+
+// Handler answers as the template's server block: version is the console
+// release played; lookup resolves MZ_ENDPOINT's host for every request
+// (nginx's resolver: the pod's nameservers only).
+func Handler(c Config, version imageref.Version, readFile func(string) ([]byte, error),
+	lookup func(ctx context.Context, host string) ([]string, error)) http.Handler {
+	proxy := c.proxy(lookup)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		switch {
+		case staticAsset.MatchString(p):
+			// No asset exists but the app's index (and the app
+			// configuration, which is JSON).
+			static(w, r, http.StatusNotFound, nil)
+		case strings.HasPrefix(p, "/api"):
+			if r.ContentLength > 100<<20 {
+				http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			proxy(w, r, true)
+		case strings.HasPrefix(p, "/.well-known/oauth-protected-resource") && version.AtLeast(wellKnownFrom):
+			if r.ContentLength > 1<<20 {
+				http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			proxy(w, r, false)
+		case p == "/app-config/app-config.json":
+			// try_files $uri: the mounted file as it is, else the index.
+			if raw, err := readFile(AppConfigPath); err == nil {
+				static(w, r, http.StatusOK, raw)
+				return
+			}
+			static(w, r, http.StatusOK, nil)
+		default:
+			static(w, r, http.StatusOK, nil)
+		}
 	})
-	mux.HandleFunc("/app-config/"+path.Base(AppConfigPath), func(w http.ResponseWriter, _ *http.Request) {
-		raw, err := readFile(AppConfigPath)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		if !json.Valid(raw) {
-			http.Error(w, "app-config.json is not JSON", http.StatusInternalServerError)
-			return
-		}
+}
+
+// index is the app's index.html.
+var index = []byte("<!doctype html><title>TEST STAND-IN console, not Materialize</title>\n")
+
+// static serves a file (nil: the index) as nginx's static module does: GET
+// and HEAD only.
+func static(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.Error(w, "405 Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if body == nil {
+		body = index
+		w.Header().Set("Content-Type", "text/html")
+	} else {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(raw)
-	})
-	return mux
+	}
+	w.WriteHeader(status)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(body)
+	}
+}
+
+// proxy is the template's proxy_pass $backend: the URL is read at every
+// request (a variable), a URL without a path passes the client's request
+// URI as it came, one with a path replaces it; upstream TLS is neither
+// verified nor sent a server name (nginx's proxy_ssl defaults).
+func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, error)) func(http.ResponseWriter, *http.Request, bool) {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		ips := []string{host}
+		if net.ParseIP(host) == nil {
+			if ips, err = lookup(ctx, host); err != nil {
+				return nil, fmt.Errorf("%s could not be resolved: %w", host, err)
+			}
+		}
+		var d net.Dialer
+		var last error
+		for _, ip := range ips {
+			conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, port))
+			if err == nil {
+				return conn, nil
+			}
+			last = err
+		}
+		return nil, last
+	}
+	transport := &http.Transport{
+		DialContext: dial,
+		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			//nolint:gosec // nginx's proxy_ssl_verify off, as the image runs it
+			tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		},
+		DisableKeepAlives: true,
+	}
+	return func(w http.ResponseWriter, r *http.Request, api bool) {
+		target, err := url.Parse(c.Endpoint)
+		if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+			http.Error(w, "500 Internal Server Error", http.StatusInternalServerError)
+			return
+		}
+		rp := &httputil.ReverseProxy{
+			Transport: transport,
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				out := pr.Out
+				out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
+				if target.Path != "" {
+					out.URL.Path, out.URL.RawPath, out.URL.RawQuery = target.Path, target.RawPath, target.RawQuery
+				}
+				host := pr.In.Host
+				if h, _, err := net.SplitHostPort(host); err == nil {
+					host = h
+				}
+				out.Host = strings.ToLower(host)
+				remote, _, _ := net.SplitHostPort(pr.In.RemoteAddr)
+				out.Header.Set("X-Real-IP", remote)
+				if prior := pr.In.Header.Get("X-Forwarded-For"); prior != "" {
+					out.Header.Set("X-Forwarded-For", prior+", "+remote)
+				} else {
+					out.Header.Set("X-Forwarded-For", remote)
+				}
+				proto := "http"
+				if pr.In.TLS != nil {
+					proto = "https"
+				}
+				out.Header.Set("X-Forwarded-Proto", proto)
+				out.Header.Set("X-Request-ID", requestID())
+				if api {
+					if v := pr.In.Header.Get("X-Webhook-Event"); v != "" {
+						out.Header.Set("X-Webhook-Event", v)
+					}
+				}
+			},
+			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+				slog.Default().Error("upstream failed", "upstream", c.Endpoint, "error", err)
+				http.Error(w, "502 Bad Gateway", http.StatusBadGateway)
+			},
+		}
+		rp.ServeHTTP(w, r)
+	}
+}
+
+func requestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Nameservers resolves host as nginx's resolver does: a query of the name
+// as given (no search domains, no hosts file) to the nameservers of
+// resolvConf (the image's entrypoint reads them from /etc/resolv.conf).
+func Nameservers(resolvConf string) (func(ctx context.Context, host string) ([]string, error), error) {
+	raw, err := os.ReadFile(resolvConf)
+	if err != nil {
+		return nil, err
+	}
+	var servers []string
+	for line := range strings.Lines(string(raw)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "nameserver" {
+			servers = append(servers, f[1])
+		}
+	}
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%s names no nameserver", resolvConf)
+	}
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		var last error
+		for _, s := range servers {
+			conn, err := d.DialContext(ctx, "udp", net.JoinHostPort(s, "53"))
+			if err == nil {
+				return conn, nil
+			}
+			last = err
+		}
+		return nil, last
+	}}
+	return func(ctx context.Context, host string) ([]string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		// The trailing dot: the name as given, as nginx queries it.
+		return resolver.LookupHost(ctx, strings.TrimSuffix(host, ".")+".")
+	}, nil
 }
 
 // Run checks the environment and serves until ctx ends.
 func Run(ctx context.Context, log *slog.Logger, lookup func(string) (string, bool), readFile func(string) ([]byte, error)) error {
-	l, err := Check(lookup, tls.LoadX509KeyPair)
+	c, err := Check(lookup, tls.LoadX509KeyPair)
 	if err != nil {
 		return err
 	}
-	log.Info("TEST STAND-IN console (not Materialize) accepted its environment", "port", l.Port, "tls", l.TLS != nil)
-	ln, err := net.Listen("tcp", ":"+l.Port)
+	// Console images are released with environmentd's.
+	version, err := standin.Version(clap.Environmentd, lookup)
 	if err != nil {
 		return err
 	}
-	served := ln
-	if l.TLS != nil {
-		served = tls.NewListener(ln, l.TLS)
+	resolve, err := Nameservers("/etc/resolv.conf")
+	if err != nil {
+		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- standin.ServeHTTP(served, Handler(readFile)) }()
-	return standin.CloseAndWait(ctx, []net.Listener{ln}, errc)
+	log.Info("TEST STAND-IN console (not Materialize) accepted its environment", "version", version.String(),
+		"listens", fmt.Sprint(c.Listens), "tls", c.TLS != nil)
+	return serve(ctx, c, Handler(c, version, readFile, resolve))
+}
+
+// serve binds every listen of c, failing as nginx does when one cannot
+// be, and serves h until ctx ends.
+func serve(ctx context.Context, c Config, h http.Handler) error {
+	var lns []net.Listener
+	errc := make(chan error, len(c.Listens))
+	for _, l := range c.Listens {
+		ln, err := net.Listen(l.Network, l.Addr)
+		if err != nil {
+			for _, open := range lns {
+				open.Close()
+			}
+			return emerg(`bind() to %s failed (%v)`, l.Addr, err)
+		}
+		lns = append(lns, ln)
+		served := ln
+		if l.SSL {
+			served = tls.NewListener(ln, c.TLS)
+		}
+		go func() { errc <- standin.ServeHTTP(served, h) }()
+	}
+	return standin.CloseAndWait(ctx, lns, errc)
 }

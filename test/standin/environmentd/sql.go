@@ -82,7 +82,7 @@ func serveSQLConn(conn net.Conn, l Listener, plan *Plan, ready func(context.Cont
 		return
 	}
 	if l.EnableTLS && !encrypted {
-		fatal(pgwire.InvalidAuthorization, "TLS encryption is required")
+		fatal(pgwire.RejectedEstablishment, "TLS encryption is required")
 		return
 	}
 	r := bufio.NewReader(c)

@@ -65,7 +65,7 @@ func TestSQLRefusesWhatEnvironmentdRefuses(t *testing.T) {
 	}{
 		{"a wrong password", password, "mz_system", "nope", pgwire.InvalidPassword},
 		{"a normal user on an internal listener", internal, "materialize", "", pgwire.InvalidAuthorization},
-		{"no TLS where the listener requires it", tlsOnly, "materialize", "", pgwire.InvalidAuthorization},
+		{"no TLS where the listener requires it", tlsOnly, "materialize", "", pgwire.RejectedEstablishment},
 	} {
 		var pgErr *pgwire.Error
 		if err := handshake(c.addr, c.user, c.password); !errors.As(err, &pgErr) || pgErr.Code != c.code || pgErr.Severity != "FATAL" {
