@@ -40,6 +40,12 @@ type Config struct {
 	InternalTLS bool
 	// DefaultConfigs are --default-config's KEY=value pairs.
 	DefaultConfigs []string
+	// Version is the balancerd release played: its answers to clients
+	// when environmentd cannot be reached differ between releases.
+	Version imageref.Version
+	// lookupHost resolves environmentd's name for every connection (nil:
+	// the system's resolver).
+	lookupHost func(ctx context.Context, host string) ([]string, error)
 }
 
 // Check parses argv as balancerd of the given version does (its release
@@ -57,7 +63,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 	if svc == nil || svc.Command != "service" {
 		return nil, &standin.ExitError{Code: 2, Message: "error: the stand-in plays only `balancerd service`"}
 	}
-	c := &Config{}
+	c := &Config{Version: version}
 	c.PGWire, _ = svc.Get("pgwire-listen-addr")
 	c.HTTPS, _ = svc.Get("https-listen-addr")
 	c.Internal, _ = svc.Get("internal-http-listen-addr")
@@ -180,27 +186,52 @@ func Resolvers(ctx context.Context, version imageref.Version, argv []string, loo
 	if err != nil {
 		return &standin.ExitError{Code: 2, Message: fmt.Sprintf("error: invalid value '%s' for '--static-resolver-addr-timeout <STATIC_RESOLVER_ADDR_TIMEOUT>': %v", raw, err)}
 	}
-	deadline := time.Now().Add(timeout)
-	for backoff := 250 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+	// mz_ore's Retry: the backoff doubles from 250 ms up to 2 s, the last
+	// one shortened so that one more attempt comes at the deadline.
+	start := time.Now()
+	next := 250 * time.Millisecond
+	for {
+		elapsed := time.Since(start)
+		last := elapsed > timeout
+		if !last && elapsed+next > timeout {
+			next = timeout - elapsed
+		}
 		err := resolveAddr(ctx, static, resolve)
 		if err == nil {
 			return nil
 		}
-		if time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
-			return fatal("static resolver address %s did not resolve within %v: %v", static, timeout, err)
+		if last || ctx.Err() != nil {
+			return fatal("static resolver address %s did not resolve within %s: %v", static, rustDuration(timeout), err)
 		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(next):
 		case <-ctx.Done():
 		}
+		next = min(2*next, 2*time.Second)
 	}
+}
+
+// rustDuration is Rust's Debug of a Duration ("60s", "1.5s", "300ms").
+func rustDuration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	case d >= time.Millisecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + "ms"
+	case d >= time.Microsecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', -1, 64) + "µs"
+	}
+	return strconv.Itoa(int(d)) + "ns"
 }
 
 // resolveAddr is tokio's lookup_host of "host:port".
 func resolveAddr(ctx context.Context, addr string, resolve func(ctx context.Context, host string) error) error {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("could not resolve %s: invalid socket address", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("could not resolve %s: invalid port value", addr)
 	}
 	if err := resolve(ctx, host); err != nil {
 		return fmt.Errorf("could not resolve %s: %w", addr, err)
@@ -266,10 +297,22 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 	return cfg.Serve(ctx, log, lns, UpstreamShutdown)
 }
 
-// Probes is the internal HTTP port's router: axum's GET routes (HEAD
-// too), 405 for another method, 404 for another path.
-func Probes() http.Handler {
+// Probes is the internal HTTP port's router: the probes and /metrics,
+// axum's GET routes (HEAD too), 405 for another method, 404 for another
+// path. Its one metric is balancerd's uptime gauge.
+func Probes(version imageref.Version, started time.Time) http.Handler {
 	probes := http.NewServeMux()
+	probes.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET,HEAD")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprintf(w, "# HELP mz_balancer_metadata_seconds server uptime, labels are build metadata\n"+
+			"# TYPE mz_balancer_metadata_seconds gauge\n"+
+			"mz_balancer_metadata_seconds{build_type=\"release\",version=\"%s\"} %g\n", version, time.Since(started).Seconds())
+	})
 	for path, answer := range map[string]string{"/api/readyz": "ready", "/api/livez": "Liveness check successful!"} {
 		probes.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -290,7 +333,7 @@ func (c *Config) Serve(ctx context.Context, log *slog.Logger, lns []net.Listener
 	errc := make(chan error, len(lns))
 	go func() { errc <- accept(lns[0], &open, func(conn net.Conn) { c.proxyPGWire(log, conn) }) }()
 	go func() { errc <- accept(lns[1], &open, func(conn net.Conn) { c.proxyHTTPS(log, conn) }) }()
-	go func() { errc <- standin.ServeHTTP(lns[2], Probes()) }()
+	go func() { errc <- standin.ServeHTTP(lns[2], Probes(c.Version, time.Now())) }()
 	<-ctx.Done()
 	log.Warn(fmt.Sprintf("received signal TERM - delaying for %v!", shutdown.ListenWait))
 	time.Sleep(shutdown.ListenWait)

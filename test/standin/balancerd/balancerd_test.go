@@ -43,7 +43,7 @@ func TestAcceptsTheBalancersCommandLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("balancerd %s refuses %q: %v", v, args, err)
 		}
-		want := Config{PGWire: "0.0.0.0:6875", HTTPS: "0.0.0.0:6876", Internal: "0.0.0.0:8080", TLSMode: "disable",
+		want := Config{PGWire: "0.0.0.0:6875", HTTPS: "0.0.0.0:6876", Internal: "0.0.0.0:8080", TLSMode: "disable", Version: v,
 			StaticAddr: "mzabc-environmentd.envs.svc.cluster.local:6875", HTTPSAddr: "mzabc-environmentd.envs.svc.cluster.local:6876"}
 		if !reflect.DeepEqual(*cfg, want) {
 			t.Errorf("%s: %+v, want %+v", v, *cfg, want)
@@ -115,6 +115,8 @@ func TestResolversAsBalancerdChecksThem(t *testing.T) {
 		{[]string{"--static-resolver-addr=nowhere:6875", "--static-resolver-addr-timeout=300ms"},
 			"balancer: fatal: static resolver address nowhere:6875 did not resolve within 300ms: could not resolve nowhere:6875: no such host"},
 		{[]string{"--static-resolver-addr=noport", "--static-resolver-addr-timeout=1ms"}, "invalid socket address"},
+		// tokio's lookup_host takes a u16 port.
+		{[]string{"--static-resolver-addr=mzabc-environmentd.envs.svc.cluster.local:70000", "--static-resolver-addr-timeout=1ms"}, "could not resolve mzabc-environmentd.envs.svc.cluster.local:70000: invalid port value"},
 		{[]string{"--cancellation-resolver-dir=/tmp", "--frontegg-resolver-template=x", "--frontegg-api-token-url=u", "--frontegg-admin-role=r", "--frontegg-jwk=k"}, ""},
 		{[]string{"--cancellation-resolver-dir=/tmp"}, "balancer: fatal: exactly one of --static-resolver-addr or --frontegg-resolver-template must be present"},
 	} {
@@ -242,9 +244,10 @@ func listenLocal(t *testing.T) net.Listener {
 	return ln
 }
 
-// The probes are axum GET routes with balancerd's answers.
+// The probes and /metrics (where the pod's scrape annotations point) are
+// axum GET routes with balancerd's answers.
 func TestProbesAreBalancerdsRoutes(t *testing.T) {
-	h := Probes()
+	h := Probes(imageref.MustParseVersion("26.35.0"), time.Now())
 	for _, c := range []struct {
 		method, path string
 		code         int
@@ -255,11 +258,15 @@ func TestProbesAreBalancerdsRoutes(t *testing.T) {
 		{http.MethodHead, "/api/readyz", 200, ""},
 		{http.MethodPost, "/api/readyz", 405, ""},
 		{http.MethodGet, "/api/ready", 404, ""},
+		{http.MethodGet, "/metrics", 200, ""},
 	} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(c.method, c.path, nil))
 		if w.Code != c.code || (c.body != "" && w.Body.String() != c.body) {
 			t.Errorf("%s %s: %d %q", c.method, c.path, w.Code, w.Body.String())
+		}
+		if c.path == "/metrics" && !strings.Contains(w.Body.String(), `mz_balancer_metadata_seconds{build_type="release",version="26.35.0"} `) {
+			t.Errorf("/metrics: %q", w.Body.String())
 		}
 	}
 }
@@ -323,5 +330,30 @@ func TestStopsAsBalancerdDoes(t *testing.T) {
 	}
 	if took := time.Since(stopped); took < listenWait {
 		t.Errorf("stopped after %v, before the listen wait of %v", took, listenWait)
+	}
+}
+
+// The static address is retried as mz_ore's Retry does: the last backoff
+// is shortened so that one attempt comes at the deadline; a name that
+// resolves just before it is accepted.
+func TestStaticAddressIsTriedOnceMoreAtTheDeadline(t *testing.T) {
+	args := []string{"service", "--pgwire-listen-addr=0.0.0.0:6875", "--https-listen-addr=0.0.0.0:6876",
+		"--internal-http-listen-addr=0.0.0.0:8080", "--https-resolver-template=x:6876",
+		"--static-resolver-addr=late:6875", "--static-resolver-addr-timeout=1s"}
+	start := time.Now()
+	var attempts []time.Duration
+	late := func(context.Context, string) error {
+		attempts = append(attempts, time.Since(start))
+		if time.Since(start) < 900*time.Millisecond {
+			return errors.New("no such host")
+		}
+		return nil
+	}
+	if err := Resolvers(context.Background(), newest, args, nil, late); err != nil {
+		t.Fatalf("a name resolving at 0.9 s of 1 s: %v (attempts at %v)", err, attempts)
+	}
+	// 0, 0.25, 0.75, then the deadline.
+	if len(attempts) != 4 || attempts[3] < time.Second || attempts[3] > 1500*time.Millisecond {
+		t.Errorf("attempts at %v, want 4, the last at 1 s", attempts)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	"github.com/materializeinc/orchestratord/test/standin/pgwire"
 )
 
@@ -94,10 +96,22 @@ func (c *Config) proxyPGWire(log *slog.Logger, conn net.Conn) {
 		return
 	}
 	upstream, err := c.dialEnvironmentd(log, c.StaticAddr, true)
-	if err != nil {
+	var unresolved *resolveError
+	switch {
+	case errors.As(err, &unresolved) && c.Version.AtLeast(errorsAreUpstreams):
+		log.Error("resolving connection destination", "error", err)
+		fatal("internal error")
+		return
+	case errors.As(err, &unresolved):
+		// Before 26.33 the resolver's error, as the client's password's.
+		_ = pgwire.WriteError(client, "FATAL", pgwire.InvalidPassword, unresolved.Error())
+		return
+	case err != nil && c.Version.AtLeast(connectFailuresAnswered):
 		log.Error("failed to connect to upstream server", "error", err)
 		fatal("upstream server not available")
 		return
+	case err != nil:
+		return // before 26.9: the connection closes, nothing said
 	}
 	defer upstream.Close()
 	if err := pgwire.WriteStartup(upstream, startup.Params); err != nil {
@@ -124,6 +138,12 @@ func (c *Config) proxyHTTPS(log *slog.Logger, conn net.Conn) {
 		client = t
 	}
 	upstream, err := c.dialEnvironmentd(log, c.HTTPSAddr, false)
+	var unresolved *resolveError
+	if errors.As(err, &unresolved) || (err != nil && !c.Version.AtLeast(connectFailuresAnswered)) {
+		// The connection closes, nothing said.
+		log.Error("https connection failed", "error", err)
+		return
+	}
 	if err != nil {
 		log.Error("failed to connect to upstream server", "error", err)
 		const body = "upstream server not available"
@@ -146,10 +166,17 @@ func (c *Config) dialEnvironmentd(log *slog.Logger, addr string, pgwireSSLReques
 	if err != nil {
 		return nil, err
 	}
-	ips, err := net.DefaultResolver.LookupHost(context.Background(), host)
+	lookup := c.lookupHost
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupHost
+	}
+	ips, err := lookup(context.Background(), host)
 	resolved := time.Since(began)
+	if err == nil && len(ips) == 0 {
+		return nil, &resolveError{fmt.Sprintf("%s did not resolve to any addresses", addr)}
+	}
 	if err != nil {
-		return nil, err
+		return nil, &resolveError{getaddrinfoError(err)}
 	}
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(ips[0], port), startupTimeout)
 	if took := time.Since(began); took > time.Second {
@@ -179,6 +206,29 @@ func (c *Config) dialEnvironmentd(log *slog.Logger, addr string, pgwireSSLReques
 	}
 	t := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // upstream does not verify environmentd either
 	return t, nil
+}
+
+// Versions whose answers to a client differ when environmentd cannot be
+// reached (upstream 03f9a1033e, e725791107).
+var (
+	connectFailuresAnswered = imageref.MustParseVersion("26.9.0-dev.0")
+	errorsAreUpstreams      = imageref.MustParseVersion("26.33.0-dev.0")
+)
+
+// resolveError is a failure to resolve environmentd's address, which
+// balancerd answers differently from a failure to connect.
+type resolveError struct{ message string }
+
+func (e *resolveError) Error() string { return e.message }
+
+// getaddrinfoError is how Rust's std (tokio's lookup_host) words a failed
+// lookup: glibc's getaddrinfo message.
+func getaddrinfoError(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return "failed to lookup address information: Name or service not known"
+	}
+	return "failed to lookup address information: Temporary failure in name resolution"
 }
 
 // The startup parameters balancerd adds (upstream

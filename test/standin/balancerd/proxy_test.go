@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/materializeinc/orchestratord/pkg/imageref"
 	standin "github.com/materializeinc/orchestratord/test/standin/environmentd"
 	"github.com/materializeinc/orchestratord/test/standin/pgwire"
 )
@@ -87,33 +88,66 @@ func TestProxiesPGWireAndHTTPToEnvironmentd(t *testing.T) {
 	}
 }
 
-// With environmentd gone, balancerd answers as upstream's does: a FATAL
-// "upstream server not available" on pgwire, a 502 on HTTPS.
+// With environmentd gone, balancerd answers as upstream's does, which
+// changed twice: from 26.9 a FATAL "upstream server not available" on
+// pgwire and a 502 on HTTPS when it cannot connect (before, the connection
+// closed); from 26.33 "internal error" (08004) when the name does not
+// resolve (before, 28P01 with the resolver's error); HTTPS closes then.
 func TestEnvironmentdDownIsUpstreamsAnswer(t *testing.T) {
 	gone := listen(t)
-	addr := gone.Addr().String()
+	closedAddr := gone.Addr().String()
 	_ = gone.Close()
-	pg, https := proxying(t, &Config{StaticAddr: addr, HTTPSAddr: addr})
-	var pgErr *pgwire.Error
-	if err := login(t, pg, "materialize", ""); !errors.As(err, &pgErr) || pgErr.Message != "upstream server not available" || pgErr.Code != pgwire.RejectedEstablishment {
-		t.Errorf("pgwire with environmentd down: %v", err)
-	}
-	// balancerd answers as soon as it fails to reach environmentd, maybe
-	// before the request is read (it proxies a connection, not requests):
-	// an http.Client may take that for an answer on an idle connection.
-	conn, err := net.Dial("tcp", https)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadGateway {
-		t.Errorf("HTTPS with environmentd down: %d, want 502", resp.StatusCode)
+	const unresolvable = "mzabc-environmentd.envs.svc.cluster.local:6875"
+	for _, c := range []struct {
+		version, addr string
+		code, message string // pgwire's FATAL; "" the connection closed
+		status        int    // HTTPS; 0 closed
+	}{
+		{"26.40.0", closedAddr, pgwire.RejectedEstablishment, "upstream server not available", http.StatusBadGateway},
+		{"26.9.0", closedAddr, pgwire.RejectedEstablishment, "upstream server not available", http.StatusBadGateway},
+		{"26.8.0", closedAddr, "", "", 0},
+		{"26.40.0", unresolvable, pgwire.RejectedEstablishment, "internal error", 0},
+		{"26.32.0", unresolvable, pgwire.InvalidPassword, "failed to lookup address information: Name or service not known", 0},
+	} {
+		cfg := &Config{StaticAddr: c.addr, HTTPSAddr: c.addr, Version: imageref.MustParseVersion(c.version),
+			lookupHost: func(ctx context.Context, host string) ([]string, error) {
+				if host == "127.0.0.1" {
+					return []string{host}, nil
+				}
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+			}}
+		pg, https := proxying(t, cfg)
+		var pgErr *pgwire.Error
+		err := login(t, pg, "materialize", "")
+		switch {
+		case c.code == "" && (err == nil || errors.As(err, &pgErr)):
+			t.Errorf("%s %s: pgwire %v, want the connection closed", c.version, c.addr, err)
+		case c.code != "" && (!errors.As(err, &pgErr) || pgErr.Message != c.message || pgErr.Code != c.code):
+			t.Errorf("%s %s: pgwire %v, want %s %q", c.version, c.addr, err, c.code, c.message)
+		}
+		// balancerd answers as soon as it fails to reach environmentd,
+		// maybe before the request is read (it proxies a connection, not
+		// requests): an http.Client may take that for an answer on an idle
+		// connection.
+		conn, err := net.Dial("tcp", https)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		switch {
+		case c.status == 0 && err == nil:
+			resp.Body.Close()
+			t.Errorf("%s %s: HTTPS answered %d, want the connection closed", c.version, c.addr, resp.StatusCode)
+		case c.status != 0 && err != nil:
+			t.Errorf("%s %s: HTTPS %v, want %d", c.version, c.addr, err, c.status)
+		case c.status != 0:
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Errorf("%s %s: HTTPS %d, want %d", c.version, c.addr, resp.StatusCode, c.status)
+			}
+		}
 	}
 }
 
