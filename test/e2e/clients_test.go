@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // clientAttempt is one line of `netprobe watch` (test/netprobe).
@@ -70,24 +71,36 @@ func watchClients(t *testing.T, ns, id string) (attempts func() []clientAttempt)
 		}
 		return out
 	}
-	var last []clientAttempt
-	poll(t, "the client to reach environmentd through balancerd over pgwire and HTTP, and through the console", 3*time.Minute, func() (bool, error) {
-		last = read()
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		ok := map[string]bool{}
-		for _, a := range last {
+		for _, a := range read() {
 			ok[a.Kind] = ok[a.Kind] || a.OK
 		}
 		return ok["pgwire"] && ok["http"] && ok["console"], nil
 	})
+	if err != nil {
+		// Each kind's last failure says which hop is broken.
+		lastError := map[string]string{}
+		for _, a := range read() {
+			if !a.OK {
+				lastError[a.Kind] = a.Error
+			} else {
+				delete(lastError, a.Kind)
+			}
+		}
+		t.Fatalf("the client did not reach environmentd through balancerd over pgwire and HTTP, and through the console, in 3 min: still failing %q; balancerd said %q; the console said %q",
+			lastError, podsSaid(t, ns, "balancerd", "slow", "failed"), podsSaid(t, ns, "console", "upstream", "invalid URL"))
+	}
 	return read
 }
 
-// balancerdSaid returns the lines of balancerd's pods' logs in ns that
-// contain any of words: what it says of a client's failure.
-func balancerdSaid(t *testing.T, ns string, words ...string) []string {
+// podsSaid returns the lines of the logs of the pods of app (balancerd,
+// console) in ns that contain any of words: what they say of a client's
+// failure.
+func podsSaid(t *testing.T, ns, app string, words ...string) []string {
 	t.Helper()
 	ctx := context.Background()
-	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=balancerd"})
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "materialize.cloud/app=" + app})
 	if err != nil {
 		return []string{err.Error()}
 	}

@@ -185,8 +185,9 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 		// An attempt may take its whole timeout: one begun later may still
 		// be in flight at the cutover.
 		if f := failedBetween(clients(), rolloutAt, promotionAt.Add(-clientTimeout)); len(f.ByKind) > 0 {
-			t.Errorf("clients failed before the promotion, while generation 2 caught up: %v (first, %v before the promotion, %v after the rollout's request: %s); balancerd said: %q",
-				f.ByKind, promotionAt.Sub(f.First), f.First.Sub(rolloutAt), f.FirstError, balancerdSaid(t, ns, "slow", "failed"))
+			t.Errorf("clients failed before the promotion, while generation 2 caught up: %v (first, %v before the promotion, %v after the rollout's request: %s); balancerd said: %q; the console said: %q",
+				f.ByKind, promotionAt.Sub(f.First), f.First.Sub(rolloutAt), f.FirstError, podsSaid(t, ns, "balancerd", "slow", "failed"),
+				podsSaid(t, ns, "console", "upstream", "invalid URL"))
 		}
 	}
 	appliedAt := time.Now()
@@ -202,7 +203,7 @@ func TestRolloutPromotesOnlyAHydratedGeneration(t *testing.T) {
 	})
 	all := clients()
 	if f := failedBetween(all, rolloutAt, time.Now()); len(f.ByKind) > 0 {
-		said := balancerdSaid(t, ns, "slow", "failed")
+		said := podsSaid(t, ns, "balancerd", "slow", "failed")
 		if len(said) > 4 {
 			said = append(said[:2], said[len(said)-2:]...)
 		}

@@ -146,10 +146,12 @@ func get(client *http.Client, url string) error {
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
 	if resp.StatusCode >= http.StatusInternalServerError {
-		return fmt.Errorf("HTTP %d from %s", resp.StatusCode, resp.Request.URL.Host)
+		// The body tells the proxies apart (balancerd's "upstream server
+		// not available", nginx's "502 Bad Gateway").
+		return fmt.Errorf("HTTP %d from %s: %.100q", resp.StatusCode, resp.Request.URL.Host, body)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/humantime"
@@ -111,7 +112,10 @@ func Boot(ctx context.Context, version imageref.Version, argv []string, lookup f
 		return nil, nil, err
 	}
 	for _, addr := range []string{c.PGWire, c.HTTPS, c.Internal} {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := standin.Listen(addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fail(fatal("Address already in use (os error 98)")) // std's io::Error
+		}
 		if err != nil {
 			return fail(fatal("%v", err))
 		}

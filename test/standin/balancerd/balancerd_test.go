@@ -212,7 +212,7 @@ func TestBootRefusesWhatBalancerdCannotServeWith(t *testing.T) {
 		{base("--default-config=balancerd_inject_proxy_protocol_header_http=true"), ""},
 		{base("--tls-mode=disable", "--tls-cert=/c", "--tls-key=/k"), "balancer: fatal: cannot specify --tls-mode=disable and --tls-cert simultaneously"},
 		{base("--tls-mode=require", "--tls-cert=/nonexistent.crt", "--tls-key=/nonexistent.key"), "balancer: fatal: open /nonexistent.crt"},
-		{append(base(), "--pgwire-listen-addr="+busy.Addr().String()), "balancer: fatal: listen tcp " + busy.Addr().String()},
+		{append(base(), "--pgwire-listen-addr="+busy.Addr().String()), "balancer: fatal: Address already in use (os error 98)"},
 		{base("--default-config=balancerd_sigterm_listen_wait=1s"), "balancer: fatal: Invalid default config value balancerd_sigterm_listen_wait"},
 		{base("--default-config=balancerd_inject_proxy_protocol_header_http=yes"), "balancer: fatal: provided string was not `true` or `false`"},
 		{append(base(), "--https-resolver-template=x"), "thread 'main' panicked: expected port in https_addr_template"},

@@ -162,7 +162,7 @@ func Serve(ctx context.Context, log *slog.Logger, plan *Plan, replica *ctp.Repli
 	version := plan.Version.String()
 	logf := func(msg string, args ...any) { log.Warn(msg, args...) }
 	for i, addr := range addrs {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := standin.Listen(addr)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()

@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,9 +26,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/materializeinc/orchestratord/pkg/imageref"
@@ -70,26 +73,21 @@ func emerg(format string, a ...any) error {
 // once are those it accepts once (others stop it, as unknown ones do).
 var (
 	repeatable = map[string]bool{"listen": true, "ssl_certificate": true, "ssl_certificate_key": true,
-		"server_name": true, "add_header": true, "access_log": true, "error_log": true}
+		"server_name": true, "add_header": true, "access_log": true, "error_log": true, "error_page": true,
+		"ssl_conf_command": true, "allow": true, "deny": true}
 	once = map[string]bool{"http2": true, "ssl_protocols": true, "ssl_ciphers": true, "ssl_prefer_server_ciphers": true,
 		"ssl_session_cache": true, "ssl_session_timeout": true, "ssl_session_tickets": true, "client_max_body_size": true,
-		"keepalive_timeout": true}
+		"keepalive_timeout": true, "ssl_dhparam": true, "ssl_ecdh_curve": true, "ssl_stapling": true,
+		"ssl_stapling_verify": true, "ssl_buffer_size": true, "ssl_early_data": true, "server_tokens": true,
+		"client_body_timeout": true, "client_header_timeout": true, "send_timeout": true, "gzip": true}
 )
 
-// Check reads the environment as the image does and returns what to serve.
+// Check reads the environment as the image does and returns what to serve,
+// failing where nginx does, in its order: the listener config (it comes
+// first in the server block), MZ_ENDPOINT (in location /api), then the
+// certificates (loaded once the configuration is read).
 func Check(lookup func(string) (string, bool), loadPair func(cert, key string) (tls.Certificate, error)) (Config, error) {
 	var c Config
-	endpoint, ok := lookup("MZ_ENDPOINT")
-	switch {
-	case !ok:
-		// The entrypoint substitutes only variables that are set.
-		return c, emerg(`unknown "MZ_ENDPOINT" variable`)
-	case strings.TrimSpace(endpoint) == "" || len(strings.Fields(endpoint)) > 1:
-		return c, emerg(`invalid number of arguments in "set" directive`)
-	case strings.ContainsAny(endpoint, `;{}"'$#\`):
-		return c, emerg(`unexpected character in "set $backend %s"`, endpoint)
-	}
-	c.Endpoint = endpoint
 	config, ok := lookup("MZ_NGINX_LISTENER_CONFIG")
 	if !ok {
 		config = defaultListener
@@ -108,8 +106,8 @@ func Check(lookup func(string) (string, bool), loadPair func(cert, key string) (
 				return c, err
 			}
 			for _, seen := range c.Listens {
-				if seen.Addr == l.Addr && seen.Network == l.Network {
-					return c, emerg(`duplicate listen options for %s`, l.Addr)
+				if seen.Addr == l.Addr {
+					return c, emerg(`a duplicate listen %s`, l.Addr)
 				}
 			}
 			c.Listens = append(c.Listens, l)
@@ -124,11 +122,25 @@ func Check(lookup func(string) (string, bool), loadPair func(cert, key string) (
 			}
 		}
 	}
+	endpoint, ok := lookup("MZ_ENDPOINT")
+	switch {
+	case !ok:
+		// The entrypoint substitutes only variables that are set.
+		return c, emerg(`unknown "MZ_ENDPOINT" variable`)
+	case len(strings.Fields(endpoint)) != 1:
+		return c, emerg(`invalid number of arguments in "set" directive`)
+	case strings.ContainsAny(endpoint, `;{}"'$#\`):
+		return c, emerg(`unexpected character in "set $backend %s"`, endpoint)
+	}
+	// nginx reads a token: whitespace around it (a YAML block's newline)
+	// is no part of it.
+	c.Endpoint = strings.Fields(endpoint)[0]
 	if len(c.Listens) == 0 {
 		// No listen directive: nginx, not running as root, listens on
 		// *:8000.
 		c.Listens = []Listen{{Network: "tcp4", Addr: "0.0.0.0:8000"}}
 	}
+	c.Listens = wildcardsServe(c.Listens)
 	switch {
 	case len(keys) < len(certs):
 		return c, emerg(`no "ssl_certificate_key" is defined for certificate "%s"`, certs[len(keys)])
@@ -149,6 +161,27 @@ func Check(lookup func(string) (string, bool), loadPair func(cert, key string) (
 		}
 	}
 	return c, nil
+}
+
+// wildcardsServe drops the listens of an address whose port a wildcard
+// listen of the same family also names: nginx binds only the wildcard,
+// and serves the address through it.
+func wildcardsServe(listens []Listen) []Listen {
+	wildcard := map[string]bool{}
+	for _, l := range listens {
+		if host, port, _ := net.SplitHostPort(l.Addr); host == "0.0.0.0" || host == "::" {
+			wildcard[l.Network+port] = true
+		}
+	}
+	var out []Listen
+	for _, l := range listens {
+		host, port, _ := net.SplitHostPort(l.Addr)
+		if host != "0.0.0.0" && host != "::" && wildcard[l.Network+port] {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // parseDirectives splits the listener config into directives, as nginx
@@ -231,7 +264,7 @@ func parseListen(args []string) (Listen, error) {
 		}
 	}
 	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
+	if err != nil || strings.TrimLeft(port, "0123456789") != "" || n < 1 || n > 65535 {
 		return l, emerg(`invalid port in "%s" of the "listen" directive`, args[0])
 	}
 	l.Addr = net.JoinHostPort(host, port)
@@ -239,6 +272,9 @@ func parseListen(args []string) (Listen, error) {
 		switch {
 		case p == "ssl":
 			l.SSL = true
+		case p == "ipv6only=off" && l.Network == "tcp6":
+			// [::] then takes IPv4 too: Go's "tcp" binds it so.
+			l.Network = "tcp"
 		case p == "default_server", p == "http2", p == "reuseport", p == "ipv6only=on", p == "ipv6only=off":
 		default:
 			return l, emerg(`invalid parameter "%s"`, p)
@@ -256,13 +292,16 @@ var staticAsset = regexp.MustCompile(`(?i)\.(js|css|png|jpg|jpeg|gif|svg|woff|wo
 var wellKnownFrom = imageref.MustParseVersion("26.39.0-dev.0")
 
 // Handler answers as the template's server block: version is the console
-// release played; lookup resolves MZ_ENDPOINT's host for every request
-// (nginx's resolver: the pod's nameservers only).
+// release played; lookup resolves MZ_ENDPOINT's host (Nameservers: nginx's
+// resolver); log takes the proxy's errors, as nginx's error log.
 func Handler(c Config, version imageref.Version, readFile func(string) ([]byte, error),
-	lookup func(ctx context.Context, host string) ([]string, error)) http.Handler {
-	proxy := c.proxy(lookup)
+	lookup func(ctx context.Context, host string) ([]string, error), log *slog.Logger) http.Handler {
+	api := c.proxy(lookup, log, 600*time.Second, true)
+	wellKnown := c.proxy(lookup, log, 60*time.Second, false)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
+		// Locations match the normalized path: slashes merged, dot
+		// segments resolved.
+		p := path.Clean("/" + r.URL.Path)
 		switch {
 		case staticAsset.MatchString(p):
 			// No asset exists but the app's index (and the app
@@ -273,13 +312,16 @@ func Handler(c Config, version imageref.Version, readFile func(string) ([]byte, 
 				http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
 				return
 			}
-			proxy(w, r, true)
+			api(w, r)
 		case strings.HasPrefix(p, "/.well-known/oauth-protected-resource") && version.AtLeast(wellKnownFrom):
 			if r.ContentLength > 1<<20 {
 				http.Error(w, "413 Request Entity Too Large", http.StatusRequestEntityTooLarge)
 				return
 			}
-			proxy(w, r, false)
+			wellKnown(w, r)
+		case p == "/app-config":
+			// The mounted directory, without an index.html or autoindex.
+			http.Error(w, "403 Forbidden", http.StatusForbidden)
 		case p == "/app-config/app-config.json":
 			// try_files $uri: the mounted file as it is, else the index.
 			if raw, err := readFile(AppConfigPath); err == nil {
@@ -315,12 +357,15 @@ func static(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	}
 }
 
-// proxy is the template's proxy_pass $backend: the URL is read at every
-// request (a variable), a URL without a path passes the client's request
+// proxy is one location's proxy_pass $backend: the URL is read at every
+// request (a variable); a URL without a path passes the client's request
 // URI as it came, one with a path replaces it; upstream TLS is neither
-// verified nor sent a server name (nginx's proxy_ssl defaults).
-func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, error)) func(http.ResponseWriter, *http.Request, bool) {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+// verified nor sent a server name (nginx's proxy_ssl defaults); timeout is
+// the location's proxy_connect_timeout and proxy_read_timeout (504 when
+// it passes); api adds the /api location's headers.
+func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, error), log *slog.Logger,
+	timeout time.Duration, api bool) func(http.ResponseWriter, *http.Request) {
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
@@ -331,7 +376,7 @@ func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, e
 				return nil, fmt.Errorf("%s could not be resolved: %w", host, err)
 			}
 		}
-		var d net.Dialer
+		d := net.Dialer{Timeout: timeout}
 		var last error
 		for _, ip := range ips {
 			conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, port))
@@ -343,9 +388,9 @@ func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, e
 		return nil, last
 	}
 	transport := &http.Transport{
-		DialContext: dial,
-		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) },
+		DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -357,53 +402,81 @@ func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, e
 			}
 			return tc, nil
 		},
-		DisableKeepAlives: true,
+		ResponseHeaderTimeout: timeout,
+		DisableKeepAlives:     true,
 	}
-	return func(w http.ResponseWriter, r *http.Request, api bool) {
+	return func(w http.ResponseWriter, r *http.Request) {
 		target, err := url.Parse(c.Endpoint)
 		if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+			log.Error("invalid URL prefix", "backend", c.Endpoint)
 			http.Error(w, "500 Internal Server Error", http.StatusInternalServerError)
 			return
 		}
 		rp := &httputil.ReverseProxy{
 			Transport: transport,
 			Rewrite: func(pr *httputil.ProxyRequest) {
-				out := pr.Out
+				out, in := pr.Out, pr.In
 				out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
 				if target.Path != "" {
 					out.URL.Path, out.URL.RawPath, out.URL.RawQuery = target.Path, target.RawPath, target.RawQuery
-				}
-				host := pr.In.Host
-				if h, _, err := net.SplitHostPort(host); err == nil {
-					host = h
-				}
-				out.Host = strings.ToLower(host)
-				remote, _, _ := net.SplitHostPort(pr.In.RemoteAddr)
-				out.Header.Set("X-Real-IP", remote)
-				if prior := pr.In.Header.Get("X-Forwarded-For"); prior != "" {
-					out.Header.Set("X-Forwarded-For", prior+", "+remote)
 				} else {
-					out.Header.Set("X-Forwarded-For", remote)
+					// The query as it came: Go would drop what it
+					// cannot parse, nginx passes it on.
+					out.URL.RawQuery = in.URL.RawQuery
 				}
+				out.Host = hostVariable(in.Host)
+				// nginx passes these on; Go's Rewrite drops them.
+				for _, h := range []string{"Forwarded", "X-Forwarded-Host"} {
+					if v := in.Header.Values(h); len(v) > 0 {
+						out.Header[h] = v
+					}
+				}
+				remote, _, _ := net.SplitHostPort(in.RemoteAddr)
+				out.Header.Set("X-Real-IP", remote)
+				out.Header.Set("X-Forwarded-For", strings.Join(append(in.Header.Values("X-Forwarded-For"), remote), ", "))
 				proto := "http"
-				if pr.In.TLS != nil {
+				if in.TLS != nil {
 					proto = "https"
 				}
 				out.Header.Set("X-Forwarded-Proto", proto)
 				out.Header.Set("X-Request-ID", requestID())
 				if api {
-					if v := pr.In.Header.Get("X-Webhook-Event"); v != "" {
+					if v := in.Header.Get("X-Webhook-Event"); v != "" {
 						out.Header.Set("X-Webhook-Event", v)
 					}
 				}
 			},
-			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				slog.Default().Error("upstream failed", "upstream", c.Endpoint, "error", err)
-				http.Error(w, "502 Bad Gateway", http.StatusBadGateway)
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				var netErr net.Error
+				switch {
+				case r.Context().Err() != nil:
+					// The client went away: nginx logs 499, answers nothing.
+					log.Info("client closed the request", "upstream", c.Endpoint)
+				case errors.As(err, &netErr) && netErr.Timeout():
+					log.Error("upstream timed out", "upstream", c.Endpoint, "error", err)
+					http.Error(w, "504 Gateway Time-out", http.StatusGatewayTimeout)
+				default:
+					log.Error("upstream failed", "upstream", c.Endpoint, "error", err)
+					http.Error(w, "502 Bad Gateway", http.StatusBadGateway)
+				}
 			},
 		}
 		rp.ServeHTTP(w, r)
 	}
+}
+
+// hostVariable is nginx's $host from a Host header: lower case, without
+// the port or a trailing dot; an IPv6 address keeps its brackets.
+func hostVariable(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if end := strings.Index(host, "]"); end >= 0 {
+			return strings.ToLower(host[:end+1])
+		}
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = host[:i]
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 func requestID() string {
@@ -412,9 +485,14 @@ func requestID() string {
 	return hex.EncodeToString(b)
 }
 
+// resolverValid is the template's `resolver ... valid=10s`.
+const resolverValid = 10 * time.Second
+
 // Nameservers resolves host as nginx's resolver does: a query of the name
-// as given (no search domains, no hosts file) to the nameservers of
-// resolvConf (the image's entrypoint reads them from /etc/resolv.conf).
+// as given (no search domains) to the nameservers of resolvConf (the
+// image's entrypoint reads them from /etc/resolv.conf), its answer (an
+// address or "no such name") kept for resolverValid, a timeout not. Unlike
+// nginx, Go's resolver reads /etc/hosts first (a pod's names only).
 func Nameservers(resolvConf string) (func(ctx context.Context, host string) ([]string, error), error) {
 	raw, err := os.ReadFile(resolvConf)
 	if err != nil {
@@ -433,7 +511,7 @@ func Nameservers(resolvConf string) (func(ctx context.Context, host string) ([]s
 		var d net.Dialer
 		var last error
 		for _, s := range servers {
-			conn, err := d.DialContext(ctx, "udp", net.JoinHostPort(s, "53"))
+			conn, err := d.DialContext(ctx, network, net.JoinHostPort(s, "53"))
 			if err == nil {
 				return conn, nil
 			}
@@ -441,12 +519,44 @@ func Nameservers(resolvConf string) (func(ctx context.Context, host string) ([]s
 		}
 		return nil, last
 	}}
-	return func(ctx context.Context, host string) ([]string, error) {
+	return cached(func(ctx context.Context, host string) ([]string, error) {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		// The trailing dot: the name as given, as nginx queries it.
 		return resolver.LookupHost(ctx, strings.TrimSuffix(host, ".")+".")
-	}, nil
+	}, time.Now), nil
+}
+
+// cached keeps each host's answer for resolverValid: its addresses, or
+// that it has none; any other failure (a timeout) is asked again.
+func cached(lookup func(ctx context.Context, host string) ([]string, error), now func() time.Time) func(ctx context.Context, host string) ([]string, error) {
+	type answer struct {
+		addrs   []string
+		err     error
+		expires time.Time
+	}
+	var mu sync.Mutex
+	answers := map[string]answer{}
+	return func(ctx context.Context, host string) ([]string, error) {
+		mu.Lock()
+		a, ok := answers[host]
+		mu.Unlock()
+		if ok && now().Before(a.expires) {
+			return a.addrs, a.err
+		}
+		addrs, err := lookup(ctx, host)
+		var dnsErr *net.DNSError
+		if err == nil || (errors.As(err, &dnsErr) && dnsErr.IsNotFound) {
+			mu.Lock()
+			// One host (MZ_ENDPOINT's) in practice; bounded all the same.
+			if len(answers) >= 64 {
+				clear(answers)
+			}
+			answers[host] = answer{addrs, err, now().Add(resolverValid)}
+			mu.Unlock()
+		}
+		return addrs, err
+	}
 }
 
 // Run checks the environment and serves until ctx ends.
@@ -466,28 +576,40 @@ func Run(ctx context.Context, log *slog.Logger, lookup func(string) (string, boo
 	}
 	log.Info("TEST STAND-IN console (not Materialize) accepted its environment", "version", version.String(),
 		"listens", fmt.Sprint(c.Listens), "tls", c.TLS != nil)
-	return serve(ctx, c, Handler(c, version, readFile, resolve))
+	return serve(ctx, c, Handler(c, version, readFile, resolve, log))
 }
 
 // serve binds every listen of c, failing as nginx does when one cannot
-// be, and serves h until ctx ends.
+// be, and serves h until ctx ends; then it stops as the image's stop
+// signal (SIGQUIT, nginx's graceful shutdown) has nginx stop: no new
+// connections, the requests in flight finished.
 func serve(ctx context.Context, c Config, h http.Handler) error {
-	var lns []net.Listener
+	servers := make([]*http.Server, 0, len(c.Listens))
 	errc := make(chan error, len(c.Listens))
 	for _, l := range c.Listens {
 		ln, err := net.Listen(l.Network, l.Addr)
 		if err != nil {
-			for _, open := range lns {
-				open.Close()
+			for _, srv := range servers {
+				_ = srv.Close()
 			}
 			return emerg(`bind() to %s failed (%v)`, l.Addr, err)
 		}
-		lns = append(lns, ln)
-		served := ln
 		if l.SSL {
-			served = tls.NewListener(ln, c.TLS)
+			ln = tls.NewListener(ln, c.TLS)
 		}
-		go func() { errc <- standin.ServeHTTP(served, h) }()
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 60 * time.Second}
+		servers = append(servers, srv)
+		go func() { errc <- srv.Serve(ln) }()
 	}
-	return standin.CloseAndWait(ctx, lns, errc)
+	<-ctx.Done()
+	for _, srv := range servers {
+		_ = srv.Shutdown(context.Background())
+	}
+	var first error
+	for range servers {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
+			first = err
+		}
+	}
+	return first
 }

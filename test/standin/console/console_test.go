@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,6 +58,10 @@ func TestListensWhereNginxWould(t *testing.T) {
 		{ptr(" "), []Listen{{Network: "tcp4", Addr: "0.0.0.0:8000"}}},
 		{ptr("listen 8080; listen [::]:8080; server_name x; # both stacks"), []Listen{{Network: "tcp4", Addr: "0.0.0.0:8080"}, {Network: "tcp6", Addr: "[::]:8080"}}},
 		{ptr("listen 127.0.0.1:9000 default_server;"), []Listen{{Network: "tcp4", Addr: "127.0.0.1:9000"}}},
+		// An address whose port a wildcard listen names is served by the
+		// wildcard's socket.
+		{ptr("listen 127.0.0.1:8080; listen 8080;"), []Listen{{Network: "tcp4", Addr: "0.0.0.0:8080"}}},
+		{ptr("listen [::]:8080 ipv6only=off; error_page 404 /404.html;"), []Listen{{Network: "tcp", Addr: "[::]:8080"}}},
 	} {
 		vars := map[string]string{"MZ_ENDPOINT": ok}
 		if c.listener != nil {
@@ -92,7 +97,10 @@ func TestRefusesWhatStopsNginx(t *testing.T) {
 		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 8080;;"}, `unexpected ";"`},
 		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 0;"}, "invalid port"},
 		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 70000;"}, "invalid port"},
-		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 8080; listen 8080;"}, "duplicate listen options"},
+		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen +8080;"}, "invalid port"},
+		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 8080; listen 8080;"}, "a duplicate listen 0.0.0.0:8080"},
+		// The listener config comes first in the server block.
+		{map[string]string{"MZ_NGINX_LISTENER_CONFIG": "listen 0;"}, "invalid port"},
 		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 8080 tls;"}, `invalid parameter "tls"`},
 		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 8080; http2 on; http2 on;"}, `"http2" directive is duplicate`},
 		{map[string]string{"MZ_ENDPOINT": ok, "MZ_NGINX_LISTENER_CONFIG": "listen 8080; proxy_pass x;"}, `unknown directive "proxy_pass"`},
@@ -111,6 +119,10 @@ func TestRefusesWhatStopsNginx(t *testing.T) {
 	// A URL nginx cannot proxy to is found per request (500), not at boot.
 	if _, err := Check(env(map[string]string{"MZ_ENDPOINT": "b:6876"}), noPair); err != nil {
 		t.Errorf("an endpoint that is no URL stopped the boot: %v", err)
+	}
+	// nginx reads the value as a token: a YAML block's newline is none of it.
+	if c, err := Check(env(map[string]string{"MZ_ENDPOINT": ok + "\n"}), noPair); err != nil || c.Endpoint != ok {
+		t.Errorf("an endpoint with a newline: %q, %v", c.Endpoint, err)
 	}
 }
 
@@ -133,13 +145,15 @@ func resolveTo(ip string) func(context.Context, string) ([]string, error) {
 func get(t *testing.T, h http.Handler, method, target string) (int, string) {
 	t.Helper()
 	r := httptest.NewRequest(method, target, nil)
-	r.Host = "Console.Example:8080"
+	r.Host = "Console.Example.:8080"
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w.Code, w.Body.String()
 }
 
 var newest = imageref.MustParseVersion("26.40.0")
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // /api goes to MZ_ENDPOINT by the name it gives, resolved per request, with
 // the client's request URI and host; nothing else does.
@@ -152,7 +166,7 @@ func TestAPIIsProxiedToTheEndpoint(t *testing.T) {
 		return []string{"127.0.0.1"}, nil
 	}
 	c := Config{Endpoint: "http://mzabc-balancerd.envs.svc.cluster.local:" + port}
-	h := Handler(c, newest, os.ReadFile, lookup)
+	h := Handler(c, newest, os.ReadFile, lookup, quiet)
 	code, body := get(t, h, http.MethodPost, "/api/sql?options=%7B%7D")
 	if code != http.StatusOK || body != "from balancerd" {
 		t.Fatalf("/api/sql: %d %q", code, body)
@@ -171,7 +185,7 @@ func TestAPIIsProxiedToTheEndpoint(t *testing.T) {
 	} else {
 		<-got
 	}
-	old := Handler(c, imageref.MustParseVersion("26.38.1"), os.ReadFile, lookup)
+	old := Handler(c, imageref.MustParseVersion("26.38.1"), os.ReadFile, lookup, quiet)
 	if code, body := get(t, old, http.MethodGet, "/.well-known/oauth-protected-resource"); code != http.StatusOK || !strings.Contains(body, "console") {
 		t.Errorf("v26.38 .well-known: %d %q", code, body)
 	}
@@ -211,7 +225,7 @@ func TestAPIFailsAsNginxDoes(t *testing.T) {
 		{"b:6876", resolveTo("127.0.0.1"), http.StatusInternalServerError},
 		{"ftp://b:6876", resolveTo("127.0.0.1"), http.StatusInternalServerError},
 	} {
-		h := Handler(Config{Endpoint: c.endpoint}, newest, os.ReadFile, c.lookup)
+		h := Handler(Config{Endpoint: c.endpoint}, newest, os.ReadFile, c.lookup, quiet)
 		if code, _ := get(t, h, http.MethodGet, "/api/sql"); code != c.want {
 			t.Errorf("%s: %d, want %d", c.endpoint, code, c.want)
 		}
@@ -234,7 +248,7 @@ func TestStaticFilesAsTheTemplateServesThem(t *testing.T) {
 		}
 		return nil, os.ErrNotExist
 	}
-	h := Handler(Config{Endpoint: "http://b:6876"}, newest, readFile, resolveTo("127.0.0.1"))
+	h := Handler(Config{Endpoint: "http://b:6876"}, newest, readFile, resolveTo("127.0.0.1"), quiet)
 	if code, body := get(t, h, http.MethodGet, "/app-config/app-config.json"); code != http.StatusOK || !strings.Contains(body, "console") {
 		t.Errorf("missing app config: %d %q, want the index", code, body)
 	}
@@ -288,5 +302,84 @@ func TestAPortAloneListensOnIPv4Only(t *testing.T) {
 	if c, err := net.Dial("tcp6", "[::1]:"+port); err == nil {
 		c.Close()
 		t.Error("the IPv6 loopback was answered")
+	}
+}
+
+// What nginx passes on that Go's reverse proxy would not: the query as it
+// came, the client's forwarding headers, every X-Forwarded-For; locations
+// match the normalized path.
+func TestAPIPassesTheRequestAsNginxDoes(t *testing.T) {
+	b, got := backend(t)
+	_, port, _ := net.SplitHostPort(b.Listener.Addr().String())
+	h := Handler(Config{Endpoint: "http://b.envs.svc.cluster.local:" + port}, newest, os.ReadFile, resolveTo("127.0.0.1"), quiet)
+	r := httptest.NewRequest(http.MethodGet, "//api/../api/sql?a=1;b=%zz", nil)
+	r.Header.Add("X-Forwarded-For", "10.0.0.1")
+	r.Header.Add("X-Forwarded-For", "10.0.0.2")
+	r.Header.Set("Forwarded", "for=10.0.0.1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %q", w.Code, w.Body.String())
+	}
+	in := <-got
+	if in.URL.RawQuery != "a=1;b=%zz" || in.Header.Get("Forwarded") != "for=10.0.0.1" ||
+		in.Header.Get("X-Forwarded-For") != "10.0.0.1, 10.0.0.2, 192.0.2.1" || in.Host != "example.com" {
+		t.Errorf("balancerd got query %q, host %q, headers %v", in.URL.RawQuery, in.Host, in.Header)
+	}
+	if code, _ := get(t, h, http.MethodGet, "/app-config/"); code != http.StatusForbidden {
+		t.Errorf("/app-config/: %d, want 403 (a directory without an index)", code)
+	}
+}
+
+// A balancerd that accepts but does not answer gets the location's
+// timeout, then a 504.
+func TestASilentBalancerdIsAGatewayTimeout(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	proxy := Config{Endpoint: "http://" + silent.Addr().String()}.proxy(resolveTo("127.0.0.1"), quiet, 200*time.Millisecond, true)
+	w := httptest.NewRecorder()
+	proxy(w, httptest.NewRequest(http.MethodGet, "/api/sql", nil))
+	if w.Code != http.StatusGatewayTimeout {
+		t.Errorf("%d, want 504", w.Code)
+	}
+}
+
+// nginx's resolver keeps an answer (addresses, or that the name has none)
+// for valid=10s, and asks again after a timeout.
+func TestResolverAnswersAreKeptTenSeconds(t *testing.T) {
+	now := time.Unix(0, 0)
+	asked := 0
+	var answer func() ([]string, error)
+	lookup := cached(func(context.Context, string) ([]string, error) { asked++; return answer() }, func() time.Time { return now })
+	ask := func() error { _, err := lookup(context.Background(), "b"); return err }
+	answer = func() ([]string, error) { return []string{"10.0.0.1"}, nil }
+	_ = ask()
+	now = now.Add(9 * time.Second)
+	_ = ask()
+	if asked != 1 {
+		t.Errorf("an address asked %d times within 10 s", asked)
+	}
+	now = now.Add(2 * time.Second)
+	answer = func() ([]string, error) { return nil, &net.DNSError{Err: "no such host", IsNotFound: true} }
+	if ask() == nil || ask() == nil || asked != 2 {
+		t.Errorf("no such host: asked %d times, want 2 and an error both times", asked)
+	}
+	now = now.Add(11 * time.Second)
+	answer = func() ([]string, error) { return nil, &net.DNSError{Err: "i/o timeout", IsTimeout: true} }
+	_, _ = ask(), ask()
+	if asked != 4 {
+		t.Errorf("a timeout was kept: asked %d times, want 4", asked)
 	}
 }

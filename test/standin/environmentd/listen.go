@@ -28,6 +28,19 @@ func ServeHTTP(ln net.Listener, h http.Handler) error {
 	return err
 }
 
+// Listen binds addr as Rust's std binds a socket address: an IPv4 address
+// (0.0.0.0 included) takes IPv4 connections only, where Go's "tcp" would
+// take IPv6 ones on 0.0.0.0 too.
+func Listen(addr string) (net.Listener, error) {
+	network := "tcp"
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
+			network = "tcp4"
+		}
+	}
+	return net.Listen(network, addr)
+}
+
 // CloseAndWait closes lns once ctx ends and returns the first error of the
 // goroutines serving them, each of which sends once on errc.
 func CloseAndWait(ctx context.Context, lns []net.Listener, errc <-chan error) error {

@@ -210,7 +210,7 @@ func Serve(ctx context.Context, plan *Plan, leader http.Handler) error {
 	errc := make(chan error, len(plan.Listeners.SQL)+len(plan.Listeners.HTTP))
 	var lns []net.Listener
 	listen := func(l Listener) (net.Listener, error) {
-		ln, err := net.Listen("tcp", l.Addr.String())
+		ln, err := Listen(l.Addr.String())
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +228,7 @@ func Serve(ctx context.Context, plan *Plan, leader http.Handler) error {
 		return err
 	}
 	for _, l := range plan.Listeners.SQL {
-		ln, err := net.Listen("tcp", l.Addr.String()) // pgwire negotiates its own TLS
+		ln, err := Listen(l.Addr.String()) // pgwire negotiates its own TLS
 		if err != nil {
 			return abort(err)
 		}
