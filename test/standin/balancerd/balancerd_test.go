@@ -198,7 +198,7 @@ func TestVersionFromTheImage(t *testing.T) {
 // what it cannot serve with (upstream balancerd.rs run, lib.rs
 // BalancerService::new and serve).
 func TestBootRefusesWhatBalancerdCannotServeWith(t *testing.T) {
-	busy := listenLocal(t)
+	busy := listen(t)
 	base := func(extra ...string) []string {
 		return append([]string{"service", "--pgwire-listen-addr=127.0.0.1:0", "--https-listen-addr=127.0.0.1:0",
 			"--internal-http-listen-addr=127.0.0.1:0", "--static-resolver-addr=x:6875", "--https-resolver-template=x:6876"}, extra...)
@@ -232,16 +232,6 @@ func TestBootRefusesWhatBalancerdCannotServeWith(t *testing.T) {
 			t.Errorf("%q: %v, want exit 101 %q", c.args[len(c.args)-1], err, c.want)
 		}
 	}
-}
-
-func listenLocal(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	return ln
 }
 
 // The probes and /metrics (where the pod's scrape annotations point) are
