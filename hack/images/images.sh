@@ -167,7 +167,10 @@ pack "$prefix/metrics-server:$tag" metrics-server "$metrics_server"
 pack "$prefix/kube-network-policies:$tag" kube-network-policies "$kube_network_policies" -user 0:0
 for v in "${standin_versions[@]}"; do
   for plays in environmentd balancerd console clusterd; do
+    # The console image is nginx's, which stops on SIGQUIT (graceful).
+    stop=()
+    [ "$plays" != console ] || stop=(-stop-signal SIGQUIT)
     pack "localhost/standin/$plays:v$v" "standin-$plays-$v" "$build/standin-environmentd" \
-      -env STANDIN_PLAYS=$plays -env STANDIN_VERSION=$v
+      -env STANDIN_PLAYS=$plays -env STANDIN_VERSION=$v "${stop[@]}"
   done
 done

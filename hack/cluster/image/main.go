@@ -34,6 +34,7 @@ func main() {
 	entrypoint := flag.String("entrypoint", "", "entrypoint, words separated by spaces (default: the first -file's path)")
 	user := flag.String("user", "65532:65532", "user the image runs as")
 	workdir := flag.String("workdir", "/", "working directory")
+	stopSignal := flag.String("stop-signal", "", "signal the runtime stops the container with, e.g. SIGQUIT (default: SIGTERM)")
 	var env fileFlags
 	flag.Var(&files, "file", "IMAGEPATH=HOSTPATH, a file to put into the image with mode 0755 (repeatable)")
 	flag.Var(&env, "env", "KEY=VALUE in the image's environment (repeatable)")
@@ -42,13 +43,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*ref, *out, *entrypoint, *user, *workdir, files, env); err != nil {
+	if err := run(*ref, *out, *entrypoint, *user, *workdir, *stopSignal, files, env); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ref, out, entrypoint, user, workdir string, files, env []string) error {
+func run(ref, out, entrypoint, user, workdir, stopSignal string, files, env []string) error {
 	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
 		return fmt.Errorf("reference %q: %w", ref, err)
@@ -60,6 +61,7 @@ func run(ref, out, entrypoint, user, workdir string, files, env []string) error 
 		User:       user,
 		WorkingDir: workdir,
 		Env:        append([]string{"PATH=/"}, env...),
+		StopSignal: stopSignal,
 	}
 	for _, f := range files {
 		imagePath, hostPath, ok := strings.Cut(f, "=")

@@ -46,6 +46,9 @@ type Config struct {
 	WorkingDir string
 	Env        []string
 	Labels     map[string]string
+	// StopSignal is what the runtime stops the container with (empty:
+	// SIGTERM), as a Dockerfile's STOPSIGNAL.
+	StopSignal string
 	// Created stamps the layer's files, the config and its history. The zero
 	// time leaves them zero (the local cluster's images).
 	Created time.Time
@@ -89,6 +92,7 @@ func Image(c Config) (v1.Image, error) {
 		WorkingDir: c.WorkingDir,
 		Env:        c.Env,
 		Labels:     c.Labels,
+		StopSignal: c.StopSignal,
 	}
 	return mutate.ConfigFile(img, cf)
 }
