@@ -305,27 +305,17 @@ func Run(ctx context.Context, log *slog.Logger, argv []string, lookup func(strin
 // axum's GET routes (HEAD too), 405 for another method, 404 for another
 // path. Its one metric is balancerd's uptime gauge.
 func Probes(version imageref.Version, started time.Time) http.Handler {
+	// "GET /path" also serves HEAD, and answers another method 405 with
+	// an Allow header, as axum's get routes do.
 	probes := http.NewServeMux()
-	probes.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET,HEAD")
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
+	probes.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprintf(w, "# HELP mz_balancer_metadata_seconds server uptime, labels are build metadata\n"+
 			"# TYPE mz_balancer_metadata_seconds gauge\n"+
 			"mz_balancer_metadata_seconds{build_type=\"release\",version=\"%s\"} %g\n", version, time.Since(started).Seconds())
 	})
 	for path, answer := range map[string]string{"/api/readyz": "ready", "/api/livez": "Liveness check successful!"} {
-		probes.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				w.Header().Set("Allow", "GET,HEAD")
-				w.WriteHeader(http.StatusMethodNotAllowed)
-				return
-			}
-			_, _ = w.Write([]byte(answer))
-		})
+		probes.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(answer)) })
 	}
 	return probes
 }

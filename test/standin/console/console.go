@@ -357,9 +357,8 @@ func static(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	}
 }
 
-// proxy is one location's proxy_pass $backend: the URL is read at every
-// request (a variable); a URL without a path passes the client's request
-// URI as it came, one with a path replaces it; upstream TLS is neither
+// proxy is one location's proxy_pass $backend: a URL without a path
+// passes the client's request URI as it came, one with a path replaces it; upstream TLS is neither
 // verified nor sent a server name (nginx's proxy_ssl defaults); timeout is
 // the location's proxy_connect_timeout and proxy_read_timeout (504 when
 // it passes); api adds the /api location's headers.
@@ -405,64 +404,65 @@ func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, e
 		ResponseHeaderTimeout: timeout,
 		DisableKeepAlives:     true,
 	}
-	return func(w http.ResponseWriter, r *http.Request) {
-		target, err := url.Parse(c.Endpoint)
-		if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+	// $backend holds MZ_ENDPOINT, which does not change: nginx finds it
+	// no URL at every request, the stand-in once.
+	target, err := url.Parse(c.Endpoint)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return func(w http.ResponseWriter, _ *http.Request) {
 			log.Error("invalid URL prefix", "backend", c.Endpoint)
 			http.Error(w, "500 Internal Server Error", http.StatusInternalServerError)
-			return
 		}
-		rp := &httputil.ReverseProxy{
-			Transport: transport,
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				out, in := pr.Out, pr.In
-				out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
-				if target.Path != "" {
-					out.URL.Path, out.URL.RawPath, out.URL.RawQuery = target.Path, target.RawPath, target.RawQuery
-				} else {
-					// The query as it came: Go would drop what it
-					// cannot parse, nginx passes it on.
-					out.URL.RawQuery = in.URL.RawQuery
-				}
-				out.Host = hostVariable(in.Host)
-				// nginx passes these on; Go's Rewrite drops them.
-				for _, h := range []string{"Forwarded", "X-Forwarded-Host"} {
-					if v := in.Header.Values(h); len(v) > 0 {
-						out.Header[h] = v
-					}
-				}
-				remote, _, _ := net.SplitHostPort(in.RemoteAddr)
-				out.Header.Set("X-Real-IP", remote)
-				out.Header.Set("X-Forwarded-For", strings.Join(append(in.Header.Values("X-Forwarded-For"), remote), ", "))
-				proto := "http"
-				if in.TLS != nil {
-					proto = "https"
-				}
-				out.Header.Set("X-Forwarded-Proto", proto)
-				out.Header.Set("X-Request-ID", requestID())
-				if api {
-					if v := in.Header.Get("X-Webhook-Event"); v != "" {
-						out.Header.Set("X-Webhook-Event", v)
-					}
-				}
-			},
-			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				var netErr net.Error
-				switch {
-				case r.Context().Err() != nil:
-					// The client went away: nginx logs 499, answers nothing.
-					log.Info("client closed the request", "upstream", c.Endpoint)
-				case errors.As(err, &netErr) && netErr.Timeout():
-					log.Error("upstream timed out", "upstream", c.Endpoint, "error", err)
-					http.Error(w, "504 Gateway Time-out", http.StatusGatewayTimeout)
-				default:
-					log.Error("upstream failed", "upstream", c.Endpoint, "error", err)
-					http.Error(w, "502 Bad Gateway", http.StatusBadGateway)
-				}
-			},
-		}
-		rp.ServeHTTP(w, r)
 	}
+	rp := &httputil.ReverseProxy{
+		Transport: transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out, in := pr.Out, pr.In
+			out.URL.Scheme, out.URL.Host = target.Scheme, target.Host
+			if target.Path != "" {
+				out.URL.Path, out.URL.RawPath, out.URL.RawQuery = target.Path, target.RawPath, target.RawQuery
+			} else {
+				// The query as it came: Go would drop what it
+				// cannot parse, nginx passes it on.
+				out.URL.RawQuery = in.URL.RawQuery
+			}
+			out.Host = hostVariable(in.Host)
+			// nginx passes these on; Go's Rewrite drops them.
+			for _, h := range []string{"Forwarded", "X-Forwarded-Host"} {
+				if v := in.Header.Values(h); len(v) > 0 {
+					out.Header[h] = v
+				}
+			}
+			remote, _, _ := net.SplitHostPort(in.RemoteAddr)
+			out.Header.Set("X-Real-IP", remote)
+			out.Header.Set("X-Forwarded-For", strings.Join(append(in.Header.Values("X-Forwarded-For"), remote), ", "))
+			proto := "http"
+			if in.TLS != nil {
+				proto = "https"
+			}
+			out.Header.Set("X-Forwarded-Proto", proto)
+			out.Header.Set("X-Request-ID", requestID())
+			if api {
+				if v := in.Header.Get("X-Webhook-Event"); v != "" {
+					out.Header.Set("X-Webhook-Event", v)
+				}
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var netErr net.Error
+			switch {
+			case r.Context().Err() != nil:
+				// The client went away: nginx logs 499, answers nothing.
+				log.Info("client closed the request", "upstream", c.Endpoint)
+			case errors.As(err, &netErr) && netErr.Timeout():
+				log.Error("upstream timed out", "upstream", c.Endpoint, "error", err)
+				http.Error(w, "504 Gateway Time-out", http.StatusGatewayTimeout)
+			default:
+				log.Error("upstream failed", "upstream", c.Endpoint, "error", err)
+				http.Error(w, "502 Bad Gateway", http.StatusBadGateway)
+			}
+		},
+	}
+	return rp.ServeHTTP
 }
 
 // hostVariable is nginx's $host from a Host header: lower case, without
