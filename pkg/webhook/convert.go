@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -34,11 +35,22 @@ const (
 	DefaultMaxRequestBytes = 16 << 20
 	// DefaultMaxInFlightReviews bounds how many reviews are answered at once.
 	DefaultMaxInFlightReviews = 64
-	// DefaultBodyReadTimeout bounds reading a body: the API server sends it
-	// at once (16 MiB is well under a second on any cluster network), so a
-	// client that trickles its body holds its connection and the memory
-	// its bytes take for this long, not for the server's read timeout.
+	// DefaultBodyReadTimeout is how long a body may take before it must
+	// be arriving at DefaultMinBodyRate: the API server sends it at once
+	// (16 MiB is well under a second on any cluster network), so a client
+	// that trickles its body holds its connection and the memory its bytes
+	// take for this long, not for the server's read timeout.
 	DefaultBodyReadTimeout = 5 * time.Second
+	// DefaultMinBodyRate extends that time by a second for each 256 KiB
+	// that arrived: a replica slowed by its own load (its CPU, its
+	// connection's flow control shared by concurrent reviews) reads a
+	// steady API server's body more slowly, and that is not the client's
+	// fault. Once a 408 here cost a good 12 MiB review under the hostile
+	// load of a busy machine.
+	DefaultMinBodyRate = 256 << 10
+	// maxBodyReadTime ends every read: the API server gives a conversion
+	// 30 s, so a body still arriving after it has no one waiting for it.
+	maxBodyReadTime = 30 * time.Second
 )
 
 // ConvertHandler answers ConversionReview v1 requests.
@@ -56,9 +68,12 @@ type ConvertHandler struct {
 	// refused with 413.
 	MaxInFlightMemory  int64
 	MaxInFlightReviews int
-	// BodyReadTimeout bounds reading a body (zero means
-	// DefaultBodyReadTimeout).
+	// BodyReadTimeout and MinBodyRate bound reading a body: it is
+	// answered 408 once it has taken BodyReadTimeout plus a second for
+	// each MinBodyRate bytes that arrived (zero means the Default), and
+	// at 30 s in any case.
 	BodyReadTimeout time.Duration
+	MinBodyRate     int64
 
 	budget budget
 }
@@ -263,25 +278,37 @@ func (h *ConvertHandler) refund(charged int64) {
 	h.Metrics.inFlightMemory.Sub(float64(charged))
 }
 
-// readBodyWithin is readCharged bounded by timeout. The read deadline is
-// set only once the timeout has passed: over HTTP/2 (the API server's)
-// setting one is a round trip through the connection's serving goroutine,
-// which would cost every review two of them.
-func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64, timeout time.Duration,
+// readBodyWithin is readCharged bounded by a deadline of grace plus a
+// second for each minRate bytes read, and maxBodyReadTime at most. The
+// read deadline is set only once it has passed: over HTTP/2 (the API
+// server's) setting one is a round trip through the connection's serving
+// goroutine, which would cost every review two of them.
+func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64, grace time.Duration, minRate int64,
 	charge func(int64) bool, refund func(int64)) ([]byte, int64, error) {
 	rc := http.NewResponseController(w)
+	counted := &countingReader{r: body}
+	start := time.Now()
 	var mu sync.Mutex
 	done, expired := false, false
-	timer := time.AfterFunc(timeout, func() {
+	var timer *time.Timer
+	mu.Lock() // the callback may not Reset the timer before it is assigned
+	timer = time.AfterFunc(grace, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if !done {
-			expired = true
-			// A recorder in a unit test cannot; nothing would be reading.
-			_ = rc.SetReadDeadline(time.Now())
+		if done {
+			return
 		}
+		earned := time.Duration(float64(counted.n.Load()) / float64(minRate) * float64(time.Second))
+		if left := min(grace+earned, maxBodyReadTime) - time.Since(start); left > 0 {
+			timer.Reset(left)
+			return
+		}
+		expired = true
+		// A recorder in a unit test cannot; nothing would be reading.
+		_ = rc.SetReadDeadline(time.Now())
 	})
-	out, charged, err := readCharged(body, r.ContentLength, limit, charge, refund)
+	mu.Unlock()
+	out, charged, err := readCharged(counted, r.ContentLength, limit, charge, refund)
 	timer.Stop()
 	mu.Lock()
 	done = true
@@ -293,6 +320,18 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return out, charged, err
+}
+
+// countingReader counts what was read, for the timer's goroutine.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // readBody checks a request's method and content type and reads its body,
@@ -311,19 +350,22 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 		}
 	}
 	limit := h.requestLimit()
-	timeout := h.BodyReadTimeout
-	if timeout <= 0 {
-		timeout = DefaultBodyReadTimeout
+	grace, minRate := h.BodyReadTimeout, h.MinBodyRate
+	if grace <= 0 {
+		grace = DefaultBodyReadTimeout
+	}
+	if minRate <= 0 {
+		minRate = DefaultMinBodyRate
 	}
 	charge := func(n int64) bool { return h.chargeUpTo(n, memory) }
-	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, timeout, charge, h.refund)
+	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, grace, minRate, charge, h.refund)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
 			return "", charged, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("body not received within %v", timeout)}
+			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("body not received within %v and then at %d bytes/s", grace, minRate)}
 		case errors.Is(err, errNoMemory):
 			return "", charged, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 		}

@@ -343,6 +343,61 @@ func TestTricklingBodyIsAnswered408AtTheReadDeadline(t *testing.T) {
 	})
 }
 
+// A body that keeps arriving at MinBodyRate or faster is read to its end
+// however long past BodyReadTimeout it takes: a replica slowed by its own
+// load once answered a steady 12 MiB review 408. One that arrives more
+// slowly is still answered 408, soon after BodyReadTimeout.
+func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
+	h := newHandler(t)
+	h.BodyReadTimeout, h.MinBodyRate = 300*time.Millisecond, 200
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	// send writes chunk bytes of body every 50 ms until it is all sent or
+	// the answer came, and returns the answer.
+	send := func(body string, declared int64, chunk int) (code int, took time.Duration) {
+		pipe, w := io.Pipe()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/convert", pipe)
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = declared
+		answered := make(chan struct{})
+		go func() {
+			defer w.Close()
+			for rest := body; rest != ""; rest = rest[min(chunk, len(rest)):] {
+				select {
+				case <-answered:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := w.Write([]byte(rest[:min(chunk, len(rest))])); err != nil {
+					return
+				}
+			}
+		}()
+		start := time.Now()
+		resp, err := srv.Client().Do(req)
+		close(answered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+
+	// About a second at 2 000 bytes/s, ten times MinBodyRate: well past
+	// the grace.
+	steady := strings.Repeat(" ", 1500) + reviewBody("materialize.cloud/v1", alphaObject)
+	if code, took := send(steady, int64(len(steady)), 100); code != http.StatusOK {
+		t.Errorf("%d bytes at 2 000 bytes/s: answered %d after %v, want 200", len(steady), code, took)
+	}
+	// 50 bytes/s, a quarter of MinBodyRate, of a body that would take
+	// 200 s: cut once the grace and what arrived are spent (0.4 s).
+	if code, took := send(strings.Repeat(" ", 10000), 10000, 5); code != http.StatusRequestTimeout || took > maxBodyReadTime {
+		t.Errorf("a trickle at 50 bytes/s: answered %d after %v, want 408", code, took)
+	}
+}
+
 func rootCAs(srv *httptest.Server) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
