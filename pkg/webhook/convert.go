@@ -42,11 +42,11 @@ const (
 	// take for this long, not for the server's read timeout.
 	DefaultBodyReadTimeout = 5 * time.Second
 	// DefaultMinBodyRate extends that time by a second for each 256 KiB
-	// that arrived: a replica slowed by its own load (its CPU, its
-	// connection's flow control shared by concurrent reviews) reads a
-	// steady API server's body more slowly, and that is not the client's
-	// fault. Once a 408 here cost a good 12 MiB review under the hostile
-	// load of a busy machine.
+	// that arrived: a replica slowed by its own load reads a steady API
+	// server's body more slowly (over HTTP/2 each 64 KiB of a stream,
+	// h2StreamWindow, waits for the window update the handler's read
+	// sends), and that is not the client's fault. Once a 408 here cost a
+	// good 12 MiB review under the hostile load of a busy machine.
 	DefaultMinBodyRate = 256 << 10
 	// maxBodyReadTime ends every read: the API server gives a conversion
 	// 30 s, so a body still arriving after it has no one waiting for it.

@@ -178,17 +178,48 @@ func (s *Server) Run(ctx context.Context) error {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := secure.Shutdown(shutdownCtx); err != nil {
+	deadline := time.Now().Add(timeout)
+	if !shutdownBy(secure, deadline) {
 		// Their clients see the connection close and retry elsewhere.
 		s.Log.Warn("requests still in flight at the shutdown timeout: connections closed",
-			zap.Duration("timeout", timeout), zap.Int("connections", limited.open()), zap.Error(err))
+			zap.Duration("timeout", timeout), zap.Int("connections", limited.open()))
 		_ = secure.Close()
 	}
+	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	plain.Shutdown(shutdownCtx)
 	s.Log.Info("webhook stopped")
 	return nil
+}
+
+// shutdownRetell is how often shutdownBy tells HTTP/2 connections again
+// to go away.
+const shutdownRetell = time.Second
+
+// shutdownBy shuts srv down gracefully and reports whether every
+// connection was done by deadline. Go's HTTP/2 server tells only the
+// connections it knows when Shutdown starts to go away; one whose
+// handshake ends just after is never told (golang/go#81154), and its
+// client, the API server, keeps it open for its 90 s idle timeout, so
+// Shutdown waited out its whole timeout for it. Each further Shutdown
+// call tells the connections that joined since (each is told once).
+func shutdownBy(srv *http.Server, deadline time.Time) bool {
+	for {
+		next := time.Now().Add(shutdownRetell)
+		if next.After(deadline) {
+			next = deadline
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), next)
+		err := srv.Shutdown(ctx)
+		cancel()
+		// Any other error is the listener's second close: all is idle.
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+	}
 }
 
 // closeWhileDraining closes each connection after its response once the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/net/http2"
 
 	"github.com/materializeinc/orchestratord/pkg/servingcert"
 )
@@ -78,5 +79,111 @@ func TestHTTPSAcceptsOnlyOnceReady(t *testing.T) {
 	_ = conn2.SetDeadline(time.Now().Add(30 * time.Second))
 	if err := tls.Client(conn2, &tls.Config{InsecureSkipVerify: true}).Handshake(); err != nil {
 		t.Fatalf("handshake once ready: %v", err)
+	}
+}
+
+// gatedConn lets its first write through and holds the others until open
+// is closed; held is closed when the second write starts.
+type gatedConn struct {
+	net.Conn
+	writes     atomic.Int32
+	held, open chan struct{}
+}
+
+func (c *gatedConn) Write(p []byte) (int, error) {
+	if c.writes.Add(1) == 2 {
+		close(c.held)
+	}
+	if c.writes.Load() > 1 {
+		<-c.open
+	}
+	return c.Conn.Write(p)
+}
+
+// An HTTP/2 connection whose handshake ends just after the shutdown began
+// is told to go away too. Go's server tells only the connections it knew
+// when Shutdown started (golang/go#81154): the API server kept such a one
+// open and the shutdown waited its whole timeout, closing it without a
+// GOAWAY.
+func TestConnectionJoiningDuringShutdownIsToldToGoAway(t *testing.T) {
+	ca, err := servingcert.NewCA("test", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.IssueServing([]string{"localhost"}, nil, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	https, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		Log: zap.NewNop(), ListenAddress: "https", HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0",
+		GetCertificate:  func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
+		Convert:         http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}),
+		Gatherer:        prometheus.NewRegistry(),
+		ShutdownTimeout: 5 * time.Second,
+		Listen: func(address string) (net.Listener, error) {
+			if address == "https" {
+				return https, nil
+			}
+			return net.Listen("tcp", address)
+		},
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	raw, err := net.Dial("tcp", https.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	gated := &gatedConn{Conn: raw, held: make(chan struct{}), open: make(chan struct{})}
+	conn := tls.Client(gated, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	handshake := make(chan error, 1)
+	go func() { handshake <- conn.Handshake() }()
+	<-gated.held // the server has answered the ClientHello; it waits for the client's Finished
+
+	stop()
+	// Shutdown closes the listener and then starts telling the HTTP/2
+	// connections it knows; let it tell them before this one joins.
+	for {
+		c, err := net.DialTimeout("tcp", https.Addr().String(), time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(gated.open)
+	if err := <-handshake; err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	if proto := conn.ConnectionState().NegotiatedProtocol; proto != "h2" {
+		t.Fatalf("negotiated %q, want h2", proto)
+	}
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	framer := http2.NewFramer(conn, conn)
+	if err := framer.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		f, err := framer.ReadFrame()
+		if err != nil {
+			t.Fatalf("the connection ended without a GOAWAY: %v", err)
+		}
+		if goAway, ok := f.(*http2.GoAwayFrame); ok {
+			if goAway.ErrCode != http2.ErrCodeNo {
+				t.Errorf("GOAWAY %v, want NO_ERROR (graceful)", goAway.ErrCode)
+			}
+			return
+		}
 	}
 }
