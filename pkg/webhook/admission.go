@@ -99,6 +99,20 @@ func (b *budget) charge(n, limit int64) bool {
 	return true
 }
 
+// couldCharge reports whether n could be charged now, charging nothing.
+func (b *budget) couldCharge(n, limit int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.memory+n <= b.forReviewsLocked(limit)
+}
+
+// leastChargeFor is the least a review of a body of n bytes is charged:
+// its buffer, and reviewCost's body copy, its response share (twice the
+// body) and its slack.
+func leastChargeFor(n int64) int64 {
+	return 4*n + 4097
+}
+
 func (b *budget) refund(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

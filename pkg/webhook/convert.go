@@ -150,6 +150,17 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)})
 		return
 	}
+	// A body that could not be admitted now is refused before it is read:
+	// its client retries it (the API server on a 429), and each time it
+	// would send all of it again, taking the connection's flow-control
+	// window from the reviews being read (once enough to get a good review
+	// a 408 under hostile load).
+	// One that could never be is read, to be refused 413 with its cost.
+	if least := leastChargeFor(r.ContentLength); r.ContentLength > 0 && connectionReserve+requestMemory+least <= memory &&
+		!h.budget.couldCharge(least, memory) {
+		refuse("throttled", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"})
+		return
+	}
 	body, charged, rerr := h.readBody(w, r, memory)
 	defer h.refund(charged)
 	if rerr != nil {
@@ -358,6 +369,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 		minRate = DefaultMinBodyRate
 	}
 	charge := func(n int64) bool { return h.chargeUpTo(n, memory) }
+	started := time.Now()
 	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, grace, minRate, charge, h.refund)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -365,7 +377,8 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 		case errors.As(err, &tooBig):
 			return "", charged, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf("body not received within %v and then at %d bytes/s", grace, minRate)}
+			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf(
+				"body not received within %v and then at %d bytes/s: %d of %d bytes in %v", grace, minRate, len(b), r.ContentLength, time.Since(started).Round(time.Millisecond))}
 		case errors.Is(err, errNoMemory):
 			return "", charged, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 		}

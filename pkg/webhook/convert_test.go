@@ -264,6 +264,58 @@ func TestBodiesAreChargedAsTheyArrive(t *testing.T) {
 	}
 }
 
+// readCounter counts the bytes read from it.
+type readCounter struct {
+	r io.Reader
+	n int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// A review whose declared body could not be admitted with what the budget
+// has free now is answered 429 before a byte of it is read: the API server
+// retries it, and would otherwise send all of it each time. One that could
+// never be admitted is still read, to be answered 413 with its cost.
+func TestBodyThatCannotFitNowIsRefusedUnread(t *testing.T) {
+	h := newHandler(t)
+	body := reviewBody("materialize.cloud/v1", alphaObject)
+	cost, _ := reviewCost(body)
+	h.MaxInFlightMemory = connectionReserve + requestMemory + cost + int64(len(body)) + 1
+	send := func() (*httptest.ResponseRecorder, int) {
+		counted := &readCounter{r: strings.NewReader(body)}
+		req := httptest.NewRequest(http.MethodPost, "/convert", counted)
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = int64(len(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec, counted.n
+	}
+	taken := h.MaxInFlightMemory - connectionReserve - requestMemory - leastChargeFor(int64(len(body))) + 1
+	if !h.budget.charge(taken, h.MaxInFlightMemory) {
+		t.Fatal("an idle budget refused the charge")
+	}
+	if rec, read := send(); rec.Code != http.StatusTooManyRequests || read != 0 {
+		t.Errorf("with %d bytes free, less than the least a review of %d bytes is charged: %d after reading %d bytes, want 429 unread",
+			leastChargeFor(int64(len(body)))-1, len(body), rec.Code, read)
+	}
+	h.budget.refund(taken)
+	if rec, _ := send(); rec.Code != http.StatusOK {
+		t.Errorf("with the budget free again: %d, want 200", rec.Code)
+	}
+
+	h.MaxInFlightMemory = connectionReserve + requestMemory + leastChargeFor(int64(len(body))) - 1
+	if rec, read := send(); rec.Code != http.StatusRequestEntityTooLarge || read != len(body) {
+		t.Errorf("a review that could never be admitted: %d after reading %d of %d bytes, want 413 read", rec.Code, read, len(body))
+	}
+	if h.budget.memory != 0 {
+		t.Errorf("%d bytes still charged", h.budget.memory)
+	}
+}
+
 // A client that sends headers and then trickles its body (or stops) is
 // answered 408 at BodyReadTimeout while the rest of its body never comes,
 // over HTTP/2 as the API server speaks it and over HTTP/1.1, where the
