@@ -135,7 +135,7 @@ func Boot(ctx context.Context, version imageref.Version, argv []string, lookup f
 		if err != nil {
 			return fail(fatal("%v", err))
 		}
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		c.TLS = standin.ServerTLS(pair)
 	}
 	// Split at the first colon, the port a u16.
 	_, port, ok := strings.Cut(c.HTTPSAddr, ":")

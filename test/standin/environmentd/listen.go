@@ -2,6 +2,7 @@ package environmentd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -55,4 +56,24 @@ func CloseAndWait(ctx context.Context, lns []net.Listener, errc <-chan error) er
 		}
 	}
 	return first
+}
+
+// ServerTLS is mz_server_core's TlsCertConfig, which environmentd and
+// balancerd serve with: OpenSSL's Mozilla intermediate v5 profile, TLS 1.2
+// and 1.3, and in 1.2 only ECDHE with AES-GCM or ChaCha20-Poly1305 (its
+// DHE suites Go does not have). Go's defaults would also offer CBC suites
+// in 1.2, which a client then could negotiate here and not upstream.
+func ServerTLS(pair tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
 }

@@ -154,7 +154,7 @@ func Check(version imageref.Version, argv []string, lookup func(string) (string,
 		if err != nil {
 			return nil, fatal("%v", err)
 		}
-		plan.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		plan.TLS = ServerTLS(pair)
 	}
 
 	path, _ := m.Get("listeners-config-path")
