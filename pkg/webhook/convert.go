@@ -36,7 +36,7 @@ const (
 	// DefaultMaxInFlightReviews bounds how many reviews are answered at once.
 	DefaultMaxInFlightReviews = 64
 	// DefaultBodyReadTimeout is how long a body may take before it must
-	// be arriving at DefaultMinBodyRate: the API server sends it at once
+	// be arriving at DefaultMinBodyRate, and how long it may stop: the API server sends it at once
 	// (16 MiB is well under a second on any cluster network), so a client
 	// that trickles its body holds its connection and the memory its bytes
 	// take for this long, not for the server's read timeout.
@@ -49,8 +49,9 @@ const (
 	// good 12 MiB review under the hostile load of a busy machine.
 	DefaultMinBodyRate = 256 << 10
 	// maxBodyReadTime ends every read: the API server gives a conversion
-	// 30 s, so a body still arriving after it has no one waiting for it.
-	maxBodyReadTime = 30 * time.Second
+	// 30 s, and the server's ReadTimeout and WriteTimeout (30 s from the
+	// request's start) must leave time to answer the 408.
+	maxBodyReadTime = 25 * time.Second
 )
 
 // ConvertHandler answers ConversionReview v1 requests.
@@ -70,8 +71,8 @@ type ConvertHandler struct {
 	MaxInFlightReviews int
 	// BodyReadTimeout and MinBodyRate bound reading a body: it is
 	// answered 408 once it has taken BodyReadTimeout plus a second for
-	// each MinBodyRate bytes that arrived (zero means the Default), and
-	// at 30 s in any case.
+	// each MinBodyRate bytes that arrived (zero means the Default), or
+	// once nothing came for BodyReadTimeout, and at 25 s in any case.
 	BodyReadTimeout time.Duration
 	MinBodyRate     int64
 
@@ -148,17 +149,6 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.refund(requestMemory)
 	if limit := h.requestLimit(); r.ContentLength > limit {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)})
-		return
-	}
-	// A body that could not be admitted now is refused before it is read:
-	// its client retries it (the API server on a 429), and each time it
-	// would send all of it again, taking the connection's flow-control
-	// window from the reviews being read (once enough to get a good review
-	// a 408 under hostile load).
-	// One that could never be is read, to be refused 413 with its cost.
-	if least := leastChargeFor(r.ContentLength); r.ContentLength > 0 && connectionReserve+requestMemory+least <= memory &&
-		!h.budget.couldCharge(least, memory) {
-		refuse("throttled", &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"})
 		return
 	}
 	body, charged, rerr := h.readBody(w, r, memory)
@@ -289,28 +279,31 @@ func (h *ConvertHandler) refund(charged int64) {
 	h.Metrics.inFlightMemory.Sub(float64(charged))
 }
 
-// readBodyWithin is readCharged bounded by a deadline of grace plus a
-// second for each minRate bytes read, and maxBodyReadTime at most. The
-// read deadline is set only once it has passed: over HTTP/2 (the API
-// server's) setting one is a round trip through the connection's serving
-// goroutine, which would cost every review two of them.
+// readBodyWithin is readCharged bounded by a deadline: grace, plus a
+// second for each minRate bytes read while bytes keep coming (a body that
+// stops is cut grace after its last byte, so a burst buys no time to hold
+// its buffer idle), and maxBodyReadTime at most. The read deadline is set
+// only once it has passed: over HTTP/2 (the API server's) setting one is a
+// round trip through the connection's serving goroutine, which would cost
+// every review two of them.
 func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64, grace time.Duration, minRate int64,
 	charge func(int64) bool, refund func(int64)) ([]byte, int64, error) {
 	rc := http.NewResponseController(w)
-	counted := &countingReader{r: body}
 	start := time.Now()
+	counted := &countingReader{r: body, start: start}
 	var mu sync.Mutex
 	done, expired := false, false
 	var timer *time.Timer
 	mu.Lock() // the callback may not Reset the timer before it is assigned
-	timer = time.AfterFunc(grace, func() {
+	timer = time.AfterFunc(min(grace, maxBodyReadTime), func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {
 			return
 		}
 		earned := time.Duration(float64(counted.n.Load()) / float64(minRate) * float64(time.Second))
-		if left := min(grace+earned, maxBodyReadTime) - time.Since(start); left > 0 {
+		until := min(grace+earned, time.Duration(counted.last.Load())+grace, maxBodyReadTime)
+		if left := until - time.Since(start); left > 0 {
 			timer.Reset(left)
 			return
 		}
@@ -320,10 +313,10 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 	})
 	mu.Unlock()
 	out, charged, err := readCharged(counted, r.ContentLength, limit, charge, refund)
-	timer.Stop()
 	mu.Lock()
-	done = true
+	done = true // before Stop: a callback running now must not Reset it
 	mu.Unlock()
+	timer.Stop()
 	if expired && r.ProtoMajor > 1 {
 		// Over HTTP/2 the deadline is the stream's, which the answer does
 		// not need; over HTTP/1 it stays, and the connection is closed
@@ -333,15 +326,21 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 	return out, charged, err
 }
 
-// countingReader counts what was read, for the timer's goroutine.
+// countingReader counts what was read, and when the last of it came
+// (since start), for the timer's goroutine.
 type countingReader struct {
-	r io.Reader
-	n atomic.Int64
+	r     io.Reader
+	start time.Time
+	n     atomic.Int64
+	last  atomic.Int64 // a time.Duration
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
+	if n > 0 {
+		c.n.Add(int64(n))
+		c.last.Store(int64(time.Since(c.start)))
+	}
 	return n, err
 }
 
@@ -359,6 +358,16 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return "", 0, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", echo(ct))}
 		}
+	}
+	// A body that could not be admitted now is refused before it is read:
+	// its client retries it (the API server on a 429), and each time it
+	// would send all of it again, taking the connection's flow-control
+	// window from the reviews being read (once enough to get a good review
+	// a 408 under hostile load).
+	// One that could never be is read, to be refused 413 with its cost.
+	if least := leastChargeFor(r.ContentLength); r.ContentLength > 0 && connectionReserve+requestMemory+least <= memory &&
+		!h.budget.couldCharge(least, memory) {
+		return "", 0, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 	}
 	limit := h.requestLimit()
 	grace, minRate := h.BodyReadTimeout, h.MinBodyRate
@@ -378,7 +387,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 			return "", charged, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf(
-				"body not received within %v and then at %d bytes/s: %d of %d bytes in %v", grace, minRate, len(b), r.ContentLength, time.Since(started).Round(time.Millisecond))}
+				"body not received within %v and then at %d bytes/s: %d bytes (Content-Length %d) in %v", grace, minRate, len(b), r.ContentLength, time.Since(started).Round(time.Millisecond))}
 		case errors.Is(err, errNoMemory):
 			return "", charged, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 		}

@@ -302,6 +302,13 @@ func TestBodyThatCannotFitNowIsRefusedUnread(t *testing.T) {
 		t.Errorf("with %d bytes free, less than the least a review of %d bytes is charged: %d after reading %d bytes, want 429 unread",
 			leastChargeFor(int64(len(body)))-1, len(body), rec.Code, read)
 	}
+	// Refused for what it is before the budget is consulted.
+	req := httptest.NewRequest(http.MethodPost, "/convert", strings.NewReader(body))
+	req.Header.Set("Content-Type", "text/plain")
+	rec := httptest.NewRecorder()
+	if h.ServeHTTP(rec, req); rec.Code != http.StatusUnsupportedMediaType {
+		t.Errorf("a text/plain body with the budget taken: %d, want 415", rec.Code)
+	}
 	h.budget.refund(taken)
 	if rec, _ := send(); rec.Code != http.StatusOK {
 		t.Errorf("with the budget free again: %d, want 200", rec.Code)
@@ -398,7 +405,8 @@ func TestTricklingBodyIsAnswered408AtTheReadDeadline(t *testing.T) {
 // A body that keeps arriving at MinBodyRate or faster is read to its end
 // however long past BodyReadTimeout it takes: a replica slowed by its own
 // load once answered a steady 12 MiB review 408. One that arrives more
-// slowly is still answered 408, soon after BodyReadTimeout.
+// slowly is still answered 408, soon after BodyReadTimeout, and so is one
+// that stops after a burst: what arrived buys time only while more comes.
 func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
 	h := newHandler(t)
 	h.BodyReadTimeout, h.MinBodyRate = 300*time.Millisecond, 200
@@ -406,9 +414,9 @@ func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	// send writes chunk bytes of body every 50 ms until it is all sent or
-	// the answer came, and returns the answer.
-	send := func(body string, declared int64, chunk int) (code int, took time.Duration) {
+	// send writes chunk bytes of body every 50 ms, at most chunks of them
+	// (0: all), until the answer comes, and returns the answer.
+	send := func(body string, declared int64, chunk, chunks int) (code int, took time.Duration) {
 		pipe, w := io.Pipe()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/convert", pipe)
 		req.Header.Set("Content-Type", "application/json")
@@ -416,15 +424,21 @@ func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
 		answered := make(chan struct{})
 		go func() {
 			defer w.Close()
+			sent := 0
 			for rest := body; rest != ""; rest = rest[min(chunk, len(rest)):] {
 				select {
 				case <-answered:
 					return
 				case <-time.After(50 * time.Millisecond):
 				}
+				if chunks > 0 && sent == chunks {
+					<-answered // stalled
+					return
+				}
 				if _, err := w.Write([]byte(rest[:min(chunk, len(rest))])); err != nil {
 					return
 				}
+				sent++
 			}
 		}()
 		start := time.Now()
@@ -440,13 +454,18 @@ func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
 	// About a second at 2 000 bytes/s, ten times MinBodyRate: well past
 	// the grace.
 	steady := strings.Repeat(" ", 1500) + reviewBody("materialize.cloud/v1", alphaObject)
-	if code, took := send(steady, int64(len(steady)), 100); code != http.StatusOK {
+	if code, took := send(steady, int64(len(steady)), 100, 0); code != http.StatusOK {
 		t.Errorf("%d bytes at 2 000 bytes/s: answered %d after %v, want 200", len(steady), code, took)
 	}
-	// 50 bytes/s, a quarter of MinBodyRate, of a body that would take
-	// 200 s: cut once the grace and what arrived are spent (0.4 s).
-	if code, took := send(strings.Repeat(" ", 10000), 10000, 5); code != http.StatusRequestTimeout || took > maxBodyReadTime {
-		t.Errorf("a trickle at 50 bytes/s: answered %d after %v, want 408", code, took)
+	// 100 bytes/s, half MinBodyRate, of a body that would take 100 s:
+	// cut once the grace and what arrived are spent (about 0.6 s).
+	if code, took := send(strings.Repeat(" ", 10000), 10000, 5, 0); code != http.StatusRequestTimeout || took > 5*time.Second {
+		t.Errorf("a trickle at 100 bytes/s: answered %d after %v, want 408 within 5 s", code, took)
+	}
+	// 2 000 bytes at once, worth 10 s at MinBodyRate, then nothing: cut
+	// the grace after the last byte.
+	if code, took := send(strings.Repeat(" ", 10000), 10000, 2000, 1); code != http.StatusRequestTimeout || took > 5*time.Second {
+		t.Errorf("a burst and then nothing: answered %d after %v, want 408 within 5 s", code, took)
 	}
 }
 
