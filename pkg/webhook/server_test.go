@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -136,29 +137,37 @@ func TestConnectionJoiningDuringShutdownIsToldToGoAway(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
 
+	// A connection the server knows: the SETTINGS frame that opens its
+	// side is sent once it is registered.
+	known, err := tls.Dial("tcp", https.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer known.Close()
+	knownFrames := startHTTP2(t, known)
+	if f, err := knownFrames.ReadFrame(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := f.(*http2.SettingsFrame); !ok {
+		t.Fatalf("first frame %T, want SETTINGS", f)
+	}
+
 	raw, err := net.Dial("tcp", https.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
 	gated := &gatedConn{Conn: raw, held: make(chan struct{}), open: make(chan struct{})}
-	conn := tls.Client(gated, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	conn := tls.Client(gated, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test
 	handshake := make(chan error, 1)
 	go func() { handshake <- conn.Handshake() }()
 	<-gated.held // the server has answered the ClientHello; it waits for the client's Finished
 
 	stop()
-	// Shutdown closes the listener and then starts telling the HTTP/2
-	// connections it knows; let it tell them before this one joins.
-	for {
-		c, err := net.DialTimeout("tcp", https.Addr().String(), time.Second)
-		if err != nil {
-			break
-		}
-		c.Close()
-		time.Sleep(10 * time.Millisecond)
+	// The shutdown has told the connections it knew once the known one
+	// has its GOAWAY; only then does this one join.
+	if err := awaitGoAway(knownFrames); err != nil {
+		t.Fatalf("the connection known at the shutdown: %v", err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	close(gated.open)
 	if err := <-handshake; err != nil {
 		t.Fatalf("handshake: %v", err)
@@ -166,6 +175,14 @@ func TestConnectionJoiningDuringShutdownIsToldToGoAway(t *testing.T) {
 	if proto := conn.ConnectionState().NegotiatedProtocol; proto != "h2" {
 		t.Fatalf("negotiated %q, want h2", proto)
 	}
+	if err := awaitGoAway(startHTTP2(t, conn)); err != nil {
+		t.Fatalf("the connection that joined after: %v", err)
+	}
+}
+
+// startHTTP2 sends the client's preface and SETTINGS on conn.
+func startHTTP2(t *testing.T, conn *tls.Conn) *http2.Framer {
+	t.Helper()
 	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
@@ -174,16 +191,21 @@ func TestConnectionJoiningDuringShutdownIsToldToGoAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	return framer
+}
+
+// awaitGoAway reads frames until a graceful GOAWAY.
+func awaitGoAway(framer *http2.Framer) error {
 	for {
 		f, err := framer.ReadFrame()
 		if err != nil {
-			t.Fatalf("the connection ended without a GOAWAY: %v", err)
+			return fmt.Errorf("ended without a GOAWAY: %w", err)
 		}
 		if goAway, ok := f.(*http2.GoAwayFrame); ok {
 			if goAway.ErrCode != http2.ErrCodeNo {
-				t.Errorf("GOAWAY %v, want NO_ERROR (graceful)", goAway.ErrCode)
+				return fmt.Errorf("GOAWAY %v, want NO_ERROR (graceful)", goAway.ErrCode)
 			}
-			return
+			return nil
 		}
 	}
 }
