@@ -23,43 +23,17 @@ import (
 // instead of failing its handshake for want of a certificate; once Ready,
 // the same connection is served.
 func TestHTTPSAcceptsOnlyOnceReady(t *testing.T) {
-	ca, err := servingcert.NewCA("test", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.IssueServing([]string{"localhost"}, nil, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	https, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ready atomic.Bool
-	s := &Server{
-		Log: zap.NewNop(), ListenAddress: "https", HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0",
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
-		Ready: func() error {
+	https, _ := runTestServer(t, func(s *Server) {
+		s.Ready = func() error {
 			if !ready.Load() {
 				return errors.New("no certificate yet")
 			}
 			return nil
-		},
-		Convert:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}),
-		Gatherer: prometheus.NewRegistry(),
-		Listen: func(address string) (net.Listener, error) {
-			if address == "https" {
-				return https, nil
-			}
-			return net.Listen("tcp", address)
-		},
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+		}
+	})
 
-	conn, err := net.Dial("tcp", https.Addr().String()) // queued by the kernel
+	conn, err := net.Dial("tcp", https) // queued by the kernel
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +46,7 @@ func TestHTTPSAcceptsOnlyOnceReady(t *testing.T) {
 	// A fresh connection (the timed-out handshake above left its own
 	// half-written) is served once ready.
 	ready.Store(true)
-	conn2, err := net.Dial("tcp", https.Addr().String())
+	conn2, err := net.Dial("tcp", https)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,39 +81,11 @@ func (c *gatedConn) Write(p []byte) (int, error) {
 // open and the shutdown waited its whole timeout, closing it without a
 // GOAWAY.
 func TestConnectionJoiningDuringShutdownIsToldToGoAway(t *testing.T) {
-	ca, err := servingcert.NewCA("test", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.IssueServing([]string{"localhost"}, nil, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	https, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{
-		Log: zap.NewNop(), ListenAddress: "https", HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0",
-		GetCertificate:  func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
-		Convert:         http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}),
-		Gatherer:        prometheus.NewRegistry(),
-		ShutdownTimeout: 5 * time.Second,
-		Listen: func(address string) (net.Listener, error) {
-			if address == "https" {
-				return https, nil
-			}
-			return net.Listen("tcp", address)
-		},
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	https, stop := runTestServer(t, func(s *Server) { s.ShutdownTimeout = 5 * time.Second })
 
 	// A connection the server knows: the SETTINGS frame that opens its
 	// side is sent once it is registered.
-	known, err := tls.Dial("tcp", https.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test
+	known, err := tls.Dial("tcp", https, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // test
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +97,7 @@ func TestConnectionJoiningDuringShutdownIsToldToGoAway(t *testing.T) {
 		t.Fatalf("first frame %T, want SETTINGS", f)
 	}
 
-	raw, err := net.Dial("tcp", https.Addr().String())
+	raw, err := net.Dial("tcp", https)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,4 +154,41 @@ func awaitGoAway(framer *http2.Framer) error {
 			return nil
 		}
 	}
+}
+
+// runTestServer runs a Server on a loopback listener with a certificate
+// for localhost, as configure leaves it, until stop or the test's end; it
+// returns the HTTPS address.
+func runTestServer(t *testing.T, configure func(*Server)) (https string, stop context.CancelFunc) {
+	t.Helper()
+	ca, err := servingcert.NewCA("test", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.IssueServing([]string{"localhost"}, nil, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		Log: zap.NewNop(), ListenAddress: "https", HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0",
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
+		Convert:        http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}),
+		Gatherer:       prometheus.NewRegistry(),
+		Listen: func(address string) (net.Listener, error) {
+			if address == "https" {
+				return ln, nil
+			}
+			return net.Listen("tcp", address)
+		},
+	}
+	configure(s)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return ln.Addr().String(), stop
 }
