@@ -36,10 +36,11 @@ const (
 	// DefaultMaxInFlightReviews bounds how many reviews are answered at once.
 	DefaultMaxInFlightReviews = 64
 	// DefaultBodyReadTimeout is how long a body may take before it must
-	// be arriving at DefaultMinBodyRate, and how long it may stop: the API server sends it at once
-	// (16 MiB is well under a second on any cluster network), so a client
-	// that trickles its body holds its connection and the memory its bytes
-	// take for this long, not for the server's read timeout.
+	// be arriving at DefaultMinBodyRate, and how long it may stop: the API
+	// server sends it at once (16 MiB is well under a second on any
+	// cluster network), so a client that trickles its body holds its
+	// connection and the memory its bytes take for this long, not for the
+	// server's read timeout.
 	DefaultBodyReadTimeout = 5 * time.Second
 	// DefaultMinBodyRate extends that time by a second for each 256 KiB
 	// that arrived: a replica slowed by its own load reads a steady API
@@ -360,11 +361,11 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 		}
 	}
 	// A body that could not be admitted now is refused before it is read:
-	// its client retries it (the API server on a 429), and each time it
-	// would send all of it again, taking the connection's flow-control
-	// window from the reviews being read (once enough to get a good review
-	// a 408 under hostile load).
-	// One that could never be is read, to be refused 413 with its cost.
+	// its client retries it (the API server on a 429) and would send all
+	// of it again each time, taking the connection's flow-control window
+	// from the reviews being read (under hostile load, once enough for a
+	// good review to get a 408). One that could never be admitted is
+	// read, to be refused 413 with its cost.
 	if least := leastChargeFor(r.ContentLength); r.ContentLength > 0 && connectionReserve+requestMemory+least <= memory &&
 		!h.budget.couldCharge(least, memory) {
 		return "", 0, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
@@ -387,7 +388,8 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 			return "", charged, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf(
-				"body not received within %v and then at %d bytes/s: %d bytes (Content-Length %d) in %v", grace, minRate, len(b), r.ContentLength, time.Since(started).Round(time.Millisecond))}
+				"body not received in time (%v, then %d bytes/s while it arrives): %d bytes (Content-Length %d) in %v",
+				grace, minRate, len(b), r.ContentLength, time.Since(started).Round(time.Millisecond))}
 		case errors.Is(err, errNoMemory):
 			return "", charged, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 		}
