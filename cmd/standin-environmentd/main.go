@@ -36,11 +36,24 @@ import (
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	// SIGQUIT: the console's image stops its nginx with it.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+	plays := os.Getenv("STANDIN_PLAYS")
+	graceful := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if plays == "console" {
+		// nginx stops gracefully on SIGQUIT (the console image's stop
+		// signal) and at once, dropping its connections, on SIGTERM or
+		// SIGINT. The Rust programs keep SIGQUIT's default: killed.
+		graceful = []os.Signal{syscall.SIGQUIT}
+		fast := make(chan os.Signal, 1)
+		signal.Notify(fast, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			<-fast
+			os.Exit(0)
+		}()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), graceful...)
 	defer stop()
 	var err error
-	switch plays := os.Getenv("STANDIN_PLAYS"); plays {
+	switch plays {
 	case "", "environmentd":
 		err = environmentd(ctx, log)
 	case "balancerd":

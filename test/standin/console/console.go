@@ -358,10 +358,11 @@ func static(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 }
 
 // proxy is one location's proxy_pass $backend: a URL without a path
-// passes the client's request URI as it came, one with a path replaces it; upstream TLS is neither
-// verified nor sent a server name (nginx's proxy_ssl defaults); timeout is
-// the location's proxy_connect_timeout and proxy_read_timeout (504 when
-// it passes); api adds the /api location's headers.
+// passes the client's request URI as it came, one with a path replaces
+// it; upstream TLS is neither verified nor sent a server name (nginx's
+// proxy_ssl defaults); timeout is the location's proxy_connect_timeout
+// and proxy_read_timeout (504 when it passes); api adds the /api
+// location's headers.
 func (c Config) proxy(lookup func(ctx context.Context, host string) ([]string, error), log *slog.Logger,
 	timeout time.Duration, api bool) func(http.ResponseWriter, *http.Request) {
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
