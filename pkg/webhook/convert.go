@@ -152,11 +152,20 @@ func (h *ConvertHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse("bad_request", &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)})
 		return
 	}
-	body, charged, rerr := h.readBody(w, r, memory)
+	body, charged, deadlineFired, rerr := h.readBody(w, r, memory)
 	defer h.refund(charged)
 	if rerr != nil {
 		refuse(rerr.result(), rerr)
 		return
+	}
+	if deadlineFired {
+		// Over HTTP/1, the body's deadline fired as its last byte came. Go's
+		// server, already waiting for the next request, then failed its read
+		// and cancelled the connection's context: that says nothing of this
+		// review's client, which is answered. The connection, whose every
+		// later request would start cancelled, is closed.
+		ctx = context.WithoutCancel(ctx)
+		w.Header().Set("Connection", "close")
 	}
 	// JSON between systems is UTF-8 (RFC 8259), and the API server's always
 	// is; upstream's webhook refuses anything else too. Checked before
@@ -286,9 +295,10 @@ func (h *ConvertHandler) refund(charged int64) {
 // its buffer idle), and maxBodyReadTime at most. The read deadline is set
 // only once it has passed: over HTTP/2 (the API server's) setting one is a
 // round trip through the connection's serving goroutine, which would cost
-// every review two of them.
+// every review two of them. The bool: the body came whole over HTTP/1,
+// but the deadline fired too.
 func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64, grace time.Duration, minRate int64,
-	charge func(int64) bool, refund func(int64)) ([]byte, int64, error) {
+	charge func(int64) bool, refund func(int64)) ([]byte, int64, bool, error) {
 	rc := http.NewResponseController(w)
 	start := time.Now()
 	counted := &countingReader{r: body, start: start}
@@ -314,6 +324,9 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 	})
 	mu.Unlock()
 	out, charged, err := readCharged(counted, r.ContentLength, limit, charge, refund)
+	if testHookAfterBodyRead != nil {
+		testHookAfterBodyRead()
+	}
 	mu.Lock()
 	done = true // before Stop: a callback running now must not Reset it
 	mu.Unlock()
@@ -321,11 +334,15 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 	if expired && r.ProtoMajor > 1 {
 		// Over HTTP/2 the deadline is the stream's, which the answer does
 		// not need; over HTTP/1 it stays, and the connection is closed
-		// after the answer (ServeHTTP's refuse).
+		// after the answer.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
-	return out, charged, err
+	return out, charged, expired && err == nil && r.ProtoMajor == 1, err
 }
+
+// testHookAfterBodyRead runs between a body's last read and the end of its
+// deadline, where a test makes the deadline fire.
+var testHookAfterBodyRead func()
 
 // countingReader counts what was read, and when the last of it came
 // (since start), for the timer's goroutine.
@@ -349,15 +366,17 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // charging the memory it holds to the in-flight budget; charged is what
 // the caller refunds once done with the body. The string shares the
 // buffer, as the decoded objects' strings then do.
-func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory int64) (_ string, charged int64, _ *reviewError) {
+// deadlineFired: the body came whole over HTTP/1, but its deadline fired
+// too (readBodyWithin).
+func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory int64) (_ string, charged int64, deadlineFired bool, _ *reviewError) {
 	if r.Method != http.MethodPost {
-		return "", 0, &reviewError{http.StatusMethodNotAllowed, "only POST is allowed"}
+		return "", 0, false, &reviewError{http.StatusMethodNotAllowed, "only POST is allowed"}
 	}
 	// The API server sends exactly application/json; parameters are parsed
 	// only when there are any.
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return "", 0, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", echo(ct))}
+			return "", 0, false, &reviewError{http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: want application/json", echo(ct))}
 		}
 	}
 	// A body that could not be admitted now is refused before it is read:
@@ -368,7 +387,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 	// read, to be refused 413 with its cost.
 	if least := leastChargeFor(r.ContentLength); r.ContentLength > 0 && connectionReserve+requestMemory+least <= memory &&
 		!h.budget.couldCharge(least, memory) {
-		return "", 0, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
+		return "", 0, false, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 	}
 	limit := h.requestLimit()
 	grace, minRate := h.BodyReadTimeout, h.MinBodyRate
@@ -380,28 +399,28 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 	}
 	charge := func(n int64) bool { return h.chargeUpTo(n, memory) }
 	started := time.Now()
-	b, charged, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, grace, minRate, charge, h.refund)
+	b, charged, deadlineFired, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, grace, minRate, charge, h.refund)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			return "", charged, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
+			return "", charged, false, &reviewError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit)}
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return "", charged, &reviewError{http.StatusRequestTimeout, fmt.Sprintf(
+			return "", charged, false, &reviewError{http.StatusRequestTimeout, fmt.Sprintf(
 				"body not received in time (%v, then %d bytes/s while it arrives): %d bytes (Content-Length %d) in %v",
 				grace, minRate, len(b), r.ContentLength, time.Since(started).Round(time.Millisecond))}
 		case errors.Is(err, errNoMemory):
-			return "", charged, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
+			return "", charged, false, &reviewError{http.StatusTooManyRequests, "too many conversions in flight; retry"}
 		}
-		return "", charged, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
+		return "", charged, false, &reviewError{http.StatusBadRequest, "reading body: " + err.Error()}
 	}
 	h.Metrics.bytes.Observe(float64(len(b)))
 	if len(b) == 0 {
-		return "", charged, nil
+		return "", charged, deadlineFired, nil
 	}
 	// Nothing writes to b after this: the string is its only reference,
 	// which spares a copy of every body (up to 16 MiB).
-	return unsafe.String(&b[0], len(b)), charged, nil
+	return unsafe.String(&b[0], len(b)), charged, deadlineFired, nil
 }
 
 // review is the request of a ConversionReview, decoded in one pass; the

@@ -469,6 +469,30 @@ func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
 	}
 }
 
+// Over HTTP/1, a deadline that fires as a body's last byte comes fails Go's
+// read of the next request, which cancels the connection's context: the
+// review, whole, is still answered, and the connection closed.
+func TestDeadlineFiringAfterTheLastByteFailsNoReview(t *testing.T) {
+	h := newHandler(t)
+	h.BodyReadTimeout = 50 * time.Millisecond
+	testHookAfterBodyRead = func() { time.Sleep(300 * time.Millisecond) }
+	defer func() { testHookAfterBodyRead = nil }()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", strings.NewReader(reviewBody("materialize.cloud/v1", alphaObject)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), `"status":"Success"`) {
+		t.Errorf("answered %d: %s; want 200 and a success", resp.StatusCode, answer)
+	}
+	if !resp.Close {
+		t.Error("the connection, whose context is cancelled, is kept open")
+	}
+}
+
 func rootCAs(srv *httptest.Server) *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
