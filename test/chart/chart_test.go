@@ -329,6 +329,17 @@ func TestSchemaRejectsTypos(t *testing.T) {
 			t.Errorf("namespaceLabels %s without the schema: the template must refuse it: %v\n%s", bad, err, out)
 		}
 	}
+	// Only namespaces' names go into the Roles' metadata.
+	for _, bad := range []string{`["Tenant"]`, `["t\nrules: []"]`, `[1]`, `["` + strings.Repeat("a", 64) + `"]`} {
+		if out, err := helmRun("template", "orchestratord", chartDir, "--set-json", "controllers.secretNamespaces="+bad); err == nil ||
+			!strings.Contains(out, "secretNamespaces") {
+			t.Errorf("secretNamespaces %s: the schema must reject it: %v\n%s", bad, err, out)
+		}
+		if out, err := helmRun("template", "orchestratord", chartDir, "--skip-schema-validation", "--set-json", "controllers.secretNamespaces="+bad); err == nil ||
+			!strings.Contains(out, "controllers.secretNamespaces: ") {
+			t.Errorf("secretNamespaces %s without the schema: the template must refuse it: %v\n%s", bad, err, out)
+		}
+	}
 }
 
 // The webhook's autoscaler: off by default; on, an autoscaling/v2 HPA on

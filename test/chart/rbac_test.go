@@ -622,21 +622,8 @@ func checkEnvironmentdBinding(t *testing.T, kube kubernetes.Interface, namespace
 	if rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != clusterRole {
 		t.Errorf("RoleBinding %s refers to %+v, want the ClusterRole %s", binding, rb.RoleRef, clusterRole)
 	}
-	user := "system:serviceaccount:" + namespace + ":" + serviceAccount
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
 	allowed := func(ns, group, resource, verb string) bool {
-		subresource := ""
-		if r, sub, ok := strings.Cut(resource, "/"); ok {
-			resource, subresource = r, sub
-		}
-		review, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Group: group, Resource: resource, Subresource: subresource, Verb: verb}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return review.Status.Allowed
+		return serviceAccountMay(t, kube, namespace, serviceAccount, ns, group, resource, verb)
 	}
 	for _, rule := range materialize.EnvironmentdRules() {
 		for _, g := range rule.APIGroups {
@@ -654,6 +641,68 @@ func checkEnvironmentdBinding(t *testing.T, kube kubernetes.Interface, namespace
 	}
 	if allowed(namespace, "", "configmaps", "list") || allowed(namespace, "rbac.authorization.k8s.io", "rolebindings", "create") {
 		t.Errorf("environmentd may do more than the ClusterRole says")
+	}
+}
+
+// serviceAccountMay asks RBAC (a SubjectAccessReview) whether a
+// ServiceAccount may verb resource[/subresource] of group in namespace ns.
+func serviceAccountMay(t *testing.T, kube kubernetes.Interface, accountNamespace, account, ns, group, resource, verb string) bool {
+	t.Helper()
+	subresource := ""
+	if r, sub, ok := strings.Cut(resource, "/"); ok {
+		resource, subresource = r, sub
+	}
+	review, err := kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:" + accountNamespace + ":" + account,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + accountNamespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Group: group, Resource: resource, Subresource: subresource, Verb: verb}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return review.Status.Allowed
+}
+
+// controllers.secretNamespaces: the controllers' token reads Secrets in
+// those namespaces only, by name, and the rest of their grants stay
+// cluster-wide. By default it reads them in every namespace.
+func TestSecretNamespacesConfineTheControllersSecretReads(t *testing.T) {
+	const release, tenant, other = "secret-reads", "secret-reads-tenant", "secret-reads-other"
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	restrictedNamespace(t, release)
+	for _, ns := range []string{tenant, other} {
+		if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	may := func(ns, resource, verb string) bool {
+		return serviceAccountMay(t, kube, release, "orchestratord-controllers", ns, "", resource, verb)
+	}
+	applyAll(t, render(t, release))
+	for _, ns := range []string{tenant, other, release} {
+		if !may(ns, "secrets", "get") {
+			t.Errorf("by default, the controllers may not get Secrets in %s", ns)
+		}
+	}
+	// Upgraded in place, as helm upgrade would: the ClusterRole's rule goes.
+	applyAll(t, render(t, release, "--set-json", `controllers.secretNamespaces=["`+tenant+`"]`))
+	if !may(tenant, "secrets", "get") {
+		t.Errorf("the controllers may not get Secrets in %s, which controllers.secretNamespaces names", tenant)
+	}
+	for _, ns := range []string{other, release} {
+		if may(ns, "secrets", "get") {
+			t.Errorf("the controllers may get Secrets in %s, which controllers.secretNamespaces leaves out", ns)
+		}
+	}
+	for _, verb := range []string{"list", "watch"} {
+		if may(tenant, "secrets", verb) {
+			t.Errorf("the controllers may %s Secrets in %s", verb, tenant)
+		}
+	}
+	if !may(other, "services", "create") {
+		t.Error("the controllers' other grants no longer reach every namespace")
 	}
 }
 

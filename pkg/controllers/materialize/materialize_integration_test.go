@@ -71,7 +71,13 @@ type running struct {
 
 func startController(t *testing.T, tune ...func(*materialize.Options)) *running {
 	t.Helper()
-	cfg := rest.CopyConfig(cp.Config)
+	return startControllerAs(t, cp.Config, tune...)
+}
+
+// startControllerAs is startController with identity's credentials.
+func startControllerAs(t *testing.T, identity *rest.Config, tune ...func(*materialize.Options)) *running {
+	t.Helper()
+	cfg := rest.CopyConfig(identity)
 	cfg.UserAgent = userAgent
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	mz := versioned.NewForConfigOrDie(cfg)

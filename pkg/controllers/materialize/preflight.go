@@ -110,6 +110,11 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 	case apierrors.IsNotFound(err):
 		res.problem = fmt.Sprintf("backend Secret %q (spec.backendSecretName) does not exist", name)
 		return res, nil
+	case apierrors.IsForbidden(err):
+		// Retrying would not help: the grant is the cluster admin's.
+		res.problem = fmt.Sprintf("the operator may not read Secrets in namespace %q, so not backend Secret %q: "+
+			"with the chart, add the namespace to controllers.secretNamespaces", e.ns(), name)
+		return res, nil
 	case err != nil:
 		return res, fmt.Errorf("reading backend Secret %q: %w", name, err)
 	}

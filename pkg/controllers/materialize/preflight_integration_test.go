@@ -3,20 +3,24 @@ package materialize_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/materializeinc/orchestratord/pkg/apis/materialize/v1alpha1"
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/controllers/materialize"
+	"github.com/materializeinc/orchestratord/pkg/mzuuid"
 	"github.com/materializeinc/orchestratord/test/fixture"
 	"github.com/materializeinc/orchestratord/test/standin/licensekey"
 )
@@ -146,6 +150,64 @@ func TestPreflightProblemsAreConditionsUntilFixed(t *testing.T) {
 			waitRolledOut(t, ns, "mz", 1)
 		})
 	}
+}
+
+// Where the operator may not read Secrets (the chart's
+// controllers.secretNamespaces leaves the namespace out), the pre-flight
+// check says so and names the value, instead of retrying the read for
+// ever; the environment id stays unset, as for a missing Secret. Granting
+// the read lets the rollout go on.
+func TestABackendSecretTheOperatorMayNotReadIsNamed(t *testing.T) {
+	env.SetAutoAdvance(true)
+	kube := kubernetes.NewForConfigOrDie(cp.Config)
+	ctx := context.Background()
+	const user = "operator-without-secrets"
+	everything := []string{rbacv1.VerbAll}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Verbs: everything,
+			Resources: []string{"configmaps", "events", "namespaces", "persistentvolumeclaims", "pods", "serviceaccounts", "services"}},
+		{APIGroups: []string{"apps", "coordination.k8s.io", "events.k8s.io", "materialize.cloud", "networking.k8s.io", "rbac.authorization.k8s.io", "cert-manager.io"},
+			Resources: []string{rbacv1.ResourceAll}, Verbs: everything},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(ctx, user, metav1.DeleteOptions{})
+		_ = kube.RbacV1().ClusterRoles().Delete(ctx, user, metav1.DeleteOptions{})
+	})
+	identity := rest.CopyConfig(cp.Config)
+	identity.Impersonate = rest.ImpersonationConfig{UserName: user}
+	ns := newNamespace(t)
+	startControllerAs(t, identity, fastPreflight)
+	if _, err := mzClient().MaterializeV1alpha1().Materializes(ns).Create(ctx, newMaterialize(ns, "mz"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReason(t, ns, "mz", materialize.ReasonFailedDeploy)
+	want := fmt.Sprintf(`the operator may not read Secrets in namespace %q, so not backend Secret "backend": with the chart, add the namespace to controllers.secretNamespaces`, ns)
+	if cond := upToDate(got); cond.Message != want {
+		t.Errorf("condition: %q, want %q", cond.Message, want)
+	}
+	if mzuuid.IsSet(got.Spec.EnvironmentID) {
+		t.Errorf("spec.environmentId %q filled without the license key", got.Spec.EnvironmentID)
+	}
+	// What the chart renders in each of controllers.secretNamespaces.
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "secrets"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "secrets"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "secrets"},
+		Subjects: binding.Subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, ns, "mz", 1)
 }
 
 // An image tag that is not a version runs as the newest environmentd, as

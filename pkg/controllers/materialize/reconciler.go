@@ -435,12 +435,13 @@ func isSet(id string) bool { return mzuuid.IsSet(id) }
 // licensedEnvironmentID is the environment a Materialize without one gets,
 // as upstream gives it: the one its license key is for, or a new one when
 // the key is for any environment (the nil UUID). ok is false while the key
-// cannot be read (no Secret, no key, no JWT): upstream then fills nothing,
+// cannot be read (no Secret, or none the operator may read, no key, no
+// JWT): upstream then fills nothing,
 // and neither does this; the pre-flight check says why.
 func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Materialize) (id string, ok bool, err error) {
 	backend := r.readBackendSecret(ctx, mz)
 	secret, err := backend.secret, backend.err
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return "", false, nil
 	}
 	if err != nil {
