@@ -78,6 +78,9 @@ type ConvertHandler struct {
 	MinBodyRate     int64
 
 	budget budget
+	// afterBodyRead, in tests, runs between a body's last read and the end
+	// of its deadline, where a test makes the deadline fire.
+	afterBodyRead func()
 }
 
 func (h *ConvertHandler) requestLimit() int64 {
@@ -298,7 +301,7 @@ func (h *ConvertHandler) refund(charged int64) {
 // every review two of them. The bool: the body came whole over HTTP/1,
 // but the deadline fired too.
 func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limit int64, grace time.Duration, minRate int64,
-	charge func(int64) bool, refund func(int64)) ([]byte, int64, bool, error) {
+	charge func(int64) bool, refund func(int64), afterRead func()) ([]byte, int64, bool, error) {
 	rc := http.NewResponseController(w)
 	start := time.Now()
 	counted := &countingReader{r: body, start: start}
@@ -324,8 +327,8 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 	})
 	mu.Unlock()
 	out, charged, err := readCharged(counted, r.ContentLength, limit, charge, refund)
-	if testHookAfterBodyRead != nil {
-		testHookAfterBodyRead()
+	if afterRead != nil {
+		afterRead()
 	}
 	mu.Lock()
 	done = true // before Stop: a callback running now must not Reset it
@@ -339,10 +342,6 @@ func readBodyWithin(w http.ResponseWriter, r *http.Request, body io.Reader, limi
 	}
 	return out, charged, expired && err == nil && r.ProtoMajor == 1, err
 }
-
-// testHookAfterBodyRead runs between a body's last read and the end of its
-// deadline, where a test makes the deadline fire.
-var testHookAfterBodyRead func()
 
 // countingReader counts what was read, and when the last of it came
 // (since start), for the timer's goroutine.
@@ -399,7 +398,7 @@ func (h *ConvertHandler) readBody(w http.ResponseWriter, r *http.Request, memory
 	}
 	charge := func(n int64) bool { return h.chargeUpTo(n, memory) }
 	started := time.Now()
-	b, charged, deadlineFired, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, grace, minRate, charge, h.refund)
+	b, charged, deadlineFired, err := readBodyWithin(w, r, http.MaxBytesReader(w, r.Body, limit), limit, grace, minRate, charge, h.refund, h.afterBodyRead)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {

@@ -475,8 +475,7 @@ func TestSteadyBodyOutlivesTheGraceATrickleDoesNot(t *testing.T) {
 func TestDeadlineFiringAfterTheLastByteFailsNoReview(t *testing.T) {
 	h := newHandler(t)
 	h.BodyReadTimeout = 50 * time.Millisecond
-	testHookAfterBodyRead = func() { time.Sleep(300 * time.Millisecond) }
-	defer func() { testHookAfterBodyRead = nil }()
+	h.afterBodyRead = func() { time.Sleep(300 * time.Millisecond) }
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := srv.Client().Post(srv.URL+"/convert", "application/json", strings.NewReader(reviewBody("materialize.cloud/v1", alphaObject)))

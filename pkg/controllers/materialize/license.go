@@ -67,6 +67,14 @@ func (r *reconciler) readBackendSecret(ctx context.Context, mz *v1alpha1.Materia
 	return backendSecret{secret, err}
 }
 
+// secretForbidden says that RBAC keeps the operator from reading a
+// Materialize's backend Secret. The chart grants the read in every
+// namespace, or in controllers.secretNamespaces only when that is set.
+func secretForbidden(namespace, name string) string {
+	return fmt.Sprintf("the operator may not read Secrets in namespace %q, so not backend Secret %q: grant it get on Secrets there "+
+		"(with the chart: list the namespace in controllers.secretNamespaces, when that is set)", namespace, name)
+}
+
 // validObjectName reports whether name can name a Secret or ConfigMap: a
 // tenant's spec may hold any string ("a/b", "..", a megabyte).
 func validObjectName(name string) bool {
@@ -89,6 +97,10 @@ func (r *reconciler) licenseKeyState(ctx context.Context, mz *v1alpha1.Materiali
 	switch {
 	case apierrors.IsNotFound(err):
 		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid, "backend Secret %q does not exist", name)}
+	case apierrors.IsForbidden(err):
+		// As good as missing, to the operator: a condition left as it was
+		// would say a key is valid that nothing checks any more.
+		return licenseState{cond: cond(metav1.ConditionFalse, ReasonLicenseInvalid, "%s", secretForbidden(mz.Namespace, name))}
 	case err != nil:
 		controller.Logger(ctx, r.d.Log).Info("license key not checked", zap.String("materialize", mz.Namespace+"/"+mz.Name), zap.Error(err))
 		return licenseState{}

@@ -112,8 +112,7 @@ func (r *reconciler) preflight(ctx context.Context, e env, created bool, backend
 		return res, nil
 	case apierrors.IsForbidden(err):
 		// Retrying would not help: the grant is the cluster admin's.
-		res.problem = fmt.Sprintf("the operator may not read Secrets in namespace %q, so not backend Secret %q: "+
-			"with the chart, add the namespace to controllers.secretNamespaces", e.ns(), name)
+		res.problem = secretForbidden(e.ns(), name)
 		return res, nil
 	case err != nil:
 		return res, fmt.Errorf("reading backend Secret %q: %w", name, err)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -190,9 +191,14 @@ func TestABackendSecretTheOperatorMayNotReadIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitReason(t, ns, "mz", materialize.ReasonFailedDeploy)
-	want := fmt.Sprintf(`the operator may not read Secrets in namespace %q, so not backend Secret "backend": with the chart, add the namespace to controllers.secretNamespaces`, ns)
+	want := fmt.Sprintf(`the operator may not read Secrets in namespace %q, so not backend Secret "backend": grant it get on Secrets there `+
+		`(with the chart: list the namespace in controllers.secretNamespaces, when that is set)`, ns)
 	if cond := upToDate(got); cond.Message != want {
 		t.Errorf("condition: %q, want %q", cond.Message, want)
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, materialize.ConditionLicenseKey); cond == nil ||
+		cond.Status != metav1.ConditionFalse || cond.Reason != materialize.ReasonLicenseInvalid || cond.Message != want {
+		t.Errorf("LicenseKey condition %+v, want False/Invalid: %s", cond, want)
 	}
 	if mzuuid.IsSet(got.Spec.EnvironmentID) {
 		t.Errorf("spec.environmentId %q filled without the license key", got.Spec.EnvironmentID)
