@@ -60,17 +60,20 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 	deployment := func(ns string, owners []metav1.OwnerReference) error { return deploymentAs(ns, owners, "") }
 	// statefulSetWith creates environmentd's StatefulSet changed by change
 	// (the pod spec and the StatefulSet).
-	statefulSetWith := func(owners []metav1.OwnerReference, account string, change func(*corev1.PodSpec, *appsv1.StatefulSetSpec)) error {
+	statefulSetInWith := func(ns string, owners []metav1.OwnerReference, account string, change func(*corev1.PodSpec, *appsv1.StatefulSetSpec)) error {
 		labels := map[string]string{"app": "x"}
 		sts := &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: tenant, OwnerReferences: owners},
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns, OwnerReferences: owners},
 			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(account),
 			}},
 		}
 		change(&sts.Spec.Template.Spec, &sts.Spec)
-		_, err := controllers.AppsV1().StatefulSets(tenant).Create(ctx, sts, metav1.CreateOptions{DryRun: dryRun})
+		_, err := controllers.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{DryRun: dryRun})
 		return err
+	}
+	statefulSetWith := func(owners []metav1.OwnerReference, account string, change func(*corev1.PodSpec, *appsv1.StatefulSetSpec)) error {
+		return statefulSetInWith(tenant, owners, account, change)
 	}
 	statefulSetAs := func(owners []metav1.OwnerReference, account string) error {
 		return statefulSetWith(owners, account, func(*corev1.PodSpec, *appsv1.StatefulSetSpec) {})
@@ -88,13 +91,16 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 		t.Fatal(err)
 	}
 	const environmentdRole = "orchestratord-controllers-environmentd"
-	binding := func(owners []metav1.OwnerReference, subjects ...rbacv1.Subject) error {
-		_, err := controllers.RbacV1().RoleBindings(tenant).Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: tenant, OwnerReferences: owners},
+	bindingIn := func(ns string, owners []metav1.OwnerReference, subjects ...rbacv1.Subject) error {
+		_, err := controllers.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns, OwnerReferences: owners},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: environmentdRole},
 			Subjects:   subjects,
 		}, metav1.CreateOptions{DryRun: dryRun})
 		return err
+	}
+	binding := func(owners []metav1.OwnerReference, subjects ...rbacv1.Subject) error {
+		return bindingIn(tenant, owners, subjects...)
 	}
 	account := func(ns, name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}
@@ -125,6 +131,15 @@ func TestControllersAdmissionPolicyRefusesWritesOutsideMaterializes(t *testing.T
 			return deployment(tenant, append(owner("Materialize", "mz", true), owner("Materialize", "other", false)...))
 		}, false, false},
 		{"a Deployment in kube-system", func() error { return deployment("kube-system", mz) }, false, false},
+		// Owned by a Materialize named after the account, which need not
+		// exist: the operator's own namespace is denied whatever the owner.
+		{"pods as the webhook's ServiceAccount, in the operator's namespace", func() error {
+			return statefulSetInWith(release, owner("Materialize", "orchestratord-webhook", true), "orchestratord-webhook",
+				func(*corev1.PodSpec, *appsv1.StatefulSetSpec) {})
+		}, false, false},
+		{"environmentd's role bound to the controllers' own ServiceAccount, in the operator's namespace", func() error {
+			return bindingIn(release, owner("Materialize", "orchestratord-controllers", true), account(release, "orchestratord-controllers"))
+		}, false, false},
 		{"environmentd's binding to the Materialize's own ServiceAccount", func() error { return binding(mz, account(tenant, "mz")) }, true, true},
 		{"a binding to another ServiceAccount of the namespace (spec.serviceAccountName)", func() error { return binding(mz, account(tenant, "default")) }, false, true},
 		{"a binding to a ServiceAccount of another namespace", func() error { return binding(mz, account(release, "mz")) }, false, false},
