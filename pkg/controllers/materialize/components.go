@@ -59,7 +59,16 @@ func certAC(c *v1alpha1.MaterializeCertSpec) *mzac.MaterializeCertSpecApplyConfi
 		ac.WithRenewBefore(c.RenewBefore)
 	}
 	if c.IssuerRef != nil {
-		ac.WithIssuerRef(mzac.CertificateIssuerRef().WithName(c.IssuerRef.Name).WithKind(c.IssuerRef.Kind).WithGroup(c.IssuerRef.Group))
+		// Upstream leaves an unset kind or group out: written as "", it
+		// would make every switch between the operators rewrite the spec.
+		ref := mzac.CertificateIssuerRef().WithName(c.IssuerRef.Name)
+		if c.IssuerRef.Kind != "" {
+			ref.WithKind(c.IssuerRef.Kind)
+		}
+		if c.IssuerRef.Group != "" {
+			ref.WithGroup(c.IssuerRef.Group)
+		}
+		ac.WithIssuerRef(ref)
 	}
 	if c.SecretTemplate != nil {
 		ac.WithSecretTemplate(mzac.CertificateSecretTemplate().WithAnnotations(c.SecretTemplate.Annotations).WithLabels(c.SecretTemplate.Labels))
