@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
@@ -42,6 +43,13 @@ const DefaultCooldown = 5 * time.Minute
 // nodes) but never makes a scan unbounded.
 const (
 	pageSize = 500
+	// podPageSize is smaller: anyone who can create pods can label theirs
+	// as environmentd's, each up to the API server's 1.5 MiB limit.
+	podPageSize = 50
+	// perNodeListing: up to this many nodes going away (a pool's surge),
+	// their pods are read node by node (the API server indexes pods by
+	// spec.nodeName), so pods on other nodes, any tenant's, cost nothing.
+	perNodeListing = 32
 	// MaxNodes bounds the nodes one scan considers.
 	MaxNodes = 15000
 	// MaxPods bounds the data-plane pods one scan considers.
@@ -199,27 +207,48 @@ func (t *Trigger) Nodes(ctx context.Context, selector string, keep func(*corev1.
 
 // Affected lists the data-plane pods (PodSelector), page by page, and
 // returns the Materializes with a pod on one of nodes, each with those
-// nodes.
+// nodes: the pods of each node when there are few, else all of them.
 func (t *Trigger) Affected(ctx context.Context, nodes map[string]bool) (map[Instance][]string, error) {
 	out := map[Instance][]string{}
 	if len(nodes) == 0 {
 		return out, nil
 	}
-	opts := metav1.ListOptions{LabelSelector: PodSelector, Limit: pageSize}
-	for seen := 0; ; {
-		list, err := t.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("listing environmentd and clusterd pods: %w", err)
+	seen := 0
+	if len(nodes) > perNodeListing {
+		return out, t.addPods(ctx, "", nodes, out, &seen)
+	}
+	names := make([]string, 0, len(nodes))
+	for node := range nodes {
+		names = append(names, node)
+	}
+	sort.Strings(names)
+	for _, node := range names {
+		if err := t.addPods(ctx, fields.OneTermEqualSelector("spec.nodeName", node).String(), nodes, out, &seen); err != nil {
+			return nil, err
 		}
-		addAffected(out, list.Items, nodes)
-		seen += len(list.Items)
-		if list.Continue == "" {
-			return out, nil
-		}
-		if seen >= MaxPods {
+	}
+	return out, nil
+}
+
+// addPods adds to out the Materializes of the data-plane pods matching
+// fieldSelector that run on nodes, page by page, while seen (the pods
+// read by the scan) stays under MaxPods.
+func (t *Trigger) addPods(ctx context.Context, fieldSelector string, nodes map[string]bool, out map[Instance][]string, seen *int) error {
+	opts := metav1.ListOptions{LabelSelector: PodSelector, FieldSelector: fieldSelector, Limit: podPageSize}
+	for {
+		if *seen >= MaxPods {
 			t.log().Warn("node upgrade: too many environmentd and clusterd pods; considering only the first ones",
 				zap.Int("limit", MaxPods))
-			return out, nil
+			return nil
+		}
+		list, err := t.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing environmentd and clusterd pods: %w", err)
+		}
+		addAffected(out, list.Items, nodes)
+		*seen += len(list.Items)
+		if list.Continue == "" {
+			return nil
 		}
 		opts.Continue = list.Continue
 	}
