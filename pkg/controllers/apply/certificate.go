@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,23 @@ import (
 
 	"github.com/materializeinc/orchestratord/pkg/certificates"
 )
+
+// CertificateRecheck is how soon the owner of a Certificate is reconciled
+// again when nothing else brings it. Certificates are read by name, not
+// watched (cert-manager may be absent, and a cache would hold every one),
+// so one deleted or edited by hand is applied again within it, long
+// before its Secret's certificate could expire; upstream watches them.
+// A variable for tests, set before any controller starts.
+var CertificateRecheck = time.Hour
+
+// WithinCertificateRecheck is after, or CertificateRecheck when that is
+// sooner or after is zero (no requeue).
+func WithinCertificateRecheck(after time.Duration) time.Duration {
+	if after <= 0 || after > CertificateRecheck {
+		return CertificateRecheck
+	}
+	return after
+}
 
 // Certificate applies a cert-manager Certificate unless the fields this
 // operator applied to the live one are exactly the desired ones. Certificates are read from the API

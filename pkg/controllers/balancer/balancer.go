@@ -22,6 +22,7 @@ import (
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
@@ -133,7 +134,8 @@ func (r *reconciler) reconcile(ctx context.Context, key string, cr *v1alpha1.Bal
 		return controller.Result{}, err
 	}
 	lbls := podspec.NewLabels(cr.Name, cr.Namespace, id, Component)
-	if err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls); err != nil {
+	certified, err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.BalancerdExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls)
+	if err != nil {
 		return controller.Result{}, err
 	}
 	desired, err := r.deployment(cr, id, lbls)
@@ -146,6 +148,9 @@ func (r *reconciler) reconcile(ctx context.Context, key string, cr *v1alpha1.Bal
 		return controller.Result{RequeueAfter: requeue}, err
 	}
 	recheck, err := r.owner.WriteReady(ctx, key, cr, id, dep)
+	if certified {
+		recheck = apply.WithinCertificateRecheck(recheck)
+	}
 	return controller.Result{RequeueAfter: recheck}, err
 }
 

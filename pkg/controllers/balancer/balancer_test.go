@@ -475,6 +475,42 @@ func TestCertificateFollowsTheSpec(t *testing.T) {
 	})
 }
 
+// Certificates are not watched: one deleted by hand (the usual way to
+// force a reissue) is applied again at the owner's next recheck, when
+// nothing else brings a reconcile (apply.CertificateRecheck, an hour).
+func TestDeletedCertificateIsAppliedAgain(t *testing.T) {
+	controllertest.InstallCertificateCRD(t)
+	recheck := apply.CertificateRecheck
+	apply.CertificateRecheck = 2 * time.Second
+	t.Cleanup(func() { apply.CertificateRecheck = recheck }) // after the controller stops
+	ctrl := startController(t)
+	ns := controllertest.NewNamespace(t)
+	ctx := context.Background()
+	ac := controllertest.Admin(t)
+	newBalancer(t, ns, "b", func(b *v1alpha1.Balancer) {
+		b.Spec.ExternalCertificateSpec = &v1alpha1.MaterializeCertSpec{IssuerRef: &v1alpha1.CertificateIssuerRef{Name: "ca", Kind: "ClusterIssuer"}}
+	})
+	id := balancers.WaitResourceID(t, ns, "b")
+	certs := ac.Dynamic.Resource(certificates.GVR).Namespace(ns)
+	name := "mz" + id + "-balancerd-external"
+	controllertest.Eventually(t, "the Certificate", func() error {
+		_, err := certs.Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	// Ready, and no reconcile pending but the recheck.
+	controllertest.WaitDeployment(t, ns, "mz"+id+"-balancerd")
+	controllertest.SetAvailable(t, ns, "mz"+id+"-balancerd", corev1.ConditionTrue, "MinimumReplicasAvailable")
+	balancers.WaitReady(t, ns, "b", metav1.ConditionTrue, component.ReasonDeploymentStatus)
+	controllertest.WaitQuiet(t, ctrl.UserAgent)
+	if err := certs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, "the Certificate applied again", func() error {
+		_, err := certs.Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
 // The first status holds both fields upstream's status type requires,
 // conditions: [] included, so upstream can read every Balancer this
 // operator wrote, even one whose children were never created.

@@ -64,10 +64,11 @@ func ExternalCertificateSecret(id, app string) string { return children.Name(id,
 
 // ApplyExternalCertificate applies app's external Certificate (upstream's
 // mz{id}-{app}-external, ECDSA 256 unless the spec asks otherwise) when an
-// issuer is named by spec or defaults.
+// issuer is named by spec or defaults; applied says whether there is one
+// (apply.CertificateRecheck).
 func ApplyExternalCertificate(ctx context.Context, dyn dynamic.Interface, defaults, spec *certificates.Spec,
 	owner Object, gvk schema.GroupVersionKind, id, app string, lbls podspec.Labels,
-) error {
+) (applied bool, err error) {
 	cert, err := certificates.Certificate(defaults, spec, certificates.Request{
 		Name: children.Name(id, app+"-external"), Namespace: owner.GetNamespace(),
 		SecretName: ExternalCertificateSecret(id, app),
@@ -76,10 +77,10 @@ func ApplyExternalCertificate(ctx context.Context, dyn dynamic.Interface, defaul
 		AlgorithmHint:   v1alpha1.PrivateKeyECDSA, SizeHint: 256,
 	})
 	if err != nil {
-		return SpecError{Err: err}
+		return false, SpecError{Err: err}
 	}
 	if cert == nil {
-		return nil
+		return false, nil
 	}
-	return apply.Certificate(ctx, dyn, cert)
+	return true, apply.Certificate(ctx, dyn, cert)
 }

@@ -28,6 +28,7 @@ import (
 	mzac "github.com/materializeinc/orchestratord/pkg/client/applyconfiguration/materialize/v1alpha1"
 	"github.com/materializeinc/orchestratord/pkg/client/clientset/versioned"
 	mzlisters "github.com/materializeinc/orchestratord/pkg/client/listers/materialize/v1alpha1"
+	"github.com/materializeinc/orchestratord/pkg/controllers/apply"
 	"github.com/materializeinc/orchestratord/pkg/controllers/children"
 	"github.com/materializeinc/orchestratord/pkg/controllers/component"
 	"github.com/materializeinc/orchestratord/pkg/controllers/controller"
@@ -222,10 +223,14 @@ func (r *reconciler) reconcile(ctx context.Context, key string, cr *v1alpha1.Con
 	if dep == nil || err != nil {
 		return controller.Result{RequeueAfter: requeue}, err
 	}
-	if err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls); err != nil {
+	certified, err := component.ApplyExternalCertificate(ctx, r.dyn, r.cfg.Certificates.ConsoleExternal, cr.Spec.ExternalCertificateSpec, cr, gvk, id, Component, lbls)
+	if err != nil {
 		return controller.Result{}, err
 	}
 	recheck, err := r.owner.WriteReady(ctx, key, cr, id, dep)
+	if certified {
+		recheck = apply.WithinCertificateRecheck(recheck)
+	}
 	return controller.Result{RequeueAfter: recheck}, err
 }
 

@@ -286,13 +286,17 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// marshalled) serves both the NetworkPolicies' read and the rollout.
 	in := r.rolloutInput(e)
 	var envErr error
+	certified := false
 	// A name no label can carry has every object refused: the preflight
 	// says so (FailedDeploy), and nothing is sent to be refused.
 	labelable := nameIsLabelValue(mz.Name)
 	if labelable {
-		envErr = r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
+		certified, envErr = r.applyEnvironmentObjects(ctx, e, r.generationToCreate(e, in))
 	}
 	result, settled, err := r.rollout(ctx, e, in, envErr)
+	if certified {
+		result.RequeueAfter = apply.WithinCertificateRecheck(result.RequeueAfter)
+	}
 	if err != nil || !settled || mz.Status.ActiveGeneration == 0 || !labelable {
 		return result, err
 	}
@@ -300,7 +304,7 @@ func (r *reconciler) Reconcile(ctx context.Context, key string) (controller.Resu
 	// once a rollout has nothing left to wait for.
 	components, err := r.applyComponents(ctx, e)
 	if components.RequeueAfter == 0 || (result.RequeueAfter > 0 && result.RequeueAfter < components.RequeueAfter) {
-		components.RequeueAfter = result.RequeueAfter
+		components.RequeueAfter = result.RequeueAfter // within the certificate recheck already
 	}
 	return components, err
 }
@@ -462,13 +466,13 @@ func (r *reconciler) licensedEnvironmentID(ctx context.Context, mz *v1alpha1.Mat
 	}
 }
 
-func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generationNext bool) error {
+func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generationNext bool) (certified bool, err error) {
 	kube := r.d.Kube
 	if own := e.mz.Spec.ServiceAccountName; own == "" || (own == e.mz.Name && !r.o.AllowExistingServiceAccounts) {
 		sa := e.serviceAccount()
 		if _, _, _, err := applyChild(ctx, r, e, component.NewChild("ServiceAccount", *sa.Name, sa, r.accounts.In(e.ns()),
 			kube.CoreV1().ServiceAccounts(e.ns()), corev1acExtractServiceAccount)); err != nil {
-			return fmt.Errorf("service account: %w", err)
+			return false, fmt.Errorf("service account: %w", err)
 		}
 	}
 	// environmentd's permissions: the chart's ClusterRole, bound in this
@@ -477,18 +481,18 @@ func (r *reconciler) applyEnvironmentObjects(ctx context.Context, e env, generat
 	binding := e.roleBinding(r.o.EnvironmentdClusterRole)
 	if _, _, _, err := applyChild(ctx, r, e, component.NewChild("RoleBinding", *binding.Name, binding, r.bindings.In(e.ns()),
 		kube.RbacV1().RoleBindings(e.ns()), rbacacExtractRoleBinding)); err != nil {
-		return fmt.Errorf("role binding: %w", err)
+		return false, fmt.Errorf("role binding: %w", err)
 	}
 	cert, err := e.certificate()
 	if err != nil {
-		return component.SpecError{Err: err}
+		return false, component.SpecError{Err: err}
 	}
 	if cert != nil {
 		if err := apply.Certificate(ctx, r.d.Dynamic, cert); err != nil {
-			return err
+			return true, err
 		}
 	}
-	return r.applyNetworkPolicies(ctx, e, generationNext)
+	return cert != nil, r.applyNetworkPolicies(ctx, e, generationNext)
 }
 
 // applyNetworkPolicies applies the enabled policies and deletes this
