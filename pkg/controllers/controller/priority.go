@@ -19,7 +19,10 @@ import (
 //
 // Within each class namespaces take turns (fairList): one tenant's
 // thousand queued keys delay another's next key by one key per namespace
-// waiting, not by its thousand.
+// waiting, not by its thousand. A namespace with a key being reconciled
+// waits while another has keys waiting: one tenant's slow reconciles (an
+// environmentd answering near the client's timeout) hold one worker, not
+// all of them, while others have work.
 //
 // The workqueue calls it under its own lock; urgent keys are marked by
 // markUrgent from informer handlers, hence its own.
@@ -36,6 +39,8 @@ type priorityQueue struct {
 	popped map[string]struct{}
 	// run counts the urgent keys popped since the last resync key.
 	run int
+	// inFlight counts, per namespace, the keys handed out and not settled.
+	inFlight map[string]int
 }
 
 // urgentRun is how many urgent keys may go before a waiting resync key.
@@ -95,10 +100,18 @@ func (f *fairList) Remove(e *list.Element) {
 	}
 }
 
-// PopFront removes and returns the entry whose turn it is; the list must
-// not be empty.
-func (f *fairList) PopFront() *entry {
-	ns := f.turn.Front().Value.(string)
+// PopFront removes and returns the entry whose turn it is, passing over
+// busy namespaces while one that is not has keys; the list must not be
+// empty. At most one namespace per worker is busy, so the search is short.
+func (f *fairList) PopFront(busy func(namespace string) bool) *entry {
+	next := f.turn.Front()
+	for t := next; t != nil; t = t.Next() {
+		if !busy(t.Value.(string)) {
+			next = t
+			break
+		}
+	}
+	ns := next.Value.(string)
 	e := f.queues[ns].Front()
 	f.Remove(e)
 	if own, ok := f.turnOf[ns]; ok {
@@ -108,7 +121,7 @@ func (f *fairList) PopFront() *entry {
 }
 
 func newPriorityQueue() *priorityQueue {
-	return &priorityQueue{marked: map[string]struct{}{}, where: map[string]*list.Element{}, popped: map[string]struct{}{}}
+	return &priorityQueue{marked: map[string]struct{}{}, where: map[string]*list.Element{}, popped: map[string]struct{}{}, inFlight: map[string]int{}}
 }
 
 // markUrgent makes key's next Push (or a Touch of it waiting) urgent; call
@@ -158,7 +171,8 @@ func (q *priorityQueue) Pop() string {
 	if from.Len() == 0 || (q.run >= urgentRun && q.resync.Len() > 0) {
 		from = &q.resync
 	}
-	en := from.PopFront()
+	en := from.PopFront(func(ns string) bool { return q.inFlight[ns] > 0 })
+	q.inFlight[namespaceOf(en.key)]++
 	if en.urgent {
 		q.run++
 		q.popped[en.key] = struct{}{}
@@ -169,11 +183,17 @@ func (q *priorityQueue) Pop() string {
 	return en.key
 }
 
-// settle ends the urgency of a key handed out by Pop; requeued says its
-// reconcile asked to run again, which keeps it urgent.
+// settle ends the reconcile of a key handed out by Pop, and its urgency;
+// requeued says its reconcile asked to run again, which keeps it urgent.
+// Every key Pop hands out is settled once.
 func (q *priorityQueue) settle(key string, requeued bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if ns := namespaceOf(key); q.inFlight[ns] > 1 {
+		q.inFlight[ns]--
+	} else {
+		delete(q.inFlight, ns)
+	}
 	if _, ok := q.popped[key]; !ok {
 		return
 	}

@@ -137,6 +137,50 @@ func TestNamespacesTakeTurns(t *testing.T) {
 	}
 }
 
+// A namespace whose key is being reconciled waits while another has keys:
+// one tenant's slow reconciles hold one worker, not every one, while
+// other tenants have work; alone, it takes them all.
+func TestABusyNamespaceWaitsWhileOthersHaveKeys(t *testing.T) {
+	q := newTermQueue()
+	defer q.ShutDown()
+	get := func() string {
+		key, _ := q.Get()
+		return key
+	}
+	done := func(key string) {
+		q.order.settle(key, false)
+		q.Done(key)
+	}
+	for i := range 3 {
+		q.addUrgent(fmt.Sprintf("slow/mz%d", i))
+	}
+	q.addUrgent("quick/mz0")
+	held := get() // slow/mz0, still being reconciled
+	if quick := get(); quick != "quick/mz0" {
+		t.Fatalf("second key %s, want quick/mz0", quick)
+	} else {
+		done(quick)
+	}
+	// slow's turn, but slow is busy and quick has a key.
+	q.addUrgent("quick/mz1")
+	if got := get(); got != "quick/mz1" {
+		t.Errorf("beside a busy namespace, popped %s, want quick/mz1", got)
+	} else {
+		done(got)
+	}
+	// Only the busy namespace has keys: it takes the idle worker.
+	second := get()
+	if second != "slow/mz1" {
+		t.Errorf("alone, popped %s, want slow/mz1", second)
+	}
+	done(held)
+	done(second)
+	drain(q, 1)
+	if len(q.order.inFlight) != 0 {
+		t.Errorf("in flight after every key settled: %v", q.order.inFlight)
+	}
+}
+
 type recordingReconciler struct {
 	mu   sync.Mutex
 	keys []string
