@@ -215,7 +215,10 @@ func (t *Trigger) Affected(ctx context.Context, nodes map[string]bool) (map[Inst
 	}
 	seen := 0
 	if len(nodes) > perNodeListing {
-		return out, t.addPods(ctx, "", nodes, out, &seen)
+		if err := t.addPods(ctx, "", nodes, out, &seen); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 	names := make([]string, 0, len(nodes))
 	for node := range nodes {
@@ -223,6 +226,10 @@ func (t *Trigger) Affected(ctx context.Context, nodes map[string]bool) (map[Inst
 	}
 	sort.Strings(names)
 	for _, node := range names {
+		if seen >= MaxPods {
+			t.tooManyPods()
+			break
+		}
 		if err := t.addPods(ctx, fields.OneTermEqualSelector("spec.nodeName", node).String(), nodes, out, &seen); err != nil {
 			return nil, err
 		}
@@ -236,11 +243,6 @@ func (t *Trigger) Affected(ctx context.Context, nodes map[string]bool) (map[Inst
 func (t *Trigger) addPods(ctx context.Context, fieldSelector string, nodes map[string]bool, out map[Instance][]string, seen *int) error {
 	opts := metav1.ListOptions{LabelSelector: PodSelector, FieldSelector: fieldSelector, Limit: podPageSize}
 	for {
-		if *seen >= MaxPods {
-			t.log().Warn("node upgrade: too many environmentd and clusterd pods; considering only the first ones",
-				zap.Int("limit", MaxPods))
-			return nil
-		}
 		list, err := t.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("listing environmentd and clusterd pods: %w", err)
@@ -250,8 +252,16 @@ func (t *Trigger) addPods(ctx context.Context, fieldSelector string, nodes map[s
 		if list.Continue == "" {
 			return nil
 		}
+		if *seen >= MaxPods {
+			t.tooManyPods()
+			return nil
+		}
 		opts.Continue = list.Continue
 	}
+}
+
+func (t *Trigger) tooManyPods() {
+	t.log().Warn("node upgrade: too many environmentd and clusterd pods; considering only the first ones", zap.Int("limit", MaxPods))
 }
 
 // addAffected adds to out the Materializes of pods running on nodes.

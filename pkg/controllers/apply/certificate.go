@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,11 +26,13 @@ import (
 // A variable for tests, set before any controller starts.
 var CertificateRecheck = time.Hour
 
-// WithinCertificateRecheck is after, or CertificateRecheck when that is
-// sooner or after is zero (no requeue).
+// WithinCertificateRecheck is after, or CertificateRecheck less up to a
+// tenth (so that owners reconciled together do not come back together)
+// when that is sooner or after is zero (no requeue).
 func WithinCertificateRecheck(after time.Duration) time.Duration {
-	if after <= 0 || after > CertificateRecheck {
-		return CertificateRecheck
+	recheck := CertificateRecheck - rand.N(CertificateRecheck/10+1)
+	if after <= 0 || after > recheck {
+		return recheck
 	}
 	return after
 }

@@ -32,6 +32,9 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
+// urgentRequeue: an urgent key requeued sooner than this stays urgent.
+const urgentRequeue = time.Minute
+
 // Reconciler brings one object, named by its namespace/name key, to its
 // desired state. It must use ctx for every API call: ctx ends when the
 // lease may be lost.
@@ -257,7 +260,9 @@ func (c *Controller) processNext(ctx context.Context, q *termQueue, log *zap.Log
 		q.AddRateLimited(key)
 	case result.RequeueAfter > 0:
 		q.Forget(key)
-		q.order.settle(key, true)
+		// A requeue soon continues a change (a rollout polling); a later
+		// one is a recheck (a Certificate's, hourly), not kept urgent.
+		q.order.settle(key, result.RequeueAfter < urgentRequeue)
 		q.AddAfter(key, result.RequeueAfter)
 	default:
 		q.Forget(key)

@@ -100,6 +100,17 @@ func (f *fairList) Remove(e *list.Element) {
 	}
 }
 
+// hasIdle reports whether a namespace that is not busy has keys. At most
+// one namespace per worker is busy, so the search is short.
+func (f *fairList) hasIdle(busy func(namespace string) bool) bool {
+	for t := f.turn.Front(); t != nil; t = t.Next() {
+		if !busy(t.Value.(string)) {
+			return true
+		}
+	}
+	return false
+}
+
 // PopFront removes and returns the entry whose turn it is, passing over
 // busy namespaces while one that is not has keys; the list must not be
 // empty. At most one namespace per worker is busy, so the search is short.
@@ -167,11 +178,17 @@ func (q *priorityQueue) Len() int {
 func (q *priorityQueue) Pop() string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	from := &q.urgent
+	from, other := &q.urgent, &q.resync
 	if from.Len() == 0 || (q.run >= urgentRun && q.resync.Len() > 0) {
-		from = &q.resync
+		from, other = &q.resync, &q.urgent
 	}
-	en := from.PopFront(func(ns string) bool { return q.inFlight[ns] > 0 })
+	busy := func(ns string) bool { return q.inFlight[ns] > 0 }
+	// An idle namespace goes first, whatever its class: a busy tenant's
+	// changes do not take a second worker from another's rollout.
+	if other.Len() > 0 && !from.hasIdle(busy) && other.hasIdle(busy) {
+		from = other
+	}
+	en := from.PopFront(busy)
 	q.inFlight[namespaceOf(en.key)]++
 	if en.urgent {
 		q.run++

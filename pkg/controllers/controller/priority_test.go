@@ -52,6 +52,7 @@ func TestChangesGoBeforeTheResync(t *testing.T) {
 	}
 	key, _ := q.Get() // r1, being reconciled
 	q.addUrgent(key)  // changed meanwhile
+	q.order.settle(key, false)
 	q.Done(key)
 	if got, want := drain(q, 1), []string{"r1"}; !slices.Equal(got, want) {
 		t.Errorf("then %v, want %v", got, want)
@@ -73,8 +74,9 @@ func TestChangesGoBeforeTheResync(t *testing.T) {
 	if got, want := drain(q, 2), []string{"r4", "r2"}; !slices.Equal(got, want) {
 		t.Errorf("after a resync requeue %v, want %v", got, want)
 	}
-	if q.Len() != 0 || len(q.order.where) != 0 || len(q.order.popped) != 0 || len(q.order.marked) != 0 {
-		t.Errorf("left: %d queued, %d tracked, %d popped, %d marked", q.Len(), len(q.order.where), len(q.order.popped), len(q.order.marked))
+	if q.Len() != 0 || len(q.order.where) != 0 || len(q.order.popped) != 0 || len(q.order.marked) != 0 || len(q.order.inFlight) != 0 {
+		t.Errorf("left: %d queued, %d tracked, %d popped, %d marked, %d namespaces in flight",
+			q.Len(), len(q.order.where), len(q.order.popped), len(q.order.marked), len(q.order.inFlight))
 	}
 }
 
@@ -168,6 +170,14 @@ func TestABusyNamespaceWaitsWhileOthersHaveKeys(t *testing.T) {
 	} else {
 		done(got)
 	}
+	// Nor does a change of the busy namespace go before another's resync
+	// key: classes apart, an idle namespace goes first.
+	q.Add("quick/mz2")
+	if got := get(); got != "quick/mz2" {
+		t.Errorf("a busy namespace's change before an idle one's resync key: popped %s, want quick/mz2", got)
+	} else {
+		done(got)
+	}
 	// Only the busy namespace has keys: it takes the idle worker.
 	second := get()
 	if second != "slow/mz1" {
@@ -180,6 +190,31 @@ func TestABusyNamespaceWaitsWhileOthersHaveKeys(t *testing.T) {
 		t.Errorf("in flight after every key settled: %v", q.order.inFlight)
 	}
 }
+
+// A change whose reconcile asks to run again soon (a rollout polling)
+// stays urgent; one rechecked an hour later (a Certificate) does not, or
+// every key ever changed would stay ahead of the resync for the term.
+func TestOnlyASoonRequeueStaysUrgent(t *testing.T) {
+	for _, c := range []struct {
+		after  time.Duration
+		urgent bool
+	}{{2 * time.Second, true}, {time.Hour, false}} {
+		c := c
+		rec := reconcilerFunc(func(context.Context, string) (Result, error) { return Result{RequeueAfter: c.after}, nil })
+		ctrl := New("test", rec, 1, zap.NewNop(), NewMetrics(prometheus.NewRegistry()), func() []string { return nil })
+		q := newTermQueue()
+		q.addUrgent("ns/mz")
+		ctrl.processNext(context.Background(), q, zap.NewNop())
+		q.ShutDown()
+		if _, urgent := q.order.marked["ns/mz"]; urgent != c.urgent {
+			t.Errorf("requeued after %v: urgent %v, want %v", c.after, urgent, c.urgent)
+		}
+	}
+}
+
+type reconcilerFunc func(context.Context, string) (Result, error)
+
+func (f reconcilerFunc) Reconcile(ctx context.Context, key string) (Result, error) { return f(ctx, key) }
 
 type recordingReconciler struct {
 	mu   sync.Mutex
