@@ -214,7 +214,9 @@ func TestOnlyASoonRequeueStaysUrgent(t *testing.T) {
 
 type reconcilerFunc func(context.Context, string) (Result, error)
 
-func (f reconcilerFunc) Reconcile(ctx context.Context, key string) (Result, error) { return f(ctx, key) }
+func (f reconcilerFunc) Reconcile(ctx context.Context, key string) (Result, error) {
+	return f(ctx, key)
+}
 
 type recordingReconciler struct {
 	mu   sync.Mutex
