@@ -199,7 +199,6 @@ func TestOnlyASoonRequeueStaysUrgent(t *testing.T) {
 		after  time.Duration
 		urgent bool
 	}{{2 * time.Second, true}, {time.Hour, false}} {
-		c := c
 		rec := reconcilerFunc(func(context.Context, string) (Result, error) { return Result{RequeueAfter: c.after}, nil })
 		ctrl := New("test", rec, 1, zap.NewNop(), NewMetrics(prometheus.NewRegistry()), func() []string { return nil })
 		q := newTermQueue()
