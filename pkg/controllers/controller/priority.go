@@ -15,7 +15,10 @@ import (
 // up.
 //
 // Changes are what tenants write, so they cannot starve the resync: after
-// urgentRun urgent keys in a row, one resync key goes, whatever waits.
+// urgentRun urgent keys in a row, one resync key goes, whatever waits,
+// unless every namespace of the resync has a key in flight while an idle
+// one has a change (it goes first; the busy ones are idle again as soon
+// as their workers ask for more).
 //
 // Within each class namespaces take turns (fairList): one tenant's
 // thousand queued keys delay another's next key by one key per namespace
